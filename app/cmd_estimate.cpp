@@ -1,0 +1,55 @@
+// dpsim estimate SCENARIO: the closed-form answer, instant.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "dpsim/cost.hpp"
+#include "dpsim/estimate.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/units.hpp"
+#include "report.hpp"
+
+namespace dpsim::app {
+
+namespace {
+
+struct EstimateArgs {
+  std::string scenario;
+  bool json = false;
+  std::string output;
+};
+
+std::string render(const Scenario& s, const Estimate& e) {
+  auto sections = common_sections(s, e.result);
+  Section fit{"Largest model that fits", {}};
+  fit.add(fmt::format("{} with {}", s.topology.gpu.name, to_string(s.training.optimizer)),
+          fmt::format("{:.2f}e9 parameters (model state only)", e.largest_model_parameters / 1e9));
+  sections.push_back(std::move(fit));
+  const ComputeModel cm = compute_model(s);
+  Section comp{"Compute", {}};
+  comp.add("GPU rate", fmt::format("{:.0f} TFLOP/s {} peak x {:.2f} efficiency", cm.peak_flops_per_s / 1e12,
+                                   to_string(s.training.param_dtype), cm.gemm_efficiency));
+  comp.add("forward + backward + optimizer", format_seconds(e.compute_s));
+  sections.push_back(std::move(comp));
+  sections.push_back(step_section(e.result, "Step (closed form)"));
+  sections.back().add("perfect overlap", format_seconds(e.perfect_overlap_step_s));
+  sections.back().add("no overlap", format_seconds(e.no_overlap_step_s));
+  if (!e.result.advice.empty()) sections.push_back(advice_section(e.result));
+  return render_sections(sections);
+}
+
+}  // namespace
+
+void register_estimate(CLI::App& app) {
+  auto args = std::make_shared<EstimateArgs>();
+  auto* cmd = app.add_subcommand("estimate", "Closed-form estimate: memory fit, all-reduce time, step time bounds");
+  cmd->add_option("SCENARIO", args->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
+  cmd->add_flag("--json", args->json, "Print the result JSON (keys in docs/metrics.md) instead of a table");
+  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+  cmd->callback([args] {
+    const Scenario s = load_scenario(args->scenario);
+    const Estimate e = estimate(s, make_step_plan(s));
+    emit(args->json ? to_json(e.result).dump(2) + "\n" : render(s, e), args->output);
+  });
+}
+
+}  // namespace dpsim::app

@@ -1,0 +1,17 @@
+#pragma once
+// One register function per subcommand; each lives in its own app/cmd_*.cpp file.
+// A command's callback throws on error; main() turns exceptions into exit codes
+// (InputError -> 2, anything else -> 1) and prints "dpsim: error: ..." on stderr.
+#include <CLI/CLI.hpp>
+
+namespace dpsim::app {
+
+// The whole command line: parse, dispatch, turn errors into exit codes. Returns the exit status.
+int run(int argc, char** argv);
+
+void register_estimate(CLI::App& app);
+void register_inspect(CLI::App& app);
+void register_predict(CLI::App& app);  // app/cmd_predict.cpp (simulator)
+void register_measure(CLI::App& app);  // app/cmd_measure.cpp (GPU backend)
+
+}  // namespace dpsim::app

@@ -1,0 +1,44 @@
+// The dpsim command: subcommands registered from app/cmd_*.cpp; errors become exit codes here only.
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "dpsim/error.hpp"
+
+namespace dpsim::app {
+
+#ifndef DPSIM_HAVE_SIM
+void register_predict(CLI::App&) {}
+#endif
+#ifndef DPSIM_HAVE_BACKEND
+void register_measure(CLI::App&) {}
+#endif
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "dpsim: predict and measure the step time of data-parallel training.\n"
+      "Scenarios (YAML) name a model, a batch and a cluster; see docs/scenario-format.md."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "dpsim 0.1.0");
+  register_estimate(app);
+  register_inspect(app);
+  register_predict(app);
+  register_measure(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // --help and --version print and return 0
+    return code == 0 ? 0 : 2;      // a bad option is bad input
+  } catch (const InputError& e) {
+    fmt::print(stderr, "dpsim: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "dpsim: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace dpsim::app

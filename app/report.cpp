@@ -1,0 +1,76 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include "dpsim/plan.hpp"
+#include "dpsim/units.hpp"
+
+namespace dpsim::app {
+
+std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
+  std::vector<Section> out;
+  Section scen{fmt::format("Scenario {}", s.name), {}};
+  scen.add("model", s.model.name);
+  scen.add("cluster", fmt::format("{} ({} node{} x {} GPUs = {} GPUs)", s.topology.name, s.topology.nodes,
+                                  s.topology.nodes > 1 ? "s" : "", s.topology.gpus_per_node, s.world_size()));
+  scen.add("batch", fmt::format("micro-batch {} x sequence {} x accumulation {} per GPU", s.training.micro_batch,
+                                s.training.sequence_length, s.training.gradient_accumulation));
+  out.push_back(std::move(scen));
+
+  Section model{"Model", {}};
+  model.add("parameters", format_count(static_cast<double>(r.parameters)));
+  model.add(fmt::format("gradients ({})", to_string(s.training.grad_dtype)),
+            format_bytes(static_cast<double>(r.gradient_bytes)));
+  out.push_back(std::move(model));
+
+  Section mem{"Memory per GPU", {}};
+  const double per_param =
+      model_state_bytes_per_parameter(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+  mem.add(fmt::format("model state ({}, {:.0f} B/param)", to_string(s.training.optimizer), per_param),
+          format_bytes(r.model_state_bytes_per_gpu));
+  mem.add("activations",
+          s.training.activations ? format_bytes(r.activation_bytes_per_gpu) : "not counted (activations: false)");
+  mem.add("DDP bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
+  const double need = r.model_state_bytes_per_gpu + r.activation_bytes_per_gpu + r.ddp_buffer_bytes_per_gpu;
+  mem.add("total",
+          fmt::format("{} of {} ({})", format_bytes(need), format_bytes(r.gpu_memory_bytes), s.topology.gpu.name));
+  mem.add("fits", r.fits ? fmt::format("yes, {} left", format_bytes(r.gpu_memory_bytes - need))
+                         : fmt::format("NO: short by {}", format_bytes(need - r.gpu_memory_bytes)));
+  out.push_back(std::move(mem));
+
+  Section ar{"All-reduce of all gradients as one message", {}};
+  ar.add("ring traffic per GPU", fmt::format("{} sent, {} received", format_bytes(r.allreduce_bytes_sent_per_gpu),
+                                             format_bytes(r.allreduce_bytes_sent_per_gpu)));
+  if (s.world_size() > 1) {
+    ar.add(fmt::format("ideal ring at {}", format_bandwidth(r.allreduce_busbw_GBps * 1e9)),
+           format_seconds(r.allreduce_time_s));
+    ar.add(fmt::format("NCCL model ({}/{})", r.nccl_algorithm, r.nccl_protocol),
+           fmt::format("{} (busbw {})", format_seconds(r.nccl_time_s), format_bandwidth(r.nccl_busbw_GBps * 1e9)));
+  } else {
+    ar.add("time", "none: one GPU");
+  }
+  out.push_back(std::move(ar));
+  return out;
+}
+
+Section step_section(const StepResult& r, const char* title) {
+  Section st{title, {}};
+  st.add("step time", format_seconds(r.step_time_s));
+  st.add("  forward", format_seconds(r.forward_s));
+  st.add("  backward", format_seconds(r.backward_s));
+  st.add("  exposed communication", format_seconds(r.exposed_comm_s));
+  st.add("  optimizer", format_seconds(r.optimizer_s));
+  st.add("communication busy", format_seconds(r.comm_busy_s));
+  st.add("without overlap", format_seconds(r.no_overlap_step_s));
+  st.add("throughput", fmt::format("{:.1f} samples/s, {} tokens/s", r.samples_per_s, format_count(r.tokens_per_s)));
+  st.add("scaling efficiency", fmt::format("{:.1f}% of linear vs 1 GPU", 100.0 * r.scaling_efficiency));
+  return st;
+}
+
+Section advice_section(const StepResult& r) {
+  Section a{"What limits this step", {}};
+  for (size_t i = 0; i < r.advice.size(); ++i) a.add(fmt::format("{}.", i + 1), r.advice[i]);
+  return a;
+}
+
+}  // namespace dpsim::app

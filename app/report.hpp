@@ -1,0 +1,15 @@
+#pragma once
+// Human-readable sections shared by estimate and predict: scenario, model, memory, all-reduce.
+#include <vector>
+
+#include "dpsim/result.hpp"
+#include "dpsim/scenario.hpp"
+#include "tables.hpp"
+
+namespace dpsim::app {
+
+std::vector<Section> common_sections(const Scenario& scenario, const StepResult& result);
+Section step_section(const StepResult& result, const char* title);
+Section advice_section(const StepResult& result);
+
+}  // namespace dpsim::app

@@ -1,0 +1,10 @@
+option(DPSIM_BUILD_TESTS "Build the Catch2 tests" ON)
+option(DPSIM_WERROR "Treat warnings as errors" OFF)
+option(DPSIM_CUDA "Build the CUDA/NCCL backend when CUDAToolkit and NCCL are found" ON)
+option(DPSIM_SANITIZE "Build with AddressSanitizer + UndefinedBehaviorSanitizer" OFF)
+option(DPSIM_FUZZ "Build libFuzzer targets (clang only)" OFF)
+
+if(DPSIM_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

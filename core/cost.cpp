@@ -1,0 +1,243 @@
+#include "dpsim/cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "dpsim/error.hpp"
+
+namespace dpsim {
+
+ComputeModel compute_model(const Scenario& s) {
+  const GpuSpec& g = s.topology.gpu;
+  return {g.peak_flops_per_s(s.training.param_dtype), g.gemm_efficiency, g.memory_bandwidth_bytes_per_s,
+          g.memory_efficiency, s.nccl.overlap_slowdown};
+}
+
+double memory_seconds(double bytes, const ComputeModel& m) {
+  return bytes / (m.memory_bandwidth_bytes_per_s * m.memory_efficiency);
+}
+
+namespace {
+double op_seconds(double flops, double bytes, const ComputeModel& m) {
+  return std::max(flops / (m.peak_flops_per_s * m.gemm_efficiency), memory_seconds(bytes, m));
+}
+}  // namespace
+
+double forward_seconds(const PlanOp& op, const ComputeModel& m) {
+  return op_seconds(op.forward_flops, op.forward_bytes, m);
+}
+double backward_seconds(const PlanOp& op, const ComputeModel& m) {
+  return op_seconds(op.backward_flops, op.backward_bytes, m);
+}
+
+double FabricSummary::ring_bytes_per_s() const {
+  return nodes > 1 ? std::min(intra_ring_bytes_per_s, inter_ring_bytes_per_s) : intra_ring_bytes_per_s;
+}
+
+namespace {
+
+// PCIe: ring 0 -> 1 -> ... -> g-1 -> 0. Count the ring flows on each directed link; the ring runs at
+// the slowest link's bandwidth divided by the flows that share it.
+void pcie_ring(const IntraNode& intra, int g, FabricSummary& f) {
+  std::map<int, int> switch_of;
+  for (size_t s = 0; s < intra.switches.size(); ++s) {
+    for (int gpu : intra.switches[s].gpus) switch_of[gpu] = static_cast<int>(s);
+  }
+  std::map<std::string, int> flows;
+  std::map<std::string, Link> links;
+  double worst_latency = 0;
+  for (int i = 0; i < g && g > 1; ++i) {
+    const int j = (i + 1) % g;
+    const auto& a = intra.switches[static_cast<size_t>(switch_of[i])];
+    const auto& b = intra.switches[static_cast<size_t>(switch_of[j])];
+    std::vector<std::pair<std::string, Link>> path{{"gpu" + std::to_string(i) + ">", intra.gpu_link},
+                                                   {">gpu" + std::to_string(j), intra.gpu_link}};
+    if (&a != &b) {
+      path.push_back({a.name + ">", a.uplink});
+      path.push_back({">" + b.name, b.uplink});
+      if (a.root != b.root) path.push_back({a.root + ">" + b.root, *intra.inter_socket});
+    }
+    double latency = 0;
+    for (const auto& [id, link] : path) {
+      flows[id]++;
+      links[id] = link;
+      latency += link.latency_s;
+    }
+    worst_latency = std::max(worst_latency, latency);
+  }
+  double bw = intra.gpu_link.bandwidth_bytes_per_s;
+  for (const auto& [id, n] : flows) bw = std::min(bw, links[id].bandwidth_bytes_per_s / n);
+  f.intra_ring_bytes_per_s = bw;
+  f.intra_edge_latency_s = worst_latency;
+}
+
+// NVLink mesh: NCCL builds as many rings as each GPU has links, one per link direction, so a GPU's
+// ring bandwidth is the sum of its NVLink bandwidth per direction; the ring runs at the poorest GPU's.
+void mesh_ring(const IntraNode& intra, int g, FabricSummary& f) {
+  std::vector<double> per_gpu(static_cast<size_t>(g), 0.0);
+  double latency = 0;
+  for (const auto& l : intra.mesh) {
+    per_gpu[static_cast<size_t>(l.gpu_a)] += l.link.bandwidth_bytes_per_s;
+    per_gpu[static_cast<size_t>(l.gpu_b)] += l.link.bandwidth_bytes_per_s;
+    latency = std::max(latency, l.link.latency_s);
+  }
+  f.intra_ring_bytes_per_s = *std::min_element(per_gpu.begin(), per_gpu.end());
+  f.intra_edge_latency_s = latency;
+}
+
+int network_hops(const Topology& t) {
+  switch (t.network.kind) {
+    case NetworkKind::none: return 0;
+    case NetworkKind::single_switch: return 2;
+    case NetworkKind::fat_tree:
+    case NetworkKind::rail_optimized: return (t.network.leaf_radix > 0 && t.nodes > t.network.leaf_radix) ? 4 : 2;
+  }
+  return 2;
+}
+
+}  // namespace
+
+FabricSummary summarize_fabric(const Topology& t) {
+  FabricSummary f;
+  f.nodes = t.nodes;
+  f.gpus_per_node = t.gpus_per_node;
+  f.world = t.world_size();
+  f.arch = t.gpu.arch;
+  f.intra_class = to_string(t.intra.kind);
+  f.nvls = t.intra.kind == IntraKind::nvswitch && t.intra.nvls;
+  switch (t.intra.kind) {
+    case IntraKind::nvswitch:
+      f.intra_ring_bytes_per_s = t.intra.gpu_link.bandwidth_bytes_per_s;
+      f.intra_edge_latency_s = 2 * t.intra.gpu_link.latency_s;
+      break;
+    case IntraKind::pcie: pcie_ring(t.intra, t.gpus_per_node, f); break;
+    case IntraKind::nvlink_mesh: mesh_ring(t.intra, t.gpus_per_node, f); break;
+  }
+  if (t.gpus_per_node == 1) f.intra_ring_bytes_per_s = std::numeric_limits<double>::infinity();
+  double nic_sum = 0, nic_latency = 0;
+  for (const auto& nic : t.nics) {
+    nic_sum += nic.link.bandwidth_bytes_per_s;
+    nic_latency = std::max(nic_latency, nic.link.latency_s);
+  }
+  f.inter_ring_bytes_per_s = nic_sum;
+  f.inter_edge_latency_s = 2 * nic_latency + network_hops(t) * t.network.link_latency_s;
+  return f;
+}
+
+double ring_bytes_sent_per_gpu(double bytes, int world) { return world > 1 ? 2.0 * (world - 1) / world * bytes : 0.0; }
+
+double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_bytes_per_s) {
+  return world > 1 ? ring_bytes_sent_per_gpu(bytes, world) / bandwidth_bytes_per_s : 0.0;
+}
+
+namespace {
+
+Fabric intra_fabric(const FabricSummary& f) { return f.intra_class == "pcie" ? Fabric::pcie : Fabric::nvlink; }
+
+const ProtoValues* latency_table(const NcclModel& nccl, Fabric fabric, Algorithm algorithm) {
+  const auto hw = nccl.hw_latency_s.find(fabric);
+  if (hw == nccl.hw_latency_s.end()) return nullptr;
+  const auto a = hw->second.find(algorithm);
+  return a == hw->second.end() ? nullptr : &a->second;
+}
+
+double base_latency(const NcclModel& nccl, Algorithm a, Protocol p) {
+  const auto it = nccl.base_latency_s.find(a);
+  return it == nccl.base_latency_s.end() ? 0.0 : std::max(0.0, it->second.get(p));
+}
+
+// The effective ring bus bandwidth: nominal bottleneck x measured efficiency of its fabric class.
+double ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  const double intra = f.intra_ring_bytes_per_s * nccl.ring_efficiency.at(f.intra_class);
+  if (f.nodes == 1) return intra;
+  return std::min(intra, f.inter_ring_bytes_per_s * nccl.ring_efficiency.at("net"));
+}
+
+double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
+  double bw = busbw * nccl.protocol_efficiency.get(p);
+  if (p == Protocol::ll) {
+    const auto cap = nccl.ll_max_busbw_bytes_per_s.find(f.arch);
+    if (cap != nccl.ll_max_busbw_bytes_per_s.end()) bw = std::min(bw, cap->second);
+  }
+  return bw;
+}
+
+double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
+  const auto it = nccl.tree_correction.find(p);
+  if (it == nccl.tree_correction.end() || bytes < 64) return 1.0;
+  const auto index = static_cast<size_t>(std::floor(std::log2(bytes / 64.0)));
+  return index < it->second.size() ? it->second[index] : 1.0;
+}
+
+struct Candidate {
+  bool ok = false;
+  double latency_s = 0;
+  double time_s = 0;
+};
+
+Candidate ring_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
+  const Fabric fabric = f.nodes == 1 ? intra_fabric(f) : Fabric::net;
+  const ProtoValues* intra = latency_table(nccl, intra_fabric(f), Algorithm::ring);
+  const ProtoValues* net = latency_table(nccl, Fabric::net, Algorithm::ring);
+  if (!intra || intra->get(p) < 0 || (fabric == Fabric::net && (!net || net->get(p) < 0))) return {};
+  const int n = f.world;
+  const int steps = 2 * (n - 1);
+  const int inter_steps = f.nodes > 1 ? 2 * (f.nodes - 1) : 0;
+  double intra_lat = intra->get(p);
+  if (f.nodes > 1) intra_lat = std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? 3 : 1));
+  const double inter_lat = f.nodes > 1 ? net->get(p) : 0.0;
+  double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
+  if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
+  const double bw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
+  return {true, latency, latency + ring_bytes_sent_per_gpu(bytes, n) / bw};
+}
+
+Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
+  if (f.nodes < 2) return {};  // single node: NCCL's tree degenerates to a chain; the ring or NVLS wins
+  const ProtoValues* intra = latency_table(nccl, intra_fabric(f), Algorithm::tree);
+  const ProtoValues* net = latency_table(nccl, Fabric::net, Algorithm::tree);
+  if (!intra || !net || intra->get(p) < 0 || net->get(p) < 0) return {};
+  const double latency = base_latency(nccl, Algorithm::tree, p) +
+                         2.0 * ((f.gpus_per_node - 1) * intra->get(p) + std::log2(f.nodes) * net->get(p));
+  const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl) * tree_correction(nccl, p, bytes);
+  // NCCL converts a tree's bus bandwidth to algorithm bandwidth as busbw / 2 (notes section 1.4).
+  return {true, latency, latency + 2.0 * bytes / busbw};
+}
+
+Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
+  if (!f.nvls || f.nodes > 1 || p != Protocol::simple) return {};
+  const ProtoValues* lat = latency_table(nccl, Fabric::nvlink, Algorithm::nvls);
+  if (!lat || lat->get(p) < 0) return {};
+  const double busbw = f.intra_ring_bytes_per_s * nccl.nvls_busbw_per_link;
+  const double latency = lat->get(p);
+  return {true, latency, latency + ring_bytes_sent_per_gpu(bytes, f.world) / busbw};
+}
+
+}  // namespace
+
+CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclModel& nccl, Collective requested) {
+  CollectiveCost best;
+  best.time_s = std::numeric_limits<double>::infinity();
+  if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0};
+  for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::nvls}) {
+    if (requested.algorithm != Algorithm::automatic && requested.algorithm != a) continue;
+    for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
+      if (requested.protocol != Protocol::automatic && requested.protocol != p) continue;
+      const Candidate c = a == Algorithm::ring   ? ring_candidate(bytes, p, f, nccl)
+                          : a == Algorithm::tree ? tree_candidate(bytes, p, f, nccl)
+                                                 : nvls_candidate(bytes, p, f, nccl);
+      if (c.ok && c.time_s < best.time_s) best = {a, p, c.latency_s, 0, c.time_s};
+    }
+  }
+  if (!std::isfinite(best.time_s)) {
+    throw InputError(std::string("collective: algorithm ") + to_string(requested.algorithm) + " with protocol " +
+                     to_string(requested.protocol) + " is not available on this cluster");
+  }
+  best.busbw_bytes_per_s = ring_bytes_sent_per_gpu(bytes, f.world) / best.time_s;
+  return best;
+}
+
+}  // namespace dpsim

@@ -1,0 +1,91 @@
+#include "dpsim/estimate.hpp"
+
+#include <algorithm>
+
+#include "dpsim/cost.hpp"
+
+namespace dpsim {
+
+void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
+  r.scenario = s.name;
+  r.parameters = plan.parameters;
+  r.gradient_bytes = plan.gradient_bytes;
+  r.model_state_bytes_per_gpu = plan.memory.model_state_bytes;
+  r.activation_bytes_per_gpu = plan.memory.activation_bytes;
+  r.ddp_buffer_bytes_per_gpu = plan.memory.ddp_buffer_bytes;
+  r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
+  r.fits = plan.memory.total_bytes() <= r.gpu_memory_bytes;
+
+  const FabricSummary fabric = summarize_fabric(s.topology);
+  const auto bytes = static_cast<double>(plan.gradient_bytes);
+  r.allreduce_bytes_sent_per_gpu = ring_bytes_sent_per_gpu(bytes, plan.world_size);
+  r.allreduce_algorithm = "ring";
+  if (plan.world_size > 1) {
+    const double bw = fabric.ring_bytes_per_s();
+    r.allreduce_time_s = ideal_ring_allreduce_seconds(bytes, plan.world_size, bw);
+    r.allreduce_busbw_GBps = bw / 1e9;
+    const CollectiveCost nccl = allreduce_cost(bytes, fabric, s.nccl, s.collective);
+    r.nccl_time_s = nccl.time_s;
+    r.nccl_busbw_GBps = nccl.busbw_bytes_per_s / 1e9;
+    r.nccl_algorithm = to_string(nccl.algorithm);
+    r.nccl_protocol = to_string(nccl.protocol);
+  }
+  r.context["world_size"] = plan.world_size;
+  r.context["nodes"] = s.topology.nodes;
+  r.context["gpus_per_node"] = s.topology.gpus_per_node;
+  r.context["gpu"] = s.topology.gpu.name;
+  r.context["topology"] = s.topology.name;
+  r.context["model"] = s.model.name;
+  r.context["micro_batch"] = plan.micro_batch;
+  r.context["sequence_length"] = plan.sequence_length;
+  r.context["gradient_accumulation"] = plan.gradient_accumulation;
+  r.context["nccl_model_version"] = s.nccl.version;
+}
+
+namespace {
+
+void fill_throughput(const StepPlan& plan, double single_gpu_step_s, StepResult& r) {
+  const double samples = static_cast<double>(plan.world_size * plan.micro_batch * plan.gradient_accumulation);
+  r.samples_per_s = r.step_time_s > 0 ? samples / r.step_time_s : 0;
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
+  r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_step_s / r.step_time_s : 0;
+}
+
+}  // namespace
+
+Estimate estimate(const Scenario& s, const StepPlan& plan) {
+  Estimate e;
+  StepResult& r = e.result;
+  r.mode = "estimate";
+  fill_common(s, plan, r);
+  const ComputeModel cm = compute_model(s);
+  const FabricSummary fabric = summarize_fabric(s.topology);
+  for (const auto& op : plan.ops) {
+    r.forward_s += forward_seconds(op, cm);
+    r.backward_s += backward_seconds(op, cm);
+  }
+  const auto k = static_cast<double>(plan.gradient_accumulation);
+  r.forward_s *= k;
+  r.backward_s *= k;
+  r.optimizer_s = memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, cm);
+  for (const auto& b : plan.buckets) {
+    const CollectiveCost c = allreduce_cost(static_cast<double>(b.bytes), fabric, s.nccl, s.collective);
+    r.comm_busy_s += c.time_s;
+  }
+  // Only the synchronized micro-step's backward can hide communication.
+  const double last_backward = r.backward_s / k;
+  r.exposed_comm_s = std::max(0.0, r.comm_busy_s - last_backward);
+  e.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
+  e.perfect_overlap_step_s = e.compute_s + r.exposed_comm_s;
+  e.no_overlap_step_s = e.compute_s + r.comm_busy_s;
+  e.single_gpu_step_s = e.compute_s;
+  r.step_time_s = e.perfect_overlap_step_s;
+  r.no_overlap_step_s = e.no_overlap_step_s;
+  fill_throughput(plan, e.single_gpu_step_s, r);
+  e.largest_model_parameters =
+      s.topology.gpu.memory_bytes /
+      model_state_bytes_per_parameter(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+  return e;
+}
+
+}  // namespace dpsim

@@ -1,0 +1,55 @@
+#pragma once
+// Cost formulas shared by the estimator and the simulator: compute time of plan operations and
+// NCCL's alpha-beta cost of an all-reduce with its algorithm/protocol choice (data/nccl.yaml).
+#include "dpsim/plan.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+struct ComputeModel {
+  double peak_flops_per_s = 0;
+  double gemm_efficiency = 0;
+  double memory_bandwidth_bytes_per_s = 0;
+  double memory_efficiency = 0;
+  double overlap_slowdown = 1;  // multiply compute time while a collective runs beside it
+};
+
+ComputeModel compute_model(const Scenario& scenario);
+double forward_seconds(const PlanOp& op, const ComputeModel& model);
+double backward_seconds(const PlanOp& op, const ComputeModel& model);
+double memory_seconds(double bytes, const ComputeModel& model);
+
+// The ring as NCCL lays it over the topology, reduced to what the closed forms need.
+struct FabricSummary {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int world = 1;
+  Arch arch = Arch::hopper;
+  std::string intra_class;  // nvswitch | pcie | nvlink_mesh
+  bool nvls = false;
+  double intra_ring_bytes_per_s = 0;  // slowest intra-node ring edge, per direction, nominal
+  double inter_ring_bytes_per_s = 0;  // what one node can push to the next (all its NICs), nominal
+  double intra_edge_latency_s = 0;    // slowest intra-node ring edge
+  double inter_edge_latency_s = 0;    // node-to-node ring edge (NIC + switch hops)
+  double ring_bytes_per_s() const;    // nominal bottleneck of the whole ring
+};
+
+FabricSummary summarize_fabric(const Topology& topology);
+
+struct CollectiveCost {
+  Algorithm algorithm = Algorithm::ring;
+  Protocol protocol = Protocol::simple;
+  double latency_s = 0;
+  double busbw_bytes_per_s = 0;  // nccl-tests bus bandwidth this choice reaches
+  double time_s = 0;
+};
+
+// NCCL's model: time = latency + S * 2(n-1)/n / busbw, minimised over the allowed
+// (algorithm, protocol) pairs; `requested` may pin either.
+CollectiveCost allreduce_cost(double bytes, const FabricSummary& fabric, const NcclModel& nccl, Collective requested);
+
+// The back-of-envelope: 2(n-1)/n * S / B, with B the nominal ring bottleneck per direction.
+double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_bytes_per_s);
+double ring_bytes_sent_per_gpu(double bytes, int world);  // 2(n-1)/n * S
+
+}  // namespace dpsim

@@ -1,0 +1,20 @@
+#pragma once
+// Input errors name the file, line and key path: "scenarios/x.yaml:12: cluster.nodes: must be > 0".
+#include <stdexcept>
+#include <string>
+
+namespace dpsim {
+
+class InputError : public std::runtime_error {
+ public:
+  InputError(const std::string& file, int line, const std::string& key_path, const std::string& message);
+  explicit InputError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// A failure of the environment (unwritable output, missing backend), not of the input.
+class RuntimeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace dpsim

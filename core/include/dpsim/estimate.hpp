@@ -1,0 +1,23 @@
+#pragma once
+// The closed-form answer: instant, no simulation. Perfect and no overlap bracket the real step.
+#include "dpsim/plan.hpp"
+#include "dpsim/result.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+struct Estimate {
+  StepResult result;     // step.time_s = perfect-overlap estimate
+  double compute_s = 0;  // forward + backward (+ accumulation) + optimizer
+  double perfect_overlap_step_s = 0;
+  double no_overlap_step_s = 0;
+  double single_gpu_step_s = 0;
+  double largest_model_parameters = 0;  // of this precision/optimizer that fits this GPU (state only)
+};
+
+Estimate estimate(const Scenario& scenario, const StepPlan& plan);
+
+// Fill the figures every mode shares: parameters, memory, single-message all-reduce.
+void fill_common(const Scenario& scenario, const StepPlan& plan, StepResult& result);
+
+}  // namespace dpsim

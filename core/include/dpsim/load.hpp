@@ -1,0 +1,23 @@
+#pragma once
+// YAML loading: the only code in the project that sees yaml-cpp. Every error is an InputError
+// naming file, line and key path.
+#include <filesystem>
+#include <string>
+
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+// Where data/, topologies/ and models/ live: $DPSIM_DATA_DIR, else the source tree, else the install prefix.
+std::filesystem::path data_root();
+
+Scenario load_scenario(const std::filesystem::path& file);
+Topology load_topology(const std::filesystem::path& file);
+ModelSpec load_model(const std::filesystem::path& file);  // models/*.yaml or a Hugging Face config.json
+GpuSpec load_gpu(const std::string& key);                 // from data/gpus.yaml
+NcclModel load_nccl(const std::filesystem::path& file);
+
+// Resolve a topology by name ("h100-8x-nvswitch") or path, relative to a scenario file.
+std::filesystem::path resolve_topology(const std::string& name_or_path, const std::filesystem::path& scenario_dir);
+
+}  // namespace dpsim

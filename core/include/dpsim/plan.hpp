@@ -1,0 +1,78 @@
+#pragma once
+// StepPlan: what one data-parallel training step does, made once by a pure function and executed
+// by the simulator (virtual time), the GPU backend (real kernels) and the estimator (closed form).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dpsim/model.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+struct PlanOp {
+  std::string name;
+  OpKind kind = OpKind::matmul;
+  double forward_flops = 0;  // for the whole micro-batch on one GPU
+  double backward_flops = 0;
+  double forward_bytes = 0;
+  double backward_bytes = 0;     // includes the DDP grad -> bucket copy of its gradients
+  std::vector<GemmShape> gemms;  // m already multiplied by the micro-batch
+  std::vector<int> grads;        // indices into StepPlan::grads made ready by this op's backward
+};
+
+struct Grad {
+  std::string name;
+  int64_t numel = 0;
+  int64_t bytes = 0;
+  int op = 0;      // index into StepPlan::ops
+  int bucket = 0;  // index into StepPlan::buckets
+};
+
+struct Bucket {
+  int index = 0;
+  std::vector<int> grads;  // in ready order
+  int64_t bytes = 0;
+  int ready_after_backward_op = 0;  // position in StepPlan::backward_order after which it is complete
+};
+
+struct OptimizerStep {
+  int64_t parameters = 0;
+  double bytes = 0;  // memory traffic per GPU
+};
+
+struct MemoryNeed {
+  double model_state_bytes = 0;  // weights + grads + optimizer state
+  double ddp_buffer_bytes = 0;   // bucket copies when grads are not bucket views
+  double activation_bytes = 0;
+  double total_bytes() const { return model_state_bytes + ddp_buffer_bytes + activation_bytes; }
+};
+
+struct StepPlan {
+  std::string scenario;
+  int world_size = 1;
+  int64_t micro_batch = 1;
+  int64_t sequence_length = 1;
+  int64_t gradient_accumulation = 1;
+  int64_t parameters = 0;
+  int64_t gradient_bytes = 0;
+  std::vector<PlanOp> ops;          // forward order
+  std::vector<int> backward_order;  // op indices in backward order
+  std::vector<Grad> grads;          // gradient-ready order
+  std::vector<Bucket> buckets;      // launch order
+  OptimizerStep optimizer;
+  MemoryNeed memory;
+  double final_copy_bytes = 0;  // bucket -> grad copy after the last all-reduce (no bucket views)
+};
+
+StepPlan make_step_plan(const Scenario& scenario);
+
+// PyTorch DDP's compute_bucket_assignment_by_size over tensors in ready order:
+// limits [first, cap, cap, ...]; a bucket closes once its size >= its limit (the crossing tensor stays).
+std::vector<std::vector<int>> assign_buckets(const std::vector<int64_t>& tensor_bytes, double first_bucket_bytes,
+                                             double bucket_cap_bytes);
+
+double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer);
+double optimizer_bytes_per_parameter(Optimizer optimizer);
+
+}  // namespace dpsim

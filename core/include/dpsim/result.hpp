@@ -1,0 +1,83 @@
+#pragma once
+// StepResult: the one schema that estimate, predict and measure print (keys in DESIGN.md).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dpsim {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct BucketTiming {
+  int index = 0;
+  long long bytes = 0;
+  double ready_s = 0;
+  double start_s = 0;
+  double end_s = 0;
+  std::string algorithm;
+  std::string protocol;
+};
+
+struct TimelineEvent {  // for Chrome traces: one per compute op or collective on one GPU
+  int rank = 0;
+  std::string track;  // "compute" | "comm"
+  std::string name;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+struct Spread {  // measured figures: median, p10, p90 over timed iterations
+  double median = 0, p10 = 0, p90 = 0;
+};
+
+struct StepResult {
+  std::string scenario;
+  std::string mode;  // estimate | predict | measure
+  nlohmann::json context = nlohmann::json::object();
+
+  long long parameters = 0;
+  long long gradient_bytes = 0;
+
+  double model_state_bytes_per_gpu = 0;
+  double activation_bytes_per_gpu = 0;
+  double ddp_buffer_bytes_per_gpu = 0;
+  double gpu_memory_bytes = 0;
+  bool fits = false;
+
+  double allreduce_bytes_sent_per_gpu = 0;
+  double allreduce_time_s = 0;  // ideal ring at link bandwidth, one message (DESIGN.md)
+  double allreduce_busbw_GBps = 0;
+  std::string allreduce_algorithm = "ring";
+  double nccl_time_s = 0;  // the same message as NCCL's model runs it
+  double nccl_busbw_GBps = 0;
+  std::string nccl_algorithm;
+  std::string nccl_protocol;
+
+  double step_time_s = 0;
+  double forward_s = 0;
+  double backward_s = 0;
+  double exposed_comm_s = 0;
+  double optimizer_s = 0;
+  double comm_busy_s = 0;        // sum of bucket all-reduce durations
+  double no_overlap_step_s = 0;  // compute + all communication, serialized
+
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double scaling_efficiency = 0;
+
+  std::vector<BucketTiming> buckets;
+  std::vector<TimelineEvent> timeline;                // not serialized into the result JSON; used for traces
+  nlohmann::json spreads = nlohmann::json::object();  // measure: {"step.time_s": {median,p10,p90}, ...}
+  std::vector<std::string> advice;
+};
+
+nlohmann::json to_json(const StepResult& result);
+StepResult result_from_json(const nlohmann::json& json);  // throws InputError on a missing key
+StepResult read_result(const std::filesystem::path& file);
+
+// Write text to `file` through a temporary file and a rename: never a half-written file.
+void write_file_atomic(const std::filesystem::path& file, const std::string& text);
+
+}  // namespace dpsim

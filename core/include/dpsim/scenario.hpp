@@ -1,0 +1,205 @@
+#pragma once
+// The scenario model shared by the estimator, the simulator and the GPU backend.
+// Plain structs, validated by the loader, every quantity in SI units named in the field.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dpsim {
+
+enum class Dtype { bf16, fp16, fp32 };
+enum class Optimizer { adamw, sgd_momentum, sgd };
+enum class Algorithm { automatic, ring, tree, nvls };
+enum class Protocol { automatic, ll, ll128, simple };
+enum class Arch { volta, ampere, ada, hopper };
+
+int dtype_bytes(Dtype dtype);
+const char* to_string(Dtype dtype);
+const char* to_string(Optimizer optimizer);
+const char* to_string(Algorithm algorithm);
+const char* to_string(Protocol protocol);
+const char* to_string(Arch arch);
+
+// ---- hardware ---------------------------------------------------------------------------------
+
+struct GpuSpec {
+  std::string key;   // catalog key, e.g. "H100-SXM"
+  std::string name;  // as nvidia-smi prints it
+  Arch arch = Arch::hopper;
+  double peak_bf16_flops_per_s = 0;  // 0: the GPU has no such unit
+  double peak_fp16_flops_per_s = 0;
+  double peak_fp32_flops_per_s = 0;
+  double memory_bytes = 0;
+  double memory_bandwidth_bytes_per_s = 0;
+  double gemm_efficiency = 0;    // achieved / peak for large GEMMs
+  double memory_efficiency = 0;  // achieved / peak HBM bandwidth for streaming kernels
+  double peak_flops_per_s(Dtype dtype) const;
+};
+
+struct Link {
+  double bandwidth_bytes_per_s = 0;  // per direction
+  double latency_s = 0;
+};
+
+enum class IntraKind { nvswitch, pcie, nvlink_mesh };
+enum class NetworkKind { none, single_switch, fat_tree, rail_optimized };
+const char* to_string(IntraKind kind);
+const char* to_string(NetworkKind kind);
+
+struct PcieSwitch {
+  std::string name;
+  std::string root;       // root complex (CPU socket) it hangs from
+  std::vector<int> gpus;  // local GPU indices behind it
+  Link uplink;            // switch <-> root complex
+};
+
+struct MeshLink {
+  int gpu_a = 0;
+  int gpu_b = 0;
+  Link link;
+};
+
+struct IntraNode {
+  IntraKind kind = IntraKind::nvswitch;
+  Link gpu_link;  // nvswitch: GPU <-> switch; pcie: GPU <-> its PCIe switch
+  bool nvls = false;
+  std::vector<PcieSwitch> switches;  // pcie only
+  std::optional<Link> inter_socket;  // pcie only: between root complexes
+  std::vector<MeshLink> mesh;        // nvlink_mesh only
+};
+
+struct Nic {
+  std::vector<int> gpus;  // local GPU indices served
+  Link link;
+};
+
+struct Network {
+  NetworkKind kind = NetworkKind::none;
+  double link_latency_s = 0;    // per switch hop
+  double oversubscription = 1;  // fat_tree: leaf down:up ratio
+  int leaf_radix = 0;           // nodes per leaf (fat_tree) or per rail switch group
+};
+
+struct Topology {
+  std::string name;
+  std::string file;
+  GpuSpec gpu;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  IntraNode intra;
+  std::vector<Nic> nics;
+  Network network;
+  int world_size() const { return nodes * gpus_per_node; }
+};
+
+// ---- NCCL cost-model constants (data/nccl.yaml) ------------------------------------------------
+
+struct ProtoValues {
+  double ll = 0, ll128 = 0, simple = 0;
+  double get(Protocol protocol) const;
+};
+
+enum class Fabric { nvlink, pcie, net };
+const char* to_string(Fabric fabric);
+
+struct NcclModel {
+  std::string version;
+  std::string file;
+  // [algorithm ring|tree|nvls] -> per-protocol latency
+  std::map<Algorithm, ProtoValues> base_latency_s;
+  // [fabric][algorithm] -> per-protocol latency; missing = algorithm unavailable on that fabric
+  std::map<Fabric, std::map<Algorithm, ProtoValues>> hw_latency_s;
+  ProtoValues protocol_efficiency;
+  std::map<Arch, double> ll_max_busbw_bytes_per_s;
+  std::map<Arch, double> per_channel_max_ll128_busbw_bytes_per_s;
+  double nvls_efficiency = 0;
+  double nvls_busbw_per_link = 1;  // NVLS bus bandwidth / nominal NVLink bandwidth (measured)
+  // Tree all-reduce bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor)
+  std::map<Protocol, std::vector<double>> tree_correction;
+  double ring_simple_plateau_latency_factor = 1;
+  double net_overhead_s = 0;
+  // measured ring bus bandwidth / nominal link bandwidth, per fabric kind
+  std::map<std::string, double> ring_efficiency;  // keys: nvswitch, pcie, nvlink_mesh, net
+  double overlap_slowdown = 1;                    // compute slowdown while a collective runs
+};
+
+// ---- model ------------------------------------------------------------------------------------
+
+enum class ModelFamily { llama, gpt2, bert };
+
+struct TransformerConfig {
+  ModelFamily family = ModelFamily::llama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t intermediate_size = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t type_vocab_size = 0;  // bert
+  bool tie_embeddings = false;
+};
+
+struct GemmShape {
+  int64_t m = 0;  // rows per sample (tokens, or output pixels); the plan multiplies by micro-batch
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t batch = 1;  // batched GEMM count per sample (attention heads)
+};
+
+struct ExplicitLayer {
+  std::string name;
+  int64_t parameters = 0;
+  double forward_flops_per_sample = 0;
+  std::optional<GemmShape> gemm;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string file;
+  std::optional<TransformerConfig> transformer;  // exactly one of transformer / layers
+  std::vector<ExplicitLayer> layers;
+};
+
+// ---- training, DDP, collective ----------------------------------------------------------------
+
+struct Training {
+  int64_t micro_batch = 1;
+  int64_t sequence_length = 1;
+  int64_t gradient_accumulation = 1;
+  Dtype param_dtype = Dtype::bf16;
+  Dtype grad_dtype = Dtype::bf16;
+  Optimizer optimizer = Optimizer::adamw;
+  bool activations = true;
+};
+
+struct Ddp {
+  double bucket_cap_bytes = 25.0 * 1024 * 1024;
+  double first_bucket_bytes = 1.0 * 1024 * 1024;
+  bool gradient_as_bucket_view = false;
+  bool static_graph = false;
+  bool first_iteration = false;  // simulate iteration 0: one bucket for everything
+};
+
+struct Collective {
+  Algorithm algorithm = Algorithm::automatic;
+  Protocol protocol = Protocol::automatic;
+};
+
+struct Scenario {
+  std::string name;
+  std::string file;
+  ModelSpec model;
+  Training training;
+  Ddp ddp;
+  Topology topology;
+  Collective collective;
+  NcclModel nccl;
+  double tolerance = 0.10;  // relative, for validate
+  int world_size() const { return topology.world_size(); }
+};
+
+}  // namespace dpsim

@@ -1,0 +1,342 @@
+// Loading of data/gpus.yaml, data/nccl.yaml and topologies/*.yaml.
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
+#include "load_internal.hpp"
+
+namespace dpsim {
+
+namespace fs = std::filesystem;
+
+fs::path data_root() {
+  if (const char* env = std::getenv("DPSIM_DATA_DIR"); env && *env) return fs::path(env);
+  for (const fs::path& candidate : {fs::path(DPSIM_DATA_DIR_BUILD), fs::path(DPSIM_DATA_DIR_INSTALL)}) {
+    std::error_code ec;
+    if (fs::exists(candidate / "data" / "gpus.yaml", ec)) return candidate;
+  }
+  throw RuntimeError(fmt::format("cannot find dpsim's data files (data/gpus.yaml) under {} or {}; set DPSIM_DATA_DIR",
+                                 DPSIM_DATA_DIR_BUILD, DPSIM_DATA_DIR_INSTALL));
+}
+
+namespace {
+
+Arch parse_arch(const YNode& n) {
+  return n.as_enum<Arch>(
+      {{"volta", Arch::volta}, {"ampere", Arch::ampere}, {"ada", Arch::ada}, {"hopper", Arch::hopper}});
+}
+
+double fraction(const YNode& n) {
+  const double v = n.as_number();
+  if (v <= 0 || v > 1) n.fail(fmt::format("must be in (0, 1], got {}", n.as_string()));
+  return v;
+}
+
+Link parse_link(const YNode& n, bool latency_required) {
+  n.allow_only({"bandwidth", "latency"});
+  Link link;
+  link.bandwidth_bytes_per_s = n.at("bandwidth").as_bandwidth();
+  if (latency_required || n.has("latency")) link.latency_s = n.at("latency").as_seconds();
+  return link;
+}
+
+std::vector<int> parse_gpu_list(const YNode& n, int gpus_per_node) {
+  std::vector<int> out;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const YNode item = n[i];
+    out.push_back(static_cast<int>(item.as_int(0, 1 << 20)));
+    if (out.back() >= gpus_per_node) {
+      item.fail(fmt::format("GPU {} does not exist: a node has {} GPUs (0..{})", out.back(), gpus_per_node,
+                            gpus_per_node - 1));
+    }
+  }
+  return out;
+}
+
+ProtoValues parse_proto(const YNode& n) {
+  n.allow_only({"ll", "ll128", "simple"});
+  ProtoValues v{-1, -1, -1};  // -1: protocol not available for this algorithm
+  if (auto x = n.get("ll")) v.ll = x->as_seconds();
+  if (auto x = n.get("ll128")) v.ll128 = x->as_seconds();
+  if (auto x = n.get("simple")) v.simple = x->as_seconds();
+  return v;
+}
+
+Algorithm parse_algorithm_key(const YNode& parent, const std::string& key) {
+  if (key == "ring") return Algorithm::ring;
+  if (key == "tree") return Algorithm::tree;
+  if (key == "nvls") return Algorithm::nvls;
+  parent.fail(fmt::format("unknown algorithm \"{}\" (expected ring, tree or nvls)", key));
+}
+
+std::map<Arch, double> parse_arch_bandwidths(const YNode& n) {
+  std::map<Arch, double> out;
+  for (const auto& key : n.keys()) {
+    const YNode v = n.at(key);
+    const Arch arch = key == "volta"    ? Arch::volta
+                      : key == "ampere" ? Arch::ampere
+                      : key == "ada"    ? Arch::ada
+                      : key == "hopper" ? Arch::hopper
+                                        : (v.fail("unknown GPU architecture \"" + key + "\""), Arch::hopper);
+    out[arch] = v.as_bandwidth();
+  }
+  return out;
+}
+
+std::map<Protocol, std::vector<double>> parse_tree_correction(const YNode& n) {
+  n.allow_only({"ll", "ll128", "simple"});
+  std::map<Protocol, std::vector<double>> out;
+  for (const auto& [key, proto] :
+       {std::pair{"ll", Protocol::ll}, {"ll128", Protocol::ll128}, {"simple", Protocol::simple}}) {
+    const YNode list = n.at(key);
+    for (size_t i = 0; i < list.size(); ++i) out[proto].push_back(fraction(list[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+GpuSpec load_gpu(const std::string& key) {
+  const fs::path file = data_root() / "data" / "gpus.yaml";
+  const YNode root = YNode::load_file(file);
+  const YNode gpus = root.at("gpus");
+  gpus.require_map();
+  const auto entry = gpus.get(key);
+  if (!entry) {
+    const std::string guess = did_you_mean(key, gpus.keys());
+    throw InputError(fmt::format("unknown GPU \"{}\" (not in {}){}", key, file.string(),
+                                 guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));
+  }
+  const YNode& g = *entry;
+  g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "memory", "memory_bandwidth", "gemm_efficiency",
+                "memory_efficiency", "form_factor", "notes"});
+  GpuSpec spec;
+  spec.key = key;
+  spec.name = g.at("name").as_string();
+  spec.arch = parse_arch(g.at("arch"));
+  if (auto v = g.get("peak_bf16")) spec.peak_bf16_flops_per_s = v->as_flops();
+  spec.peak_fp16_flops_per_s = g.at("peak_fp16").as_flops();
+  spec.peak_fp32_flops_per_s = g.at("peak_fp32").as_flops();
+  spec.memory_bytes = g.at("memory").as_bytes();
+  spec.memory_bandwidth_bytes_per_s = g.at("memory_bandwidth").as_bandwidth();
+  spec.gemm_efficiency = fraction(g.at("gemm_efficiency"));
+  spec.memory_efficiency = fraction(g.at("memory_efficiency"));
+  return spec;
+}
+
+NcclModel load_nccl(const fs::path& file) {
+  const YNode root = YNode::load_file(file);
+  root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
+                   "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
+                   "net_overhead", "tree_correction_factor", "ring_efficiency", "overlap_slowdown",
+                   "nvls_busbw_per_link"});
+  NcclModel m;
+  m.file = file.string();
+  m.version = root.at("nccl_version").as_string();
+  const YNode base = root.at("base_latency");
+  for (const auto& key : base.keys()) m.base_latency_s[parse_algorithm_key(base, key)] = parse_proto(base.at(key));
+  const YNode hw = root.at("hw_latency");
+  hw.allow_only({"nvlink", "pcie", "net"});
+  for (const auto& [key, fabric] :
+       {std::pair{"nvlink", Fabric::nvlink}, {"pcie", Fabric::pcie}, {"net", Fabric::net}}) {
+    const YNode f = hw.at(key);
+    for (const auto& algo : f.keys()) m.hw_latency_s[fabric][parse_algorithm_key(f, algo)] = parse_proto(f.at(algo));
+  }
+  const YNode eff = root.at("protocol_efficiency");
+  eff.allow_only({"ll", "ll128", "simple"});
+  m.protocol_efficiency = {fraction(eff.at("ll")), fraction(eff.at("ll128")), fraction(eff.at("simple"))};
+  if (auto n = root.get("ll_max_busbw")) m.ll_max_busbw_bytes_per_s = parse_arch_bandwidths(*n);
+  if (auto n = root.get("per_channel_max_ll128_busbw"))
+    m.per_channel_max_ll128_busbw_bytes_per_s = parse_arch_bandwidths(*n);
+  m.nvls_efficiency = fraction(root.at("nvls_efficiency"));
+  m.nvls_busbw_per_link = root.at("nvls_busbw_per_link").as_positive_number();
+  if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
+  m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
+  m.net_overhead_s = root.at("net_overhead").as_seconds();
+  const YNode ring = root.at("ring_efficiency");
+  ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net"});
+  for (const auto& key : ring.keys()) m.ring_efficiency[key] = fraction(ring.at(key));
+  for (const char* key : {"nvswitch", "pcie", "net"}) {
+    if (!m.ring_efficiency.count(key)) ring.fail(fmt::format("missing required key \"{}\"", key));
+  }
+  if (!m.ring_efficiency.count("nvlink_mesh")) m.ring_efficiency["nvlink_mesh"] = m.ring_efficiency["nvswitch"];
+  m.overlap_slowdown = root.at("overlap_slowdown").as_positive_number();
+  if (m.overlap_slowdown < 1) root.at("overlap_slowdown").fail("must be >= 1 (a slowdown)");
+  return m;
+}
+
+fs::path resolve_topology(const std::string& name_or_path, const fs::path& scenario_dir) {
+  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml");
+  if (is_path) {
+    const fs::path p(name_or_path);
+    return p.is_absolute() ? p : scenario_dir / p;
+  }
+  std::error_code ec;
+  for (const fs::path& dir :
+       {scenario_dir / ".." / "topologies", scenario_dir / "topologies", data_root() / "topologies"}) {
+    const fs::path candidate = dir / (name_or_path + ".yaml");
+    if (fs::exists(candidate, ec)) return candidate;
+  }
+  return data_root() / "topologies" / (name_or_path + ".yaml");
+}
+
+namespace {
+
+IntraNode parse_intra(const YNode& n, int gpus_per_node) {
+  IntraNode intra;
+  intra.kind = n.at("kind").as_enum<IntraKind>(
+      {{"nvswitch", IntraKind::nvswitch}, {"pcie", IntraKind::pcie}, {"nvlink_mesh", IntraKind::nvlink_mesh}});
+  switch (intra.kind) {
+    case IntraKind::nvswitch:
+      n.allow_only({"kind", "bandwidth", "latency", "nvls"});
+      intra.gpu_link = {n.at("bandwidth").as_bandwidth(), n.at("latency").as_seconds()};
+      if (auto v = n.get("nvls")) intra.nvls = v->as_bool();
+      break;
+    case IntraKind::pcie: {
+      n.allow_only({"kind", "gpu_link", "switches", "inter_socket"});
+      intra.gpu_link = parse_link(n.at("gpu_link"), true);
+      const YNode sw = n.at("switches");
+      for (size_t i = 0; i < sw.size(); ++i) {
+        const YNode s = sw[i];
+        s.allow_only({"name", "root", "gpus", "uplink"});
+        intra.switches.push_back({s.at("name").as_string(), s.at("root").as_string(),
+                                  parse_gpu_list(s.at("gpus"), gpus_per_node), parse_link(s.at("uplink"), true)});
+      }
+      if (auto v = n.get("inter_socket")) intra.inter_socket = parse_link(*v, true);
+      break;
+    }
+    case IntraKind::nvlink_mesh: {
+      n.allow_only({"kind", "links"});
+      const YNode links = n.at("links");
+      for (size_t i = 0; i < links.size(); ++i) {
+        const YNode l = links[i];
+        l.allow_only({"gpus", "bandwidth", "latency"});
+        const auto pair = parse_gpu_list(l.at("gpus"), gpus_per_node);
+        if (pair.size() != 2 || pair[0] == pair[1]) l.at("gpus").fail("a mesh link joins exactly two different GPUs");
+        intra.mesh.push_back({pair[0],
+                              pair[1],
+                              {l.at("bandwidth").as_bandwidth(), l.has("latency") ? l.at("latency").as_seconds() : 0}});
+      }
+      break;
+    }
+  }
+  return intra;
+}
+
+Network parse_network(const YNode& n) {
+  n.allow_only({"kind", "link_latency", "oversubscription", "leaf_radix"});
+  Network net;
+  net.kind = n.at("kind").as_enum<NetworkKind>({{"none", NetworkKind::none},
+                                                {"single_switch", NetworkKind::single_switch},
+                                                {"fat_tree", NetworkKind::fat_tree},
+                                                {"rail_optimized", NetworkKind::rail_optimized}});
+  if (auto v = n.get("link_latency")) net.link_latency_s = v->as_seconds();
+  if (auto v = n.get("oversubscription")) {
+    net.oversubscription = v->as_positive_number();
+    if (net.oversubscription < 1) v->fail("must be >= 1 (1 = full bisection)");
+  }
+  if (auto v = n.get("leaf_radix")) net.leaf_radix = static_cast<int>(v->as_int(1, 1 << 20));
+  return net;
+}
+
+}  // namespace
+
+Topology load_topology(const fs::path& file) {
+  const YNode root = YNode::load_file(file);
+  root.allow_only({"name", "gpu", "nodes", "gpus_per_node", "intra_node", "nics", "network", "description"});
+  Topology t;
+  t.file = file.string();
+  t.name = root.at("name").as_string();
+  const YNode gpu = root.at("gpu");
+  try {
+    t.gpu = load_gpu(gpu.as_string());
+  } catch (const InputError& e) {
+    if (std::string(e.what()).starts_with("unknown GPU")) gpu.fail(e.what());
+    throw;
+  }
+  t.nodes = static_cast<int>(root.at("nodes").as_int(1, 1 << 20));
+  t.gpus_per_node = static_cast<int>(root.at("gpus_per_node").as_int(1, 1024));
+  t.intra = parse_intra(root.at("intra_node"), t.gpus_per_node);
+  if (auto nics = root.get("nics")) {
+    for (size_t i = 0; i < nics->size(); ++i) {
+      const YNode nic = (*nics)[i];
+      nic.allow_only({"gpus", "bandwidth", "latency"});
+      t.nics.push_back({parse_gpu_list(nic.at("gpus"), t.gpus_per_node),
+                        {nic.at("bandwidth").as_bandwidth(), nic.has("latency") ? nic.at("latency").as_seconds() : 0}});
+    }
+  }
+  if (auto net = root.get("network")) t.network = parse_network(*net);
+  validate_topology(t, [&](const std::string& msg) { root.fail(msg); });
+  return t;
+}
+
+// Checks that hold whatever the overrides: every GPU reachable inside a node, NICs for multi-node.
+void validate_topology(const Topology& t, const std::function<void(const std::string&)>& fail) {
+  const int g = t.gpus_per_node;
+  if (t.intra.kind == IntraKind::pcie) {
+    std::vector<int> seen(static_cast<size_t>(g), 0);
+    for (const auto& s : t.intra.switches) {
+      for (int gpu : s.gpus) {
+        if (gpu >= g)
+          fail(fmt::format("intra_node.switches: switch {} serves GPU {}, but a node has {} GPUs", s.name, gpu, g));
+        seen[static_cast<size_t>(gpu)]++;
+      }
+    }
+    std::set<std::string> roots;
+    for (const auto& s : t.intra.switches) roots.insert(s.root);
+    for (int i = 0; i < g; ++i) {
+      if (seen[static_cast<size_t>(i)] != 1) {
+        fail(fmt::format("intra_node.switches: GPU {} is behind {} PCIe switches (must be exactly one)", i,
+                         seen[static_cast<size_t>(i)]));
+      }
+    }
+    if (roots.size() > 1 && !t.intra.inter_socket) {
+      fail("intra_node: switches hang from several root complexes but no inter_socket link joins them (no route)");
+    }
+  }
+  if (t.intra.kind == IntraKind::nvlink_mesh && g > 1) {
+    std::vector<int> component(static_cast<size_t>(g), -1);
+    std::vector<int> stack{0};
+    component[0] = 0;
+    while (!stack.empty()) {
+      const int at = stack.back();
+      stack.pop_back();
+      for (const auto& l : t.intra.mesh) {
+        for (const auto& [a, b] : {std::pair{l.gpu_a, l.gpu_b}, {l.gpu_b, l.gpu_a}}) {
+          if (a == at && b < g && component[static_cast<size_t>(b)] < 0) {
+            component[static_cast<size_t>(b)] = 0;
+            stack.push_back(b);
+          }
+        }
+      }
+    }
+    for (int i = 0; i < g; ++i) {
+      if (component[static_cast<size_t>(i)] < 0)
+        fail(fmt::format("intra_node.links: GPU {} has no NVLink route to GPU 0", i));
+    }
+  }
+  for (const auto& nic : t.nics) {
+    for (int gpu : nic.gpus) {
+      if (gpu >= g) fail(fmt::format("nics: a NIC serves GPU {}, but a node has {} GPUs (0..{})", gpu, g, g - 1));
+    }
+  }
+  if (t.nodes > 1) {
+    if (t.nics.empty()) fail(fmt::format("{} nodes but no nics: GPUs on different nodes have no route", t.nodes));
+    if (t.network.kind == NetworkKind::none) fail(fmt::format("{} nodes but network.kind is none", t.nodes));
+    std::vector<int> served(static_cast<size_t>(g), 0);
+    for (const auto& nic : t.nics) {
+      for (int gpu : nic.gpus) served[static_cast<size_t>(gpu)]++;
+    }
+    for (int i = 0; i < g; ++i) {
+      if (!served[static_cast<size_t>(i)])
+        fail(fmt::format("nics: GPU {} is served by no NIC (no route off the node)", i));
+    }
+  }
+}
+
+}  // namespace dpsim

@@ -1,0 +1,157 @@
+// Loading of models: models/*.yaml (transformer config or explicit layer list), inline mappings in a
+// scenario, and Hugging Face config.json files (JSON is YAML).
+#include <fmt/format.h>
+
+#include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
+#include "load_internal.hpp"
+
+namespace dpsim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+
+ModelFamily parse_family(const YNode& n) {
+  return n.as_enum<ModelFamily>(
+      {{"llama", ModelFamily::llama}, {"gpt2", ModelFamily::gpt2}, {"bert", ModelFamily::bert}});
+}
+
+int64_t dim(const YNode& n) { return n.as_int(1, kMaxDim); }
+
+void check_heads(const TransformerConfig& c, const YNode& n) {
+  if (c.hidden_size % c.num_heads != 0) {
+    n.fail(fmt::format("hidden size {} is not a multiple of the {} attention heads", c.hidden_size, c.num_heads));
+  }
+  if (c.num_kv_heads > c.num_heads || c.num_heads % c.num_kv_heads != 0) {
+    n.fail(fmt::format("{} key/value heads must divide the {} attention heads", c.num_kv_heads, c.num_heads));
+  }
+}
+
+// Our own transformer block: Hugging Face key names, only the keys we use.
+TransformerConfig parse_transformer(const YNode& n) {
+  n.allow_only({"model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "intermediate_size", "max_position_embeddings", "tie_word_embeddings",
+                "type_vocab_size"});
+  TransformerConfig c;
+  c.family = parse_family(n.at("model_type"));
+  c.vocab_size = dim(n.at("vocab_size"));
+  c.hidden_size = dim(n.at("hidden_size"));
+  c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
+  c.num_heads = dim(n.at("num_attention_heads"));
+  c.num_kv_heads = n.has("num_key_value_heads") ? dim(n.at("num_key_value_heads")) : c.num_heads;
+  c.intermediate_size = dim(n.at("intermediate_size"));
+  if (auto v = n.get("max_position_embeddings")) c.max_position_embeddings = dim(*v);
+  if (auto v = n.get("tie_word_embeddings")) c.tie_embeddings = v->as_bool();
+  if (auto v = n.get("type_vocab_size")) c.type_vocab_size = v->as_int(0, kMaxDim);
+  if (c.family != ModelFamily::llama && c.max_position_embeddings == 0) {
+    n.fail("gpt2 and bert models need max_position_embeddings (learned position embeddings)");
+  }
+  check_heads(c, n);
+  return c;
+}
+
+// A Hugging Face config.json: keys differ per model_type; other keys are ignored.
+TransformerConfig parse_hf_config(const YNode& n) {
+  TransformerConfig c;
+  const std::string type = n.has("model_type") ? n.at("model_type").as_string() : "llama";
+  if (type == "gpt2") {
+    c.family = ModelFamily::gpt2;
+    c.vocab_size = dim(n.at("vocab_size"));
+    c.hidden_size = dim(n.at("n_embd"));
+    c.num_layers = n.at("n_layer").as_int(1, 100000);
+    c.num_heads = dim(n.at("n_head"));
+    c.num_kv_heads = c.num_heads;
+    c.intermediate_size = n.has("n_inner") ? dim(n.at("n_inner")) : 4 * c.hidden_size;
+    c.max_position_embeddings = dim(n.at("n_positions"));
+    c.tie_embeddings = true;
+  } else if (type == "bert") {
+    c.family = ModelFamily::bert;
+    c.vocab_size = dim(n.at("vocab_size"));
+    c.hidden_size = dim(n.at("hidden_size"));
+    c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
+    c.num_heads = dim(n.at("num_attention_heads"));
+    c.num_kv_heads = c.num_heads;
+    c.intermediate_size = dim(n.at("intermediate_size"));
+    c.max_position_embeddings = dim(n.at("max_position_embeddings"));
+    c.type_vocab_size = n.has("type_vocab_size") ? n.at("type_vocab_size").as_int(0, kMaxDim) : 2;
+    c.tie_embeddings = true;
+  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+    c.family = ModelFamily::llama;
+    c.vocab_size = dim(n.at("vocab_size"));
+    c.hidden_size = dim(n.at("hidden_size"));
+    c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
+    c.num_heads = dim(n.at("num_attention_heads"));
+    c.num_kv_heads = n.has("num_key_value_heads") ? dim(n.at("num_key_value_heads")) : c.num_heads;
+    c.intermediate_size = dim(n.at("intermediate_size"));
+    if (auto v = n.get("max_position_embeddings")) c.max_position_embeddings = dim(*v);
+    if (auto v = n.get("tie_word_embeddings")) c.tie_embeddings = v->as_bool();
+  } else {
+    n.at("model_type")
+        .fail(fmt::format("model_type \"{}\" is not supported (llama, mistral, qwen2, gpt2, bert)", type));
+  }
+  check_heads(c, n);
+  return c;
+}
+
+std::vector<ExplicitLayer> parse_layers(const YNode& n) {
+  std::vector<ExplicitLayer> layers;
+  if (n.size() == 0) n.fail("a layer list needs at least one layer");
+  for (size_t i = 0; i < n.size(); ++i) {
+    const YNode l = n[i];
+    l.allow_only({"name", "parameters", "forward_flops_per_sample", "gemm"});
+    ExplicitLayer layer;
+    layer.name = l.at("name").as_string();
+    layer.parameters = l.at("parameters").as_int(0, int64_t{1} << 50);
+    layer.forward_flops_per_sample = l.at("forward_flops_per_sample").as_number();
+    if (layer.forward_flops_per_sample < 0) l.at("forward_flops_per_sample").fail("must not be negative");
+    if (auto g = l.get("gemm")) {
+      g->allow_only({"m", "n", "k", "batch"});
+      layer.gemm =
+          GemmShape{dim(g->at("m")), dim(g->at("n")), dim(g->at("k")), g->has("batch") ? dim(g->at("batch")) : 1};
+    }
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
+ModelSpec parse_model_map(const YNode& n, const std::string& fallback_name) {
+  ModelSpec m;
+  m.file = n.file();
+  if (n.has("transformer") || n.has("layers")) {
+    n.allow_only({"name", "source", "transformer", "layers", "input", "parameters"});
+    m.name = n.has("name") ? n.at("name").as_string() : fallback_name;
+    if (n.has("transformer") && n.has("layers")) n.fail("give either transformer or layers, not both");
+    if (auto t = n.get("transformer")) m.transformer = parse_transformer(*t);
+    if (auto l = n.get("layers")) m.layers = parse_layers(*l);
+    return m;
+  }
+  if (n.has("model_type") || n.has("hidden_size") || n.has("n_embd")) {
+    m.name = fallback_name;
+    m.transformer = parse_hf_config(n);
+    return m;
+  }
+  n.fail("a model needs a transformer: block, a layers: list, or Hugging Face config.json keys");
+}
+
+}  // namespace
+
+ModelSpec load_model(const fs::path& file) {
+  const YNode root = YNode::load_file(file);
+  return parse_model_map(root, file.stem().string());
+}
+
+ModelSpec parse_model_node(const YNode& node, const fs::path& base_dir) {
+  if (node.is_scalar()) {
+    const fs::path p(node.as_string());
+    const fs::path file = p.is_absolute() ? p : base_dir / p;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) node.fail(fmt::format("model file {} does not exist", file.string()));
+    return load_model(file);
+  }
+  return parse_model_map(node, "inline model");
+}
+
+}  // namespace dpsim

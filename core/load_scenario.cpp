@@ -1,0 +1,147 @@
+// Loading of scenarios/*.yaml: model, training, DDP, cluster (a topology with overrides), collective.
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
+#include "load_internal.hpp"
+
+namespace dpsim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Dtype parse_dtype(const YNode& n) {
+  return n.as_enum<Dtype>({{"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp32", Dtype::fp32}});
+}
+
+Training parse_training(const YNode& n) {
+  n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
+                "activations"});
+  Training t;
+  t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
+  if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
+  if (auto v = n.get("gradient_accumulation")) t.gradient_accumulation = v->as_int(1, 1 << 20);
+  if (auto v = n.get("param_dtype")) t.param_dtype = parse_dtype(*v);
+  t.grad_dtype = t.param_dtype;
+  if (auto v = n.get("grad_dtype")) t.grad_dtype = parse_dtype(*v);
+  if (auto v = n.get("optimizer")) {
+    t.optimizer = v->as_enum<Optimizer>(
+        {{"adamw", Optimizer::adamw}, {"sgd_momentum", Optimizer::sgd_momentum}, {"sgd", Optimizer::sgd}});
+  }
+  if (auto v = n.get("activations")) t.activations = v->as_bool();
+  return t;
+}
+
+Ddp parse_ddp(const YNode& n) {
+  n.allow_only({"bucket_cap", "first_bucket", "gradient_as_bucket_view", "static_graph", "first_iteration"});
+  Ddp d;
+  if (auto v = n.get("bucket_cap")) d.bucket_cap_bytes = v->as_bytes();
+  if (auto v = n.get("first_bucket")) d.first_bucket_bytes = v->as_bytes();
+  if (auto v = n.get("gradient_as_bucket_view")) d.gradient_as_bucket_view = v->as_bool();
+  if (auto v = n.get("static_graph")) d.static_graph = v->as_bool();
+  if (auto v = n.get("first_iteration")) d.first_iteration = v->as_bool();
+  return d;
+}
+
+Collective parse_collective(const YNode& n) {
+  n.allow_only({"algorithm", "protocol"});
+  Collective c;
+  if (auto v = n.get("algorithm")) {
+    c.algorithm = v->as_enum<Algorithm>({{"auto", Algorithm::automatic},
+                                         {"ring", Algorithm::ring},
+                                         {"tree", Algorithm::tree},
+                                         {"nvls", Algorithm::nvls}});
+  }
+  if (auto v = n.get("protocol")) {
+    c.protocol = v->as_enum<Protocol>({{"auto", Protocol::automatic},
+                                       {"ll", Protocol::ll},
+                                       {"ll128", Protocol::ll128},
+                                       {"simple", Protocol::simple}});
+  }
+  return c;
+}
+
+std::string shipped_topologies() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(data_root() / "topologies", ec)) {
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+Topology load_cluster(const YNode& n, const fs::path& dir) {
+  n.allow_only({"topology", "nodes", "gpus_per_node", "gpu", "nic_bandwidth", "oversubscription"});
+  const YNode name = n.at("topology");
+  const fs::path file = resolve_topology(name.as_string(), dir);
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    const bool is_path = name.as_string().find('/') != std::string::npos || name.as_string().ends_with(".yaml");
+    if (is_path) name.fail(fmt::format("topology file {} does not exist", file.lexically_normal().string()));
+    name.fail(fmt::format("no topology named \"{}\" (shipped: {})", name.as_string(), shipped_topologies()));
+  }
+  Topology t = load_topology(file);
+  if (auto v = n.get("nodes")) t.nodes = static_cast<int>(v->as_int(1, 1 << 20));
+  if (auto v = n.get("gpus_per_node")) t.gpus_per_node = static_cast<int>(v->as_int(1, 1024));
+  if (auto v = n.get("gpu")) {
+    try {
+      t.gpu = load_gpu(v->as_string());
+    } catch (const InputError& e) {
+      v->fail(e.what());
+    }
+  }
+  if (auto v = n.get("nic_bandwidth")) {
+    const double bw = v->as_bandwidth();
+    for (auto& nic : t.nics) nic.link.bandwidth_bytes_per_s = bw;
+  }
+  if (auto v = n.get("oversubscription")) {
+    t.network.oversubscription = v->as_positive_number();
+    if (t.network.oversubscription < 1) v->fail("must be >= 1 (1 = full bisection)");
+  }
+  if (static_cast<long long>(t.nodes) * t.gpus_per_node > (1 << 20)) {
+    n.fail(fmt::format("{} nodes x {} GPUs is more than the 1,048,576 GPUs dpsim simulates", t.nodes, t.gpus_per_node));
+  }
+  validate_topology(t, [&](const std::string& msg) { n.fail(msg + " (topology " + file.filename().string() + ")"); });
+  return t;
+}
+
+}  // namespace
+
+Scenario load_scenario(const fs::path& file) {
+  const YNode root = YNode::load_file(file);
+  root.allow_only({"name", "description", "model", "training", "ddp", "cluster", "collective", "validation", "nccl"});
+  const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  Scenario s;
+  s.file = file.string();
+  s.name = root.has("name") ? root.at("name").as_string() : file.stem().string();
+  s.model = parse_model_node(root.at("model"), dir);
+  s.training = parse_training(root.at("training"));
+  if (auto v = root.get("ddp")) s.ddp = parse_ddp(*v);
+  s.topology = load_cluster(root.at("cluster"), dir);
+  if (auto v = root.get("collective")) s.collective = parse_collective(*v);
+  if (auto v = root.get("validation")) {
+    v->allow_only({"tolerance"});
+    s.tolerance = v->at("tolerance").as_positive_number();
+  }
+  fs::path nccl_file = data_root() / "data" / "nccl.yaml";
+  if (auto v = root.get("nccl")) {
+    const fs::path p(v->as_string());
+    nccl_file = p.is_absolute() ? p : dir / p;
+    std::error_code ec;
+    if (!fs::exists(nccl_file, ec)) v->fail(fmt::format("NCCL model file {} does not exist", nccl_file.string()));
+  }
+  s.nccl = load_nccl(nccl_file);
+  if (s.training.param_dtype == Dtype::bf16 && s.topology.gpu.peak_bf16_flops_per_s <= 0) {
+    root.at("training").at("param_dtype").fail(s.topology.gpu.name + " has no bf16 support; use fp16 or fp32");
+  }
+  return s;
+}
+
+}  // namespace dpsim

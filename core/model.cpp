@@ -1,0 +1,58 @@
+#include "dpsim/model.hpp"
+
+#include "model_internal.hpp"
+
+namespace dpsim {
+
+const char* to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::matmul: return "matmul";
+    case OpKind::attention: return "attention";
+    case OpKind::elementwise: return "elementwise";
+    case OpKind::embedding: return "embedding";
+  }
+  return "?";
+}
+
+namespace {
+
+// An explicit layer list (non-transformer nets): each layer owns one tensor; backward is twice the forward.
+std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers) {
+  std::vector<Op> ops;
+  for (const auto& l : layers) {
+    Op op;
+    op.name = l.name;
+    op.kind = l.gemm ? OpKind::matmul : OpKind::elementwise;
+    if (l.parameters > 0) op.params.push_back({l.name + ".weight", l.parameters});
+    op.forward_flops_per_sample = l.forward_flops_per_sample;
+    op.backward_flops_per_sample = 2.0 * l.forward_flops_per_sample;
+    if (l.gemm) op.gemms.push_back(*l.gemm);
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+}  // namespace
+
+std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype) {
+  if (model.transformer) return transformer_ops(*model.transformer, sequence_length, dtype_bytes(activation_dtype));
+  return layer_list_ops(model.layers);
+}
+
+int64_t count_parameters(const ModelSpec& model) {
+  int64_t total = 0;
+  for (const auto& op : build_ops(model, 1, Dtype::bf16)) {
+    for (const auto& p : op.params) total += p.numel;
+  }
+  return total;
+}
+
+std::vector<ParameterGroup> parameter_breakdown(const ModelSpec& model) {
+  std::vector<ParameterGroup> out;
+  for (const auto& op : build_ops(model, 1, Dtype::bf16)) {
+    for (const auto& p : op.params) out.push_back({p.name, p.numel});
+  }
+  return out;
+}
+
+}  // namespace dpsim

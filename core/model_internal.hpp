@@ -1,0 +1,8 @@
+#pragma once
+#include <vector>
+
+#include "dpsim/model.hpp"
+
+namespace dpsim {
+std::vector<Op> transformer_ops(const TransformerConfig& config, int64_t sequence_length, double activation_bytes);
+}

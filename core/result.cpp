@@ -1,0 +1,156 @@
+#include "dpsim/result.hpp"
+
+#include <unistd.h>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dpsim/error.hpp"
+
+namespace dpsim {
+
+using nlohmann::json;
+
+json to_json(const StepResult& r) {
+  json j;
+  j["schema_version"] = kSchemaVersion;
+  j["scenario"] = r.scenario;
+  j["mode"] = r.mode;
+  j["context"] = r.context;
+  j["model"] = {{"parameters", r.parameters}, {"gradient_bytes", r.gradient_bytes}};
+  j["memory"] = {{"model_state_bytes_per_gpu", r.model_state_bytes_per_gpu},
+                 {"activation_bytes_per_gpu", r.activation_bytes_per_gpu},
+                 {"ddp_buffer_bytes_per_gpu", r.ddp_buffer_bytes_per_gpu},
+                 {"gpu_memory_bytes", r.gpu_memory_bytes},
+                 {"fits", r.fits}};
+  j["allreduce"] = {{"bytes_sent_per_gpu", r.allreduce_bytes_sent_per_gpu},
+                    {"time_s", r.allreduce_time_s},
+                    {"busbw_GBps", r.allreduce_busbw_GBps},
+                    {"algorithm", r.allreduce_algorithm},
+                    {"nccl",
+                     {{"time_s", r.nccl_time_s},
+                      {"busbw_GBps", r.nccl_busbw_GBps},
+                      {"algorithm", r.nccl_algorithm},
+                      {"protocol", r.nccl_protocol}}}};
+  j["step"] = {{"time_s", r.step_time_s},
+               {"forward_s", r.forward_s},
+               {"backward_s", r.backward_s},
+               {"exposed_comm_s", r.exposed_comm_s},
+               {"optimizer_s", r.optimizer_s},
+               {"comm_busy_s", r.comm_busy_s},
+               {"no_overlap_time_s", r.no_overlap_step_s}};
+  j["throughput"] = {{"samples_per_s", r.samples_per_s}, {"tokens_per_s", r.tokens_per_s}};
+  j["scaling_efficiency"] = r.scaling_efficiency;
+  j["buckets"] = json::array();
+  for (const auto& b : r.buckets) {
+    j["buckets"].push_back({{"index", b.index},
+                            {"bytes", b.bytes},
+                            {"ready_s", b.ready_s},
+                            {"start_s", b.start_s},
+                            {"end_s", b.end_s},
+                            {"algorithm", b.algorithm},
+                            {"protocol", b.protocol}});
+  }
+  if (!r.spreads.empty()) j["spreads"] = r.spreads;
+  j["advice"] = r.advice;
+  return j;
+}
+
+namespace {
+
+const json& need(const json& j, const char* section, const char* key) {
+  const json& s = section ? j.at(section) : j;
+  if (!s.contains(key))
+    throw InputError(fmt::format("result JSON: missing key {}{}{}", section ? section : "", section ? "." : "", key));
+  return s.at(key);
+}
+
+}  // namespace
+
+StepResult result_from_json(const json& j) {
+  try {
+    StepResult r;
+    if (need(j, nullptr, "schema_version").get<int>() != kSchemaVersion) {
+      throw InputError(
+          fmt::format("result JSON: schema_version {} is not {}", j.at("schema_version").dump(), kSchemaVersion));
+    }
+    r.scenario = need(j, nullptr, "scenario").get<std::string>();
+    r.mode = j.value("mode", "");
+    r.context = j.value("context", json::object());
+    r.parameters = need(j, "model", "parameters").get<long long>();
+    r.gradient_bytes = need(j, "model", "gradient_bytes").get<long long>();
+    r.model_state_bytes_per_gpu = need(j, "memory", "model_state_bytes_per_gpu").get<double>();
+    r.activation_bytes_per_gpu = need(j, "memory", "activation_bytes_per_gpu").get<double>();
+    r.ddp_buffer_bytes_per_gpu = j.at("memory").value("ddp_buffer_bytes_per_gpu", 0.0);
+    r.gpu_memory_bytes = need(j, "memory", "gpu_memory_bytes").get<double>();
+    r.fits = need(j, "memory", "fits").get<bool>();
+    r.allreduce_bytes_sent_per_gpu = need(j, "allreduce", "bytes_sent_per_gpu").get<double>();
+    r.allreduce_time_s = need(j, "allreduce", "time_s").get<double>();
+    r.allreduce_busbw_GBps = need(j, "allreduce", "busbw_GBps").get<double>();
+    r.allreduce_algorithm = need(j, "allreduce", "algorithm").get<std::string>();
+    if (j.at("allreduce").contains("nccl")) {
+      const json& n = j.at("allreduce").at("nccl");
+      r.nccl_time_s = n.value("time_s", 0.0);
+      r.nccl_busbw_GBps = n.value("busbw_GBps", 0.0);
+      r.nccl_algorithm = n.value("algorithm", "");
+      r.nccl_protocol = n.value("protocol", "");
+    }
+    r.step_time_s = need(j, "step", "time_s").get<double>();
+    r.forward_s = need(j, "step", "forward_s").get<double>();
+    r.backward_s = need(j, "step", "backward_s").get<double>();
+    r.exposed_comm_s = need(j, "step", "exposed_comm_s").get<double>();
+    r.optimizer_s = need(j, "step", "optimizer_s").get<double>();
+    r.comm_busy_s = j.at("step").value("comm_busy_s", 0.0);
+    r.no_overlap_step_s = j.at("step").value("no_overlap_time_s", 0.0);
+    r.samples_per_s = need(j, "throughput", "samples_per_s").get<double>();
+    r.tokens_per_s = need(j, "throughput", "tokens_per_s").get<double>();
+    r.scaling_efficiency = need(j, nullptr, "scaling_efficiency").get<double>();
+    for (const auto& b : need(j, nullptr, "buckets")) {
+      r.buckets.push_back({b.at("index").get<int>(), b.at("bytes").get<long long>(), b.at("ready_s").get<double>(),
+                           b.at("start_s").get<double>(), b.at("end_s").get<double>(), b.value("algorithm", ""),
+                           b.value("protocol", "")});
+    }
+    r.spreads = j.value("spreads", json::object());
+    r.advice = j.value("advice", std::vector<std::string>{});
+    return r;
+  } catch (const json::exception& e) {
+    throw InputError(std::string("result JSON: ") + e.what());
+  }
+}
+
+StepResult read_result(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file.string(), 0, "", "cannot be read");
+  try {
+    return result_from_json(json::parse(in));
+  } catch (const json::parse_error& e) {
+    throw InputError(file.string(), 0, "", std::string("not valid JSON: ") + e.what());
+  } catch (const InputError& e) {
+    throw InputError(file.string(), 0, "", e.what());
+  }
+}
+
+void write_file_atomic(const std::filesystem::path& file, const std::string& text) {
+  const std::filesystem::path dir = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+  const std::filesystem::path tmp = dir / fmt::format(".{}.tmp.{}", file.filename().string(), ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw RuntimeError(fmt::format("cannot write {}: directory missing or not writable", file.string()));
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw RuntimeError(fmt::format("cannot write {}: write failed (disk full?)", file.string()));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw RuntimeError(fmt::format("cannot write {}: {}", file.string(), ec.message()));
+  }
+}
+
+}  // namespace dpsim

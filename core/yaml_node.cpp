@@ -1,0 +1,255 @@
+#include "yaml_node.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dpsim/error.hpp"
+#include "dpsim/units.hpp"
+
+namespace dpsim {
+
+namespace {
+
+constexpr std::uintmax_t kMaxInputBytes = 16u * 1024u * 1024u;  // no scenario file is this large
+constexpr int kMaxNesting = 64;                                 // yaml-cpp recurses per level
+
+// yaml-cpp parses recursively; refuse absurd nesting before it can exhaust the stack.
+void check_nesting(const std::string& text, const std::string& file) {
+  int depth = 0, line = 1, indent_depth = 0;
+  bool in_quote = false;
+  char quote = 0;
+  for (const char c : text) {
+    if (c == '\n') {
+      ++line;
+      indent_depth = 0;
+      continue;
+    }
+    if (in_quote) {
+      if (c == quote) in_quote = false;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      in_quote = true;
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        throw InputError(file, line, "", fmt::format("nesting deeper than {} levels", kMaxNesting));
+    } else if (c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    } else if (c == ' ') {
+      if (++indent_depth > 2 * 4 * kMaxNesting)
+        throw InputError(file, line, "", "indentation deeper than any scenario needs");
+    }
+  }
+}
+
+size_t levenshtein(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = 4;
+  for (const auto& c : candidates) {
+    const size_t d = levenshtein(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+YNode::YNode(YAML::Node node, std::string file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
+
+YNode YNode::load_file(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) throw InputError(name, 0, "", "no such file");
+  if (std::filesystem::is_directory(file, ec)) throw InputError(name, 0, "", "is a directory, not a file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(name, 0, "", "cannot be read (permission denied?)");
+  const auto size = std::filesystem::file_size(file, ec);
+  if (!ec && size > kMaxInputBytes) {
+    throw InputError(name, 0, "",
+                     fmt::format("file is {} bytes; input files are limited to {} bytes", size, kMaxInputBytes));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  if (text.find('\0') != std::string::npos) throw InputError(name, 0, "", "binary data, not YAML text");
+  check_nesting(text, name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(name, e.mark.line + 1, "", "not valid YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) throw InputError(name, 0, "", "the file is empty");
+  if (!root.IsMap()) throw InputError(name, root.Mark().line + 1, "", "expected a mapping of keys at the top level");
+  return YNode(root, name, "");
+}
+
+int YNode::line() const {
+  const int l = node_.Mark().line;
+  return l >= 0 ? l + 1 : parent_line_;
+}
+
+void YNode::fail(const std::string& message) const { throw InputError(file_, line(), path_, message); }
+
+void YNode::require_map() const {
+  if (!node_.IsMap()) fail("expected a mapping of keys");
+}
+
+bool YNode::has(const std::string& key) const {
+  return node_.IsMap() && node_[key].IsDefined() && !node_[key].IsNull();
+}
+
+std::optional<YNode> YNode::get(const std::string& key) const {
+  require_map();
+  if (!has(key)) return std::nullopt;
+  YNode child(node_[key], file_, path_.empty() ? key : path_ + "." + key);
+  child.parent_line_ = line();
+  return child;
+}
+
+YNode YNode::at(const std::string& key) const {
+  auto child = get(key);
+  if (!child) fail(fmt::format("missing required key \"{}\"", key));
+  return *child;
+}
+
+std::vector<std::string> YNode::keys() const {
+  std::vector<std::string> out;
+  if (!node_.IsMap()) return out;
+  for (const auto& kv : node_) out.push_back(kv.first.Scalar());
+  return out;
+}
+
+void YNode::allow_only(std::initializer_list<const char*> allowed) const {
+  require_map();
+  const std::vector<std::string> names(allowed.begin(), allowed.end());
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(names.begin(), names.end(), key) != names.end()) continue;
+    const std::string guess = did_you_mean(key, names);
+    const std::string where = path_.empty() ? key : path_ + "." + key;
+    throw InputError(file_, kv.first.Mark().line + 1, where,
+                     guess.empty() ? fmt::format("unknown key \"{}\"", key)
+                                   : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, guess));
+  }
+}
+
+size_t YNode::size() const {
+  if (!node_.IsSequence()) fail("expected a list");
+  return node_.size();
+}
+
+YNode YNode::operator[](size_t index) const {
+  YNode child(node_[index], file_, fmt::format("{}[{}]", path_, index));
+  child.parent_line_ = line();
+  return child;
+}
+
+std::string YNode::as_string() const {
+  if (!node_.IsScalar()) fail("expected a single value");
+  return node_.Scalar();
+}
+
+bool YNode::as_bool() const {
+  const std::string s = as_string();
+  if (s == "true" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "no" || s == "off") return false;
+  fail(fmt::format("expected true or false, got \"{}\"", s));
+}
+
+double YNode::as_number() const {
+  const std::string s = as_string();
+  double value = 0;
+  try {
+    size_t used = 0;
+    value = std::stod(s, &used);
+    if (used != s.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    fail(fmt::format("expected a number, got \"{}\"", s));
+  }
+  if (!std::isfinite(value)) fail(fmt::format("expected a finite number, got \"{}\"", s));
+  return value;
+}
+
+double YNode::as_positive_number() const {
+  const double v = as_number();
+  if (v <= 0) fail(fmt::format("must be greater than 0, got {}", as_string()));
+  return v;
+}
+
+int64_t YNode::as_int(int64_t min_value, int64_t max_value) const {
+  const std::string s = as_string();
+  long long value = 0;
+  try {
+    size_t used = 0;
+    value = std::stoll(s, &used);
+    if (used != s.size()) throw std::invalid_argument("trailing");
+  } catch (const std::out_of_range&) {
+    fail(fmt::format("\"{}\" is out of range ({}..{})", s, min_value, max_value));
+  } catch (const std::exception&) {
+    fail(fmt::format("expected a whole number, got \"{}\"", s));
+  }
+  if (value < min_value || value > max_value)
+    fail(fmt::format("{} is out of range ({}..{})", value, min_value, max_value));
+  return value;
+}
+
+template <typename Parse>
+double YNode::parse_unit(Parse parse) const {
+  const std::string s = as_string();
+  try {
+    return parse(s);
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+}
+
+double YNode::as_bytes() const {
+  const double v = parse_unit(parse_bytes);
+  if (v <= 0) fail(fmt::format("must be greater than 0, got \"{}\"", as_string()));
+  if (v > 9.0e18) fail(fmt::format("\"{}\" overflows a 64-bit byte count", as_string()));
+  return v;
+}
+
+double YNode::as_bandwidth() const {
+  const double v = parse_unit(parse_bandwidth_bytes_per_s);
+  if (v <= 0) fail(fmt::format("must be greater than 0, got \"{}\"", as_string()));
+  return v;
+}
+
+double YNode::as_seconds() const {
+  const double v = parse_unit(parse_seconds);
+  if (v < 0) fail(fmt::format("must not be negative, got \"{}\"", as_string()));
+  return v;
+}
+
+double YNode::as_flops() const {
+  const double v = parse_unit(parse_flops_per_s);
+  if (v <= 0) fail(fmt::format("must be greater than 0, got \"{}\"", as_string()));
+  return v;
+}
+
+}  // namespace dpsim

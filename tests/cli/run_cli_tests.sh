@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# CLI tests: run the built binary on shipped files and check what a user sees.
+# usage: run_cli_tests.sh DPSIM SOURCE_DIR
+set -u
+dpsim=$1
+src=$2
+fail=0
+pass=0
+check() {  # check NAME EXPECTED_STATUS PATTERN -- command...
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out status
+  out=$("$@" 2>&1)
+  status=$?
+  if [[ $status -ne $want ]] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: status $status (want $want), pattern '$pattern'"
+    echo "$out" | head -20
+    fail=$((fail + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+s=$src/scenarios
+check estimate-table 0 "parameters +8,030,261,248" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
+check estimate-nofit 0 "NO: short by" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
+check estimate-json 0 '"parameters": 8030261248' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json
+check estimate-pcie 0 "ideal ring at 32.0 GB/s +878" -- "$dpsim" estimate "$s/llama3.1-8b-8xpcie4.yaml"
+check inspect 0 "total +8,030,261,248" -- "$dpsim" inspect model "$src/models/llama-3.1-8b.yaml"
+check help 0 "estimate" -- "$dpsim" --help
+check estimate-help 0 "--json" -- "$dpsim" estimate --help
+check bad-input-exit-2 2 "training.micro_bach: unknown key" -- "$dpsim" estimate "$src/tests/bad-inputs/unknown-key.yaml"
+check missing-file 2 "no such file" -- "$dpsim" estimate /nonexistent.yaml
+check bad-option 2 "" -- "$dpsim" estimate --no-such-option
+# No partial output on error: -o must not create the file.
+tmp=$(mktemp -d)
+"$dpsim" estimate "$src/tests/bad-inputs/unknown-key.yaml" -o "$tmp/out.json" >/dev/null 2>&1
+if [[ -e $tmp/out.json ]]; then echo "FAIL no-partial-output"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+check unwritable-output 1 "cannot write" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" -o /nonexistent-dir/x.json
+"$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json -o "$tmp/a.json" && "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json -o "$tmp/b.json"
+if cmp -s "$tmp/a.json" "$tmp/b.json"; then pass=$((pass + 1)); else echo "FAIL deterministic"; fail=$((fail + 1)); fi
+rm -rf "$tmp"
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]

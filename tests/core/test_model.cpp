@@ -1,0 +1,47 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "dpsim/load.hpp"
+#include "dpsim/model.hpp"
+
+using namespace dpsim;
+
+namespace {
+std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
+}  // namespace
+
+TEST_CASE("Llama 3.1 8B has 8,030,261,248 parameters (formula 2Vd + L(2d^2+2d*KV*hd+3d*ff+2d) + d)") {
+  const ModelSpec m = load_model(src("models/llama-3.1-8b.yaml"));
+  const int64_t V = 128256, d = 4096, L = 32, KV = 8, hd = 128, ff = 14336;
+  const int64_t formula = 2 * V * d + L * (2 * d * d + 2 * d * KV * hd + 3 * d * ff + 2 * d) + d;
+  CHECK(formula == 8030261248);
+  CHECK(count_parameters(m) == formula);
+}
+
+TEST_CASE("the Hugging Face config.json of Llama 3.1 8B loads to the same count") {
+  CHECK(count_parameters(load_model(src("tests/data/llama-3.1-8b-config.json"))) == 8030261248);
+}
+
+TEST_CASE("model zoo parameter counts match the published ones") {
+  CHECK(count_parameters(load_model(src("models/llama-3.1-70b.yaml"))) == 70553706496);
+  CHECK(count_parameters(load_model(src("models/gpt2-124m.yaml"))) == 124439808);
+  CHECK(count_parameters(load_model(src("models/gpt2-1.5b.yaml"))) == 1557611200);
+  CHECK(count_parameters(load_model(src("models/bert-large.yaml"))) == 335141888);
+  CHECK(count_parameters(load_model(src("models/resnet-50.yaml"))) == 25557032);
+}
+
+TEST_CASE("training FLOPs of a dense transformer are ~6N per token plus attention") {
+  const ModelSpec m = load_model(src("models/llama-3.1-8b.yaml"));
+  const int64_t T = 2048;
+  double fwd = 0, bwd = 0;
+  for (const auto& op : build_ops(m, T, Dtype::bf16)) {
+    fwd += op.forward_flops_per_sample;
+    bwd += op.backward_flops_per_sample;
+  }
+  // Matmul parameters exclude the input embedding (a gather) and norms.
+  const double matmul_params = 8030261248.0 - 525336576.0 - 32 * 8192 - 4096;
+  const double attention = 0.5 * 4.0 * T * 4096.0 * 32 * T;  // causal half of 4*T*d per token per layer
+  CHECK(fwd == Approx(2.0 * matmul_params * T + attention).epsilon(1e-9));
+  CHECK(bwd == Approx(2.0 * fwd).epsilon(1e-9));
+}

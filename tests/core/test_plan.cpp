@@ -1,0 +1,79 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
+
+using namespace dpsim;
+
+namespace {
+std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
+constexpr int64_t MiB = 1024 * 1024;
+}  // namespace
+
+TEST_CASE("DDP bucket assignment: first bucket 1 MiB, then the cap; the crossing tensor stays in") {
+  // ready-order sizes: 0.5 MiB, 0.75 MiB (crosses 1 MiB -> close), 10, 10, 10 (crosses 25 -> close), 3
+  const auto b = assign_buckets({MiB / 2, 3 * MiB / 4, 10 * MiB, 10 * MiB, 10 * MiB, 3 * MiB}, 1.0 * MiB, 25.0 * MiB);
+  REQUIRE(b.size() == 3);
+  CHECK(b[0] == std::vector<int>{0, 1});
+  CHECK(b[1] == std::vector<int>{2, 3, 4});
+  CHECK(b[2] == std::vector<int>{5});
+}
+
+TEST_CASE("a tensor above the cap gets a bucket of its own") {
+  const auto b = assign_buckets({2 * MiB, 100 * MiB, 1 * MiB, 30 * MiB}, 1.0 * MiB, 25.0 * MiB);
+  REQUIRE(b.size() == 3);
+  CHECK(b[0] == std::vector<int>{0});
+  CHECK(b[1] == std::vector<int>{1});
+  CHECK(b[2] == std::vector<int>{2, 3});
+}
+
+TEST_CASE("Llama 3.1 8B on 8 GPUs: 162 buckets, lm_head first, input embedding last") {
+  const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  const StepPlan plan = make_step_plan(s);
+  REQUIRE(plan.buckets.size() == 162);
+  const auto& first = plan.buckets.front();
+  REQUIRE(first.grads.size() == 1);
+  CHECK(plan.grads[static_cast<size_t>(first.grads[0])].name == "lm_head.weight");
+  const auto& last = plan.buckets.back();  // [layers.0.input_layernorm + embed_tokens]
+  REQUIRE(last.grads.size() == 2);
+  CHECK(plan.grads[static_cast<size_t>(last.grads[1])].name == "embed_tokens.weight");
+  // [final_norm + down31], [up31], [gate31], [norm2 + o31], [v + k + q31], [norm1_31 + down30]
+  auto names = [&](size_t b) {
+    std::vector<std::string> out;
+    for (int g : plan.buckets[b].grads) out.push_back(plan.grads[static_cast<size_t>(g)].name);
+    return out;
+  };
+  CHECK(names(1) == std::vector<std::string>{"norm.weight", "layers.31.mlp.down_proj.weight"});
+  CHECK(names(2) == std::vector<std::string>{"layers.31.mlp.up_proj.weight"});
+  CHECK(names(3) == std::vector<std::string>{"layers.31.mlp.gate_proj.weight"});
+  CHECK(names(4) ==
+        std::vector<std::string>{"layers.31.post_attention_layernorm.weight", "layers.31.self_attn.o_proj.weight"});
+  CHECK(names(5) == std::vector<std::string>{"layers.31.self_attn.v_proj.weight", "layers.31.self_attn.k_proj.weight",
+                                             "layers.31.self_attn.q_proj.weight"});
+  CHECK(names(6) == std::vector<std::string>{"layers.31.input_layernorm.weight", "layers.30.mlp.down_proj.weight"});
+  int64_t total = 0;
+  for (const auto& b : plan.buckets) total += b.bytes;
+  CHECK(total == plan.gradient_bytes);
+  // Ready positions never go backwards: buckets launch strictly in order.
+  for (size_t i = 1; i < plan.buckets.size(); ++i)
+    CHECK(plan.buckets[i].ready_after_backward_op >= plan.buckets[i - 1].ready_after_backward_op);
+}
+
+TEST_CASE("iteration 0 uses one bucket for everything") {
+  Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  s.ddp.first_iteration = true;
+  const StepPlan plan = make_step_plan(s);
+  REQUIRE(plan.buckets.size() == 1);
+  CHECK(plan.buckets[0].bytes == plan.gradient_bytes);
+  CHECK(plan.buckets[0].ready_after_backward_op == static_cast<int>(plan.ops.size()) - 1);
+}
+
+TEST_CASE("model state per parameter by optimizer and precision") {
+  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::adamw) == 16);
+  CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::adamw) == 16);
+  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::sgd_momentum) == 12);
+  CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::sgd) == 8);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw) == 28);
+}
