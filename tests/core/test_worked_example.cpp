@@ -37,6 +37,7 @@ TEST_CASE("worked example on 8x H200: the model state fits with little left over
   const double left = e.result.gpu_memory_bytes - e.result.model_state_bytes_per_gpu;
   CHECK(left > 0);
   CHECK(left < 0.2 * e.result.gpu_memory_bytes);
+  CHECK(e.result.fits);  // with 2048-token activations and bucket-view gradients
 }
 
 TEST_CASE("worked example on a PCIe Gen4 box: ~0.88 s at 32 GB/s per direction") {
