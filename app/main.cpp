@@ -15,6 +15,14 @@ void register_predict(CLI::App&) {}
 #ifndef DPSIM_HAVE_BACKEND
 void register_measure(CLI::App&) {}
 #endif
+#ifndef DPSIM_HAVE_VALIDATION
+void register_validate(CLI::App&) {}
+void register_calibrate(CLI::App&) {}
+#endif
+#ifndef DPSIM_HAVE_SWEEP
+void register_sweep(CLI::App&) {}
+void register_plot(CLI::App&) {}
+#endif
 
 int run(int argc, char** argv) {
   CLI::App app{
@@ -26,6 +34,10 @@ int run(int argc, char** argv) {
   register_inspect(app);
   register_predict(app);
   register_measure(app);
+  register_validate(app);
+  register_calibrate(app);
+  register_sweep(app);
+  register_plot(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
