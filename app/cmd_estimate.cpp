@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "dpsim/advice.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
@@ -47,7 +48,8 @@ void register_estimate(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
   cmd->callback([args] {
     const Scenario s = load_scenario(args->scenario);
-    const Estimate e = estimate(s, make_step_plan(s));
+    Estimate e = estimate(s, make_step_plan(s));
+    e.result.advice = advise(s, e.result, [](const Scenario& v) { return estimate(v, make_step_plan(v)).result; });
     emit(args->json ? to_json(e.result).dump(2) + "\n" : render(s, e), args->output);
   });
 }

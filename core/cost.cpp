@@ -203,17 +203,18 @@ Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const
   const double latency = base_latency(nccl, Algorithm::tree, p) +
                          2.0 * ((f.gpus_per_node - 1) * intra->get(p) + std::log2(f.nodes) * net->get(p));
   const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl) * tree_correction(nccl, p, bytes);
-  // NCCL converts a tree's bus bandwidth to algorithm bandwidth as busbw / 2 (notes section 1.4).
-  return {true, latency, latency + 2.0 * bytes / busbw};
+  // A double binary tree moves the same 2(n-1)/n * S per GPU as the ring (reduce up, broadcast down, each
+  // half of the data on each tree); NCCL's "algBw = busBw / 2" counts its busBw over both trees.
+  return {true, latency, latency + ring_bytes_sent_per_gpu(bytes, f.world) / busbw};
 }
 
 Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  if (!f.nvls || f.nodes > 1 || p != Protocol::simple) return {};
+  if (!f.nvls || f.nodes > 1 || p != Protocol::simple || f.gpus_per_node < nccl.nvls_min_gpus) return {};
   const ProtoValues* lat = latency_table(nccl, Fabric::nvlink, Algorithm::nvls);
   if (!lat || lat->get(p) < 0) return {};
-  const double busbw = f.intra_ring_bytes_per_s * nccl.nvls_busbw_per_link;
+  const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count
   const double latency = lat->get(p);
-  return {true, latency, latency + ring_bytes_sent_per_gpu(bytes, f.world) / busbw};
+  return {true, latency, latency + bytes / algbw};
 }
 
 }  // namespace

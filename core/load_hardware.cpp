@@ -134,7 +134,7 @@ NcclModel load_nccl(const fs::path& file) {
   root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
                    "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
                    "net_overhead", "tree_correction_factor", "ring_efficiency", "overlap_slowdown",
-                   "nvls_busbw_per_link"});
+                   "nvls_algbw_per_link", "nvls_min_gpus"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
@@ -154,7 +154,8 @@ NcclModel load_nccl(const fs::path& file) {
   if (auto n = root.get("per_channel_max_ll128_busbw"))
     m.per_channel_max_ll128_busbw_bytes_per_s = parse_arch_bandwidths(*n);
   m.nvls_efficiency = fraction(root.at("nvls_efficiency"));
-  m.nvls_busbw_per_link = root.at("nvls_busbw_per_link").as_positive_number();
+  m.nvls_algbw_per_link = root.at("nvls_algbw_per_link").as_positive_number();
+  m.nvls_min_gpus = static_cast<int>(root.at("nvls_min_gpus").as_int(2, 1024));
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
   m.net_overhead_s = root.at("net_overhead").as_seconds();

@@ -4,6 +4,7 @@
 
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/model.hpp"
 #include "load_internal.hpp"
 
 namespace dpsim {
@@ -13,6 +14,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kMaxDim = int64_t{1} << 24;
+// Each dimension alone is bounded, but their products are not: 100,000 layers of 2^24-wide matrices would
+// overflow the 64-bit parameter count (and every byte count derived from it). The largest models are ~1e12.
+constexpr double kMaxParameters = 1e15;
 
 ModelFamily parse_family(const YNode& n) {
   return n.as_enum<ModelFamily>(
@@ -117,7 +121,7 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
   return layers;
 }
 
-ModelSpec parse_model_map(const YNode& n, const std::string& fallback_name) {
+ModelSpec parse_model_map_unchecked(const YNode& n, const std::string& fallback_name) {
   ModelSpec m;
   m.file = n.file();
   if (n.has("transformer") || n.has("layers")) {
@@ -134,6 +138,18 @@ ModelSpec parse_model_map(const YNode& n, const std::string& fallback_name) {
     return m;
   }
   n.fail("a model needs a transformer: block, a layers: list, or Hugging Face config.json keys");
+}
+
+ModelSpec parse_model_map(const YNode& n, const std::string& fallback_name) {
+  ModelSpec m = parse_model_map_unchecked(n, fallback_name);
+  double parameters = 0;  // in double: the sum must not overflow before it is checked
+  for (const auto& op : build_ops(m, 1, Dtype::bf16)) {
+    for (const auto& p : op.params) parameters += static_cast<double>(p.numel);
+  }
+  if (parameters > kMaxParameters) {
+    n.fail(fmt::format("the model has {:.3g} parameters; dpsim handles at most {:.0g}", parameters, kMaxParameters));
+  }
+  return m;
 }
 
 }  // namespace

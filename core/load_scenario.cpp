@@ -6,6 +6,7 @@
 
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/sweep_spec.hpp"
 #include "load_internal.hpp"
 
 namespace dpsim {
@@ -114,8 +115,11 @@ Topology load_cluster(const YNode& n, const fs::path& dir) {
 
 }  // namespace
 
-Scenario load_scenario(const fs::path& file) {
-  const YNode root = YNode::load_file(file);
+Scenario load_scenario(const fs::path& file) { return load_scenario(file, {}); }
+
+Scenario load_scenario(const fs::path& file, const std::vector<Override>& overrides) {
+  YNode root = YNode::load_file(file);
+  for (const auto& o : overrides) root.set_path(o.key_path, o.value);
   root.allow_only({"name", "description", "model", "training", "ddp", "cluster", "collective", "validation", "nccl"});
   const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
   Scenario s;

@@ -51,6 +51,8 @@ double parse_with(std::string_view text, const Table& table, const char* what) {
   const std::string_view s = trim(text);
   double value = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec == std::errc::result_out_of_range)
+    throw std::invalid_argument(fmt::format("\"{}\" is out of range", std::string(text)));
   if (ec != std::errc() || end == s.data()) {
     throw std::invalid_argument(fmt::format("cannot parse \"{}\" as {} (expected a number and a unit: {})",
                                             std::string(text), what, expected_units(table)));
@@ -59,7 +61,10 @@ double parse_with(std::string_view text, const Table& table, const char* what) {
     throw std::invalid_argument(fmt::format("\"{}\" is not a finite number", std::string(text)));
   const std::string_view unit = trim(std::string_view(end, static_cast<size_t>(s.data() + s.size() - end)));
   for (const auto& [name, factor] : table) {
-    if (unit == name) return value * factor;
+    if (unit != name) continue;
+    const double scaled = value * factor;  // 1e300 TB is finite as a number but not in bytes
+    if (!std::isfinite(scaled)) throw std::invalid_argument(fmt::format("\"{}\" is out of range", std::string(text)));
+    return scaled;
   }
   throw std::invalid_argument(fmt::format("cannot parse \"{}\" as {}: unknown unit \"{}\" (expected one of {})",
                                           std::string(text), what, std::string(unit), expected_units(table)));

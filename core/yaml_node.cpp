@@ -4,9 +4,9 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 
 #include "dpsim/error.hpp"
 #include "dpsim/units.hpp"
@@ -18,34 +18,69 @@ namespace {
 constexpr std::uintmax_t kMaxInputBytes = 16u * 1024u * 1024u;  // no scenario file is this large
 constexpr int kMaxNesting = 64;                                 // yaml-cpp recurses per level
 
-// yaml-cpp parses recursively; refuse absurd nesting before it can exhaust the stack.
+// yaml-cpp parses recursively (it gives up with a "bad file" DeepRecursion at about 500 levels); refuse
+// absurd nesting first, with a message that says what is wrong. Flow nesting counts brackets outside
+// quoted scalars and comments; block nesting is bounded by the column where a line's content starts
+// (after its indentation and any "- " or "? " indicators).
 void check_nesting(const std::string& text, const std::string& file) {
-  int depth = 0, line = 1, indent_depth = 0;
-  bool in_quote = false;
-  char quote = 0;
-  for (const char c : text) {
+  constexpr int kMaxColumn = 2 * 4 * kMaxNesting;
+  int depth = 0, line = 1, column = 0;
+  bool line_start = true;  // still in the line's indentation and indicators
+  char quote = 0;          // the open quote, or 0
+  char prev = '\n';
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     if (c == '\n') {
       ++line;
-      indent_depth = 0;
+      column = 0;
+      line_start = true;
+      prev = c;
       continue;
     }
-    if (in_quote) {
-      if (c == quote) in_quote = false;
+    if (quote) {
+      if (quote == '"' && c == '\\') {
+        ++i;  // an escaped character, perhaps a quote
+      } else if (c == quote) {
+        quote = 0;
+      }
+      prev = c;
       continue;
     }
-    if (c == '"' || c == '\'') {
-      in_quote = true;
-      quote = c;
+    const bool after_space = prev == ' ' || prev == '\t' || prev == '\n';
+    if (line_start) {
+      const bool indicator = (c == '-' || c == '?') && (i + 1 == text.size() || text[i + 1] == ' ');
+      if (c == ' ' || indicator) {
+        if (++column > kMaxColumn) throw InputError(file, line, "", "indentation deeper than any scenario needs");
+        prev = c;
+        continue;
+      }
+      line_start = false;
+    }
+    if (c == '#' && after_space) {  // a comment runs to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if ((c == '"' || c == '\'') && (after_space || prev == '[' || prev == '{' || prev == ',' || prev == ':')) {
+      quote = c;  // a quote opens a quoted scalar only where a scalar can start ("it's" is plain text)
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxNesting)
         throw InputError(file, line, "", fmt::format("nesting deeper than {} levels", kMaxNesting));
     } else if (c == ']' || c == '}') {
       depth = std::max(0, depth - 1);
-    } else if (c == ' ') {
-      if (++indent_depth > 2 * 4 * kMaxNesting)
-        throw InputError(file, line, "", "indentation deeper than any scenario needs");
     }
+    prev = c;
   }
+}
+
+// Reads at most limit + 1 bytes: a device or pipe (/dev/zero, a FIFO) has no size to check up front.
+std::string read_bounded(std::ifstream& in, std::uintmax_t limit) {
+  std::string text;
+  char chunk[65536];
+  while (in && text.size() <= limit) {
+    in.read(chunk, sizeof chunk);
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  return text;
 }
 
 size_t levenshtein(const std::string& a, const std::string& b) {
@@ -59,6 +94,21 @@ size_t levenshtein(const std::string& a, const std::string& b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
+}
+
+// Recursion keeps yaml-cpp's node handles copied, never re-assigned (assignment would alias nodes).
+void set_in(YAML::Node node, const std::vector<std::string>& parts, size_t i, const YAML::Node& value,
+            const std::string& file, const std::string& key_path) {
+  if (i + 1 == parts.size()) {
+    node[parts[i]] = value;
+    return;
+  }
+  const YAML::Node child = node[parts[i]];
+  if (child.IsDefined() && !child.IsNull() && !child.IsMap()) {
+    throw InputError(file, 0, key_path, fmt::format("cannot set {}: {} is not a mapping", key_path, parts[i]));
+  }
+  if (!child.IsDefined() || child.IsNull()) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+  set_in(node[parts[i]], parts, i + 1, value, file, key_path);
 }
 
 }  // namespace
@@ -82,23 +132,35 @@ YNode::YNode(YAML::Node node, std::string file, std::string path)
 YNode YNode::load_file(const std::filesystem::path& file) {
   const std::string name = file.string();
   std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) throw InputError(name, 0, "", "no such file");
-  if (std::filesystem::is_directory(file, ec)) throw InputError(name, 0, "", "is a directory, not a file");
+  const auto status = std::filesystem::status(file, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+    throw InputError(name, 0, "", "cannot be accessed: " + ec.message());
+  if (!std::filesystem::exists(status)) throw InputError(name, 0, "", "no such file");
+  if (std::filesystem::is_directory(status)) throw InputError(name, 0, "", "is a directory, not a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(name, 0, "", "cannot be read (permission denied?)");
-  const auto size = std::filesystem::file_size(file, ec);
-  if (!ec && size > kMaxInputBytes) {
-    throw InputError(name, 0, "",
-                     fmt::format("file is {} bytes; input files are limited to {} bytes", size, kMaxInputBytes));
+  if (std::filesystem::is_regular_file(status)) {
+    const auto size = std::filesystem::file_size(file, ec);
+    if (!ec && size > kMaxInputBytes) {
+      throw InputError(name, 0, "",
+                       fmt::format("file is {} bytes; input files are limited to {} bytes", size, kMaxInputBytes));
+    }
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_bounded(in, kMaxInputBytes);
+  if (text.size() > kMaxInputBytes) {
+    throw InputError(
+        name, 0, "",
+        fmt::format("file is more than {} bytes; input files are limited to {} bytes", kMaxInputBytes, kMaxInputBytes));
+  }
+  if (in.bad()) throw InputError(name, 0, "", "cannot be read (I/O error)");
   if (text.find('\0') != std::string::npos) throw InputError(name, 0, "", "binary data, not YAML text");
   check_nesting(text, name);
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file"
+    throw InputError(name, e.mark.line + 1, "", "not valid YAML: nested too deeply");
   } catch (const YAML::Exception& e) {
     throw InputError(name, e.mark.line + 1, "", "not valid YAML: " + e.msg);
   }
@@ -147,6 +209,8 @@ void YNode::allow_only(std::initializer_list<const char*> allowed) const {
   require_map();
   const std::vector<std::string> names(allowed.begin(), allowed.end());
   for (const auto& kv : node_) {
+    if (!kv.first.IsScalar())  // "? [a, b]: 1" or an alias of a list used as a key
+      throw InputError(file_, kv.first.Mark().line + 1, path_, "a key must be a name, not a list or mapping");
     const std::string key = kv.first.Scalar();
     if (std::find(names.begin(), names.end(), key) != names.end()) continue;
     const std::string guess = did_you_mean(key, names);
@@ -155,6 +219,23 @@ void YNode::allow_only(std::initializer_list<const char*> allowed) const {
                      guess.empty() ? fmt::format("unknown key \"{}\"", key)
                                    : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, guess));
   }
+}
+
+void YNode::set_path(const std::string& key_path, const std::string& yaml_value) {
+  YAML::Node value;
+  try {
+    value = YAML::Load(yaml_value);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file_, 0, key_path, fmt::format("override value \"{}\" is not valid YAML: {}", yaml_value, e.msg));
+  }
+  std::vector<std::string> parts;
+  for (size_t start = 0; start <= key_path.size();) {
+    const size_t dot = std::min(key_path.find('.', start), key_path.size());
+    parts.push_back(key_path.substr(start, dot - start));
+    start = dot + 1;
+  }
+  if (parts.empty() || parts.back().empty()) throw InputError(file_, 0, key_path, "empty override key");
+  set_in(node_, parts, 0, value, file_, key_path);
 }
 
 size_t YNode::size() const {

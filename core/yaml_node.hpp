@@ -32,6 +32,8 @@ class YNode {
   std::vector<std::string> keys() const;
   void allow_only(std::initializer_list<const char*> keys) const;
   void require_map() const;
+  // Set a dotted key path to a YAML value, creating maps on the way (scenario overrides).
+  void set_path(const std::string& key_path, const std::string& yaml_value);
 
   size_t size() const;
   YNode operator[](size_t index) const;

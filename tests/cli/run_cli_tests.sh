@@ -38,6 +38,24 @@ if [[ -e $tmp/out.json ]]; then echo "FAIL no-partial-output"; fail=$((fail + 1)
 check unwritable-output 1 "cannot write" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" -o /nonexistent-dir/x.json
 "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json -o "$tmp/a.json" && "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json -o "$tmp/b.json"
 if cmp -s "$tmp/a.json" "$tmp/b.json"; then pass=$((pass + 1)); else echo "FAIL deterministic"; fail=$((fail + 1)); fi
+# Output paths that cannot be written (tests run as root in CI, so no chmod: a directory, and /proc where
+# nobody may create files): exit 1 naming the path, and no temporary file left beside it.
+mkdir "$tmp/outdir"
+check output-is-directory 1 "cannot write $tmp/outdir" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" -o "$tmp/outdir"
+if ls -A "$tmp" | grep -q '\.tmp\.'; then echo "FAIL no-temp-left"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+check output-in-proc 1 "cannot write /proc/version" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" -o /proc/version
+# An unreadable scenario (as root, chmod 000 does not stop reads: run as nobody where we can).
+cp "$s/llama3.1-8b-8xh100.yaml" "$tmp/unreadable.yaml"
+chmod 000 "$tmp/unreadable.yaml"
+chmod 755 "$tmp"
+if [[ $(id -u) -ne 0 ]]; then
+  check unreadable-input 2 "unreadable.yaml: cannot be read" -- "$dpsim" estimate "$tmp/unreadable.yaml"
+elif command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups "$dpsim" --help >/dev/null 2>&1; then
+  check unreadable-input 2 "unreadable.yaml: cannot be read" -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$dpsim" estimate "$tmp/unreadable.yaml"
+else
+  echo "skip unreadable-input: running as root and nobody cannot run $dpsim"
+fi
 rm -rf "$tmp"
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -7,6 +7,10 @@
 #include <map>
 #include <string>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 
@@ -66,4 +70,60 @@ TEST_CASE("every bad input gets its exact message, as an InputError") {
 TEST_CASE("a missing file and a directory are input errors naming the path") {
   CHECK_THROWS_WITH(load_scenario("/nonexistent/x.yaml"), "/nonexistent/x.yaml: no such file");
   CHECK_THROWS_WITH(load_scenario(DPSIM_SOURCE_DIR), std::string(DPSIM_SOURCE_DIR) + ": is a directory, not a file");
+}
+
+namespace {
+
+// load_scenario's error message, from a child process without root's privileges when we are root (CI runs
+// as root, where chmod 000 does not stop reads): the child drops to nobody before loading.
+std::string load_error_unprivileged(const fs::path& file) {
+  const auto message = [&]() -> std::string {
+    try {
+      load_scenario(file);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  if (::geteuid() != 0) return message();
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string out = "(could not drop privileges)";
+    if (::setgid(65534) == 0 && ::setuid(65534) == 0) out = message();
+    const ssize_t written = ::write(fds[1], out.data(), out.size());
+    ::_exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an unreadable file is an input error naming the path, even when the tests run as root") {
+  char pattern[] = "/tmp/dpsim-unreadable-XXXXXX";
+  REQUIRE(::mkdtemp(pattern) != nullptr);
+  const fs::path dir(pattern);
+  ::chmod(pattern, 0755);  // the unprivileged child must reach the file to be refused by its mode
+  const fs::path file = dir / "scenario.yaml";
+  fs::copy_file(fs::path(DPSIM_SOURCE_DIR) / "scenarios" / "llama3.1-8b-8xh100.yaml", file);
+  ::chmod(file.c_str(), 0);
+  CHECK(load_error_unprivileged(file) == file.string() + ": cannot be read (permission denied?)");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a device or pipe is read with the same size limit as a file") {
+  CHECK_THROWS_WITH(load_scenario("/dev/zero"),
+                    "/dev/zero: file is more than 16777216 bytes; input files are limited to 16777216 bytes");
+  CHECK_THROWS_WITH(load_scenario("/dev/null"), "/dev/null: the file is empty");
 }

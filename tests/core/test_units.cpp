@@ -37,3 +37,11 @@ TEST_CASE("formatting") {
   CHECK(format_bytes(16.06e9) == "16.06 GB");
   CHECK(format_seconds(0.0625) == "62.50 ms");
 }
+
+TEST_CASE("values that overflow a double after the unit are refused, never inf") {
+  CHECK_THROWS_WITH(parse_bytes("1e300 TB"), "\"1e300 TB\" is out of range");
+  CHECK_THROWS_WITH(parse_bandwidth_bytes_per_s("1e308 Tbps"), "\"1e308 Tbps\" is out of range");
+  CHECK_THROWS_WITH(parse_bytes("1e999 B"), "\"1e999 B\" is out of range");
+  CHECK_THROWS_WITH(parse_seconds("inf s"), "\"inf s\" is not a finite number");
+  CHECK(parse_bytes("1e300 B") == 1e300);  // finite: the caller decides whether it is absurd
+}

@@ -1,0 +1,128 @@
+// dpsim calibrate INPUT... -o calib.yaml: fit the collective and compute constants from measurements.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "dpsim/calibration.hpp"
+#include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/result.hpp"
+#include "dpsim/units.hpp"
+#include "dpsim/validation/fit.hpp"
+#include "tables.hpp"
+
+namespace dpsim::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CalibrateArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string name;
+  std::string topology;
+  std::string fabric;
+  std::string scenario;
+  std::vector<std::string> fits;
+};
+
+// "simple:1MiB:16GiB", "ll::64KiB", "simple/nvls:4MiB:" -> FitRange
+validation::FitRange parse_fit(const std::string& text) {
+  validation::FitRange r;
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t colon; (colon = text.find(':', start)) != std::string::npos; start = colon + 1)
+    parts.push_back(text.substr(start, colon - start));
+  parts.push_back(text.substr(start));
+  if (parts.size() != 3)
+    throw InputError(fmt::format("--fit \"{}\": expected PROTOCOL[/ALGORITHM]:MIN:MAX, e.g. simple:1MiB:16GiB", text));
+  std::string proto = parts[0];
+  if (const auto slash = proto.find('/'); slash != std::string::npos) {
+    r.algorithm = proto.substr(slash + 1);
+    proto = proto.substr(0, slash);
+  }
+  if (proto != "ll" && proto != "ll128" && proto != "simple")
+    throw InputError(fmt::format("--fit \"{}\": protocol must be ll, ll128 or simple", text));
+  if (r.algorithm != "ring" && r.algorithm != "tree" && r.algorithm != "nvls")
+    throw InputError(fmt::format("--fit \"{}\": algorithm must be ring, tree or nvls", text));
+  r.protocol = proto;
+  try {
+    auto size = [](const std::string& t) {
+      return t.find_first_not_of("0123456789") == std::string::npos ? std::stod(t) : parse_bytes(t);
+    };
+    if (!parts[1].empty()) r.min_bytes = size(parts[1]);
+    if (!parts[2].empty()) r.max_bytes = size(parts[2]);
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("--fit \"{}\": {}", text, e.what()));
+  }
+  return r;
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  auto* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit latency and bandwidth efficiency per fabric and protocol, GEMM efficiency and overlap slowdown "
+      "from measurements -> calibration YAML");
+  cmd->add_option(
+         "INPUT", a->inputs,
+         "dpsim measure --calibrate YAML, nccl-tests all_reduce_perf logs, or measured step JSON (with --scenario)")
+      ->required();
+  cmd->add_option("-o,--output", a->output, "Calibration YAML to write")->required();
+  cmd->add_option("--name", a->name, "Calibration name (default: the output file stem)");
+  cmd->add_option("--topology", a->topology,
+                  "Topology the data was measured on: sets the fabric and its nominal link bandwidth");
+  cmd->add_option("--fabric", a->fabric,
+                  "nvswitch | pcie | nvlink_mesh | net, when no --topology is given (efficiency then unknown)")
+      ->check(CLI::IsMember({"nvswitch", "pcie", "nvlink_mesh", "net"}));
+  cmd->add_option("--scenario", a->scenario, "Scenario of the measured step JSON inputs (FLOPs per phase)");
+  cmd->add_option(
+      "--fit", a->fits,
+      "PROTOCOL[/ALGORITHM]:MIN:MAX size range of one fit, repeatable (default: simple/ring over every size)");
+  cmd->callback([a] {
+    validation::CalibrateOptions o;
+    o.name = a->name.empty() ? fs::path(a->output).stem().string() : a->name;
+    for (const auto& f : a->fits) o.ranges.push_back(parse_fit(f));
+    if (!a->topology.empty()) {
+      o.target = validation::fit_target(load_topology(resolve_topology(a->topology, fs::current_path())));
+    } else if (!a->fabric.empty()) {
+      validation::FitTarget t;
+      t.fabric = a->fabric;
+      t.nodes = a->fabric == "net" ? 2 : 1;
+      o.target = t;
+    }
+    std::vector<Calibration> inputs;
+    std::vector<validation::StepFit> steps;
+    std::string report;
+    for (const auto& in : a->inputs) {
+      if (fs::path(in).extension() == ".json") {
+        if (a->scenario.empty())
+          throw InputError(fmt::format("{}: a measured step JSON needs --scenario to know its FLOPs", in));
+        const Scenario s = load_scenario(a->scenario);
+        const auto f = validation::fit_step(s, read_result(in));
+        report +=
+            fmt::format("{}: GEMM efficiency {:.3f} (forward), overlap slowdown {:.3f} (backward beside all-reduces)\n",
+                        in, f.gemm_efficiency, f.overlap_slowdown);
+        steps.push_back(f);
+      } else {
+        const Calibration c = validation::read_calibration_input(in);
+        report += fmt::format("{}: {} ({} all-reduce rows, world size {}, {} GEMM shapes)\n", in, c.source,
+                              c.allreduce.size(), c.allreduce_world_size, c.gemm.size());
+        inputs.push_back(c);
+      }
+    }
+    const Calibration out = validation::calibrate(inputs, steps, o);
+    write_calibration(a->output, out);
+    for (const auto& f : out.fits) report += "fit: " + validation::describe_fit(f) + "\n";
+    if (out.gemm_efficiency > 0) report += fmt::format("gemm_efficiency: {:.3f}\n", out.gemm_efficiency);
+    if (out.overlap_slowdown > 0) report += fmt::format("overlap_slowdown: {:.3f}\n", out.overlap_slowdown);
+    report += fmt::format("wrote {} (name {}, {})\n", a->output, out.name, calibration_hash(out));
+    emit(report, "");
+  });
+}
+
+}  // namespace dpsim::app

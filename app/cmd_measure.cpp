@@ -1,0 +1,127 @@
+// dpsim measure SCENARIO: run the scenario's StepPlan on real GPUs (CUDA, cuBLASLt, NCCL) and report
+// the same result schema as predict, with measured times. --dry-run lists the launches, no GPU.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "dpsim/backend/calibration.hpp"
+#include "dpsim/backend/executor.hpp"
+#include "dpsim/backend/measure.hpp"
+#include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/units.hpp"
+#include "report.hpp"
+#ifdef DPSIM_HAVE_CUDA
+#include "dpsim/backend/cuda.hpp"
+#endif
+
+namespace dpsim::app {
+
+namespace {
+
+struct MeasureArgs {
+  std::string scenario;
+  bool json = false;
+  std::string output;
+  backend::MeasureOptions options;
+  bool dry_run = false;
+};
+
+#ifdef DPSIM_HAVE_CUDA
+std::string render(const Scenario& s, const StepResult& r) {
+  auto sections = common_sections(s, r);
+  sections.push_back(step_section(r, "Step (measured, median of timed iterations)"));
+  Section spread{"Spread over timed iterations (p10 / median / p90)", {}};
+  for (auto it = r.spreads.begin(); it != r.spreads.end(); ++it)
+    spread.add(it.key(), fmt::format("{} / {} / {}", format_seconds(it.value().at("p10").get<double>()),
+                                     format_seconds(it.value().at("median").get<double>()),
+                                     format_seconds(it.value().at("p90").get<double>())));
+  sections.push_back(std::move(spread));
+  Section buckets{"Buckets (ready / start / end, from step begin)", {}};
+  const size_t shown = std::min<size_t>(r.buckets.size(), 12);
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& b = r.buckets[i];
+    buckets.add(
+        fmt::format("bucket {} ({})", b.index, format_bytes(static_cast<double>(b.bytes))),
+        fmt::format("{} / {} / {}", format_seconds(b.ready_s), format_seconds(b.start_s), format_seconds(b.end_s)));
+  }
+  if (r.buckets.size() > shown) buckets.add("...", fmt::format("{} more in --json", r.buckets.size() - shown));
+  sections.push_back(std::move(buckets));
+  Section ctx{"Context", {}};
+  for (const char* k : {"gpu_name", "gpu_count", "driver_version", "cuda_runtime_version", "nccl_version",
+                        "cublas_version", "host", "git_revision", "scenario_hash"})
+    if (r.context.contains(k))
+      ctx.add(k, r.context.at(k).is_string() ? r.context.at(k).get<std::string>() : r.context.at(k).dump());
+  sections.push_back(std::move(ctx));
+  if (!r.advice.empty()) sections.push_back(advice_section(r));
+  return render_sections(sections);
+}
+#endif
+
+void run_measure(const MeasureArgs& a) {
+  const Scenario s = load_scenario(a.scenario);
+  const StepPlan plan = make_step_plan(s);
+  if (a.options.warmup < 1)
+    throw InputError("--warmup must be >= 1: iteration 0 (DDP's one-bucket iteration) is never timed");
+  if (a.options.iters < 1) throw InputError("--iters must be >= 1");
+  if (a.options.watchdog_s <= 0) throw InputError("--watchdog must be > 0 seconds");
+
+  if (a.dry_run) {
+    backend::DryRunExecutor dry;
+    const backend::StepLayout layout =
+        backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
+    backend::WalkOptions wo;
+    wo.gradient_accumulation = plan.gradient_accumulation;
+    backend::walk_step(plan, layout, wo, dry);
+    emit(backend::describe_launches(plan, dry.launches()), a.output);
+    return;
+  }
+#ifndef DPSIM_HAVE_CUDA
+  throw RuntimeError(
+      "this build has no GPU backend (configure with CUDA and NCCL: cmake -DDPSIM_CUDA=ON with "
+      "CUDAToolkit and NCCL found); dpsim measure --dry-run shows the launches without a GPU");
+#else
+  if (a.options.calibrate) {
+    const backend::Calibration cal = backend::calibrate_on_gpus(s, plan, a.options, std::cerr);
+    std::string out = a.options.calibration_out;
+    if (out.empty()) out = fmt::format("calibration-{}.yaml", backend::short_gpu_name(cal.context.at("gpu")));
+    backend::write_calibration(out, cal);
+    std::cerr << "dpsim measure: wrote " << out << "\n";
+    return;
+  }
+  const StepResult r = backend::measure_on_gpus(s, plan, a.options, a.scenario, std::cerr);
+  if (!backend::is_output_rank()) return;
+  emit(a.json ? to_json(r).dump(2) + "\n" : render(s, r), a.output);
+#endif
+}
+
+}  // namespace
+
+void register_measure(CLI::App& app) {
+  auto a = std::make_shared<MeasureArgs>();
+  auto* cmd =
+      app.add_subcommand("measure", "Run the scenario on real GPUs (CUDA, cuBLASLt, NCCL) and report measured times");
+  cmd->add_option("SCENARIO", a->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
+  cmd->add_flag("--json", a->json, "Print the result JSON (same keys as predict) instead of a table");
+  cmd->add_option("-o,--output", a->output, "Write to this file (atomically) instead of stdout");
+  cmd->add_option("--gpus", a->options.gpus,
+                  "Use N GPUs of this machine instead of the scenario's count (recorded in the result)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", a->options.warmup, "Untimed iterations (>= 1; iteration 0 is DDP's special one)")
+      ->default_val(3);
+  cmd->add_option("--iters", a->options.iters, "Timed iterations (median, p10, p90)")->default_val(10);
+  cmd->add_option("--watchdog", a->options.watchdog_s,
+                  "Seconds before a collective counts as hung: abort and name the bucket")
+      ->default_val(300);
+  auto* cal = cmd->add_flag(
+      "--calibrate", a->options.calibrate,
+      "Microbenchmarks (GEMM per shape, HBM copy, optimizer, all-reduce sweep 8 B..4 GiB) -> calibration YAML");
+  cmd->add_option("--calibration-out", a->options.calibration_out,
+                  "Calibration file to write (default calibration-<gpu>.yaml)")
+      ->needs(cal);
+  cmd->add_flag("--dry-run", a->dry_run, "Print the launch sequence of one step per GPU; needs no GPU");
+  cmd->callback([a] { run_measure(*a); });
+}
+
+}  // namespace dpsim::app

@@ -1,0 +1,104 @@
+// dpsim predict SCENARIO: simulate one training step on SimGrid.
+#include <fmt/format.h>
+#include <chrono>
+#include <map>
+
+#include "commands.hpp"
+#include "dpsim/advice.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
+#include "dpsim/sim/simulate.hpp"
+#include "dpsim/sim/trace.hpp"
+#include "dpsim/units.hpp"
+#include "report.hpp"
+
+namespace dpsim::app {
+
+namespace {
+
+struct PredictArgs {
+  std::string scenario;
+  bool json = false;
+  bool buckets = false;
+  std::string trace;
+  std::string fidelity = "fast";
+  bool no_overlap = false;
+  std::string output;
+  int trace_ranks = 8;
+  bool no_advice = false;
+};
+
+Section collective_section(const StepResult& r) {
+  Section c{"All-reduce per bucket (NCCL's choice)", {}};
+  std::map<std::string, std::pair<int, long long>> by_choice;  // "ring/simple" -> (buckets, bytes)
+  for (const auto& b : r.buckets) {
+    auto& e = by_choice[b.algorithm + "/" + b.protocol];
+    e.first++;
+    e.second += b.bytes;
+  }
+  for (const auto& [choice, e] : by_choice)
+    c.add(choice, fmt::format("{} bucket{}, {}", e.first, e.first == 1 ? "" : "s",
+                              format_bytes(static_cast<double>(e.second))));
+  return c;
+}
+
+std::string bucket_table(const StepResult& r) {
+  std::vector<std::vector<std::string>> rows{
+      {"bucket", "bytes", "ready", "start", "end", "duration", "algorithm", "protocol"}};
+  for (const auto& b : r.buckets)
+    rows.push_back({std::to_string(b.index), format_bytes(static_cast<double>(b.bytes)), format_seconds(b.ready_s),
+                    format_seconds(b.start_s), format_seconds(b.end_s), format_seconds(b.end_s - b.start_s),
+                    b.algorithm, b.protocol});
+  return render_table(rows);
+}
+
+std::string render(const Scenario& s, const StepResult& r, const SimOptions& o, bool buckets) {
+  auto sections = common_sections(s, r);
+  sections.push_back(collective_section(r));
+  sections.push_back(step_section(
+      r,
+      fmt::format("Step (simulated, {} fidelity{})", to_string(o.fidelity), o.overlap ? "" : ", no overlap").c_str()));
+  if (!r.advice.empty()) sections.push_back(advice_section(r));
+  std::string text = render_sections(sections);
+  if (buckets) text += "\nBuckets (launch order)\n" + bucket_table(r);
+  return text;
+}
+
+}  // namespace
+
+void register_predict(CLI::App& app) {
+  auto args = std::make_shared<PredictArgs>();
+  auto* cmd = app.add_subcommand("predict", "Simulate one training step on SimGrid (no GPU needed)");
+  cmd->add_option("SCENARIO", args->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
+  cmd->add_flag("--json", args->json, "Print the result JSON (keys in docs/metrics.md) instead of a table");
+  cmd->add_flag("--buckets", args->buckets, "Add a per-bucket table (bytes, ready, start, end, algorithm, protocol)");
+  cmd->add_option("--trace", args->trace, "Write a Chrome trace (open in Perfetto) to this file");
+  cmd->add_option("--trace-ranks", args->trace_ranks, "GPUs shown in the trace at most (default 8)");
+  cmd->add_option("--fidelity", args->fidelity,
+                  "fast (bucket-granularity flows, default) or step (NCCL ring steps as messages)")
+      ->check(CLI::IsMember({"fast", "step"}));
+  cmd->add_flag("--no-overlap", args->no_overlap, "Start communication only after the whole backward");
+  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+  cmd->add_flag("--no-advice", args->no_advice, "Skip the 'what limits this step' section (it re-simulates variants)");
+  cmd->callback([args] {
+    const Scenario s = load_scenario(args->scenario);
+    const StepPlan plan = make_step_plan(s);
+    SimOptions o;
+    o.fidelity = parse_fidelity(args->fidelity);
+    o.overlap = !args->no_overlap;
+    o.trace_ranks = args->trace_ranks;
+    o.progress = true;
+    StepResult r = simulate(s, plan, o);
+    if (!args->no_advice) {
+      r.advice = advise(s, r, [&o](const Scenario& variant) {
+        SimOptions quiet = o;
+        quiet.progress = false;
+        return simulate(variant, make_step_plan(variant), quiet);
+      });
+    }
+    if (!args->trace.empty()) write_file_atomic(args->trace, chrome_trace_json(r, o.trace_ranks));
+    emit(args->json ? to_json(r).dump(2) + "\n" : render(s, r, o, args->buckets), args->output);
+  });
+}
+
+}  // namespace dpsim::app

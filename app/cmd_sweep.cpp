@@ -1,0 +1,89 @@
+// dpsim sweep SWEEP.yaml -o DIR: a grid (or zip) of scenario overrides, each point in its own process.
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "dpsim/error.hpp"
+#include "dpsim/sweep/plot.hpp"
+#include "dpsim/sweep/runner.hpp"
+
+namespace dpsim::app {
+
+namespace {
+
+struct SweepArgs {
+  std::string file;
+  std::string out = "sweep-results";
+  int jobs = 0;
+  bool resume = false;
+  std::string shard;
+  int64_t limit = -1;
+  bool plot = false;
+  bool quiet = false;
+};
+
+void parse_shard(const std::string& text, SweepOptions& o) {
+  const auto slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    o.shard_index = std::stoi(text.substr(0, slash));
+    o.shard_count = std::stoi(text.substr(slash + 1));
+  } catch (const std::exception&) {
+    throw InputError(fmt::format("--shard: expected I/N (e.g. 0/4), got \"{}\"", text));
+  }
+}
+
+}  // namespace
+
+void register_sweep(CLI::App& app) {
+  auto a = std::make_shared<SweepArgs>();
+  auto* cmd = app.add_subcommand("sweep", "Run a grid of scenario variants in parallel; results as CSV and JSON lines");
+  cmd->add_option("SWEEP", a->file, "Sweep YAML (scenarios/sweeps/*.yaml): base scenario + axes")->required();
+  cmd->add_option("-o,--output", a->out, "Output directory: results.csv, results.jsonl (default sweep-results)");
+  cmd->add_option("-j,--jobs", a->jobs, "Points run at once (default: all cores)");
+  cmd->add_flag("--resume", a->resume, "Keep points already in DIR/results.jsonl and run only the rest");
+  cmd->add_option("--shard", a->shard, "Run the deterministic slice I/N (points with index % N == I)");
+  cmd->add_option("--limit", a->limit, "Run at most this many points (benchmarking)");
+  cmd->add_flag("--plot", a->plot, "Draw the plots into DIR/plots when the sweep completes");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
+  cmd->callback([a] {
+    const SweepSpec spec = load_sweep(a->file);
+    SweepOptions o;
+    o.jobs = a->jobs > 0 ? a->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    o.out_dir = a->out;
+    o.resume = a->resume;
+    o.limit = a->limit;
+    o.progress = !a->quiet;
+    if (!a->shard.empty()) parse_shard(a->shard, o);
+    const SweepSummary s = run_sweep(spec, o);
+    fmt::print(stderr, "sweep {}: {} points, {} run now ({} failed), {} already done, {:.1f} s, {:.0f} points/hour{}\n",
+               spec.name, s.total, s.ran, s.failed, s.skipped, s.wall_s,
+               s.wall_s > 0 ? 3600.0 * static_cast<double>(s.ran) / s.wall_s : 0.0,
+               s.interrupted ? " (interrupted: rerun with --resume)" : "");
+    if (s.interrupted) throw RuntimeError("interrupted; the finished points are in " + a->out);
+    if (a->plot) {
+      for (const auto& f : plot_sweep(o.out_dir / "results.csv", o.out_dir / "plots", {}))
+        fmt::print("{}\n", f.string());
+    }
+  });
+}
+
+void register_plot(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto kinds = std::make_shared<std::vector<std::string>>();
+  auto* cmd = app.add_subcommand("plot", "Draw PNG and SVG plots of a sweep's results.csv with gnuplot");
+  cmd->add_option("DIR", *dir, "A sweep output directory (holding results.csv)")->required();
+  cmd->add_option("-o,--output", *out, "Where to write the plots (default DIR/plots)");
+  cmd->add_option("--kind", *kinds, "scaling, breakdown, buckets (default: every kind the sweep allows)");
+  cmd->callback([dir, out, kinds] {
+    const std::filesystem::path d(*dir);
+    for (const auto& f :
+         plot_sweep(d / "results.csv", out->empty() ? d / "plots" : std::filesystem::path(*out), *kinds)) {
+      fmt::print("{}\n", f.string());
+    }
+  });
+}
+
+}  // namespace dpsim::app

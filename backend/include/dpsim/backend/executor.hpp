@@ -1,0 +1,163 @@
+#pragma once
+// The backend's host side: an Executor receives the launches of one DDP training step, and the plan
+// walker drives any Executor through a StepPlan exactly as PyTorch DDP does. The CUDA executor
+// (backend/cuda) launches real kernels; the DryRunExecutor records the sequence for tests and
+// `dpsim measure --dry-run`.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dpsim/plan.hpp"
+
+namespace dpsim::backend {
+
+enum class Stream { compute, comm };
+const char* to_string(Stream stream);
+
+// Which product of a layer a GEMM call is. Row-major shapes, X [m,k], W [k,n], Y [m,n]:
+//   forward          Y  = X W        (m, n, k)
+//   backward_input   dX = dY W^T     (m, k, n)
+//   backward_weight  dW = X^T dY     (k, n, m), written into the gradient's bucket slice
+// Batched (attention) products use the same three roles with batch > 1 and no weights.
+enum class GemmRole { forward, backward_input, backward_weight };
+const char* to_string(GemmRole role);
+
+struct GemmCall {
+  int op = 0;    // index into StepPlan::ops
+  int gemm = 0;  // index into PlanOp::gemms
+  GemmRole role = GemmRole::forward;
+  int64_t m = 0, n = 0, k = 0;  // of this product (already transposed per role)
+  int64_t batch = 1;
+  int grad = -1;            // backward_weight: the gradient written (index into StepPlan::grads), -1 scratch
+  bool accumulate = false;  // beta = 1: gradient accumulation micro-steps after the first
+  double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+  }
+};
+
+// Memory-bound work: norms, activations, the embedding's gather / scatter-add, the DDP copies.
+enum class MemoryRole {
+  forward,         // op's elementwise forward traffic (embedding: gather)
+  backward,        // op's elementwise backward traffic
+  grad_fill,       // writes a gradient that has no GEMM (norm weights, biases): reduction over tokens
+  scatter_add,     // embedding backward: dense zero-fill of the gradient + scatter-add of token rows
+  grad_to_bucket,  // no bucket views: copy a gradient into its bucket slice
+  bucket_to_grad,  // no bucket views: copy the reduced bucket back after the last all-reduce
+};
+const char* to_string(MemoryRole role);
+
+struct MemoryCall {
+  int op = -1;  // -1 for bucket copies
+  MemoryRole role = MemoryRole::forward;
+  double bytes = 0;
+  int grad = -1;  // grad_fill / scatter_add / grad_to_bucket: the gradient written
+  int bucket = -1;
+  bool accumulate = false;
+};
+
+// Events between the two streams: a bucket's gradients are all written (recorded on compute), a
+// bucket's all-reduce is done (recorded on comm).
+enum class EventKind { bucket_ready, bucket_done };
+struct EventRef {
+  EventKind kind = EventKind::bucket_ready;
+  int bucket = 0;
+};
+
+// Timing points. Each is recorded on one stream at a position in its launch order; the executor
+// turns them into seconds after the step (CUDA events on the GPU).
+enum class Mark {
+  step_begin,       // compute
+  forward_begin,    // compute, per micro-step
+  forward_end,      // compute, per micro-step (= backward begin)
+  backward_end,     // compute, per micro-step
+  bucket_start,     // comm, per bucket: the all-reduce begins (after its wait)
+  bucket_end,       // comm, per bucket
+  optimizer_begin,  // compute, after waiting for the last bucket
+  optimizer_end,    // compute (= step end)
+};
+const char* to_string(Mark mark);
+
+// Where every gradient lives: buckets are contiguous slices of one flat buffer in bucket order,
+// each gradient a slice of its bucket in ready order (gradient_as_bucket_view). Optimizer state
+// and weights use the same flat order, so the fused optimizer is one kernel over everything.
+struct GradSlot {
+  int64_t flat_offset = 0;    // elements from the start of the flat gradient buffer
+  int64_t bucket_offset = 0;  // elements from the start of its bucket
+  int gemm = -1;              // the op's GEMM whose dW writes it; -1: written by a memory kernel
+};
+
+struct StepLayout {
+  std::vector<GradSlot> grads;         // per StepPlan::grads
+  std::vector<int64_t> bucket_offset;  // elements, per bucket
+  std::vector<int64_t> bucket_numel;
+  std::vector<std::vector<int>> gemm_grad;  // [op][gemm] -> grad written by its dW, -1 none
+  int64_t total_numel = 0;
+  int element_bytes = 2;
+  bool bucket_view = true;  // gradient_as_bucket_view: dW lands straight in the bucket slice
+};
+
+// Match each op's gradients to its GEMMs (a weight of k*n elements, batch 1) and lay out buckets.
+StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view);
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual void gemm(const GemmCall& call) = 0;          // batch == 1
+  virtual void batched_gemm(const GemmCall& call) = 0;  // batch > 1 (attention)
+  virtual void memory_kernel(const MemoryCall& call) = 0;
+  virtual void record_event(Stream stream, EventRef event) = 0;
+  virtual void stream_wait(Stream waiter, EventRef event) = 0;
+  virtual void allreduce_bucket(int bucket) = 0;  // on the comm stream
+  virtual void optimizer_step() = 0;              // on the compute stream
+  virtual void mark(Stream stream, Mark mark, int index) = 0;
+};
+
+struct WalkOptions {
+  int64_t gradient_accumulation = 1;  // k: k-1 no-sync micro-steps, then the synced one
+};
+
+// One training step of `plan` through `executor`, in DDP's order:
+//   per micro-step: forward ops in order; backward ops in plan.backward_order; on the synced
+//   micro-step, after the op that completes bucket b: record bucket_ready[b] on compute, the comm
+//   stream waits for it and all-reduces bucket b (buckets strictly in order), records bucket_done[b];
+//   then the compute stream waits for the last bucket_done (and copies buckets back when they are
+//   not views) and runs the optimizer.
+void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& executor);
+
+// ---- the dry run ------------------------------------------------------------------------------
+
+struct Launch {
+  enum class Type { gemm, batched_gemm, memory, record, wait, allreduce, optimizer, mark };
+  Type type = Type::gemm;
+  Stream stream = Stream::compute;
+  GemmCall gemm_call;
+  MemoryCall memory_call;
+  EventRef event;
+  int bucket = -1;
+  Mark mark_kind = Mark::step_begin;
+  int index = 0;
+  std::string describe(const StepPlan& plan) const;  // one line, as `measure --dry-run` prints it
+};
+
+class DryRunExecutor final : public Executor {
+ public:
+  void gemm(const GemmCall& call) override;
+  void batched_gemm(const GemmCall& call) override;
+  void memory_kernel(const MemoryCall& call) override;
+  void record_event(Stream stream, EventRef event) override;
+  void stream_wait(Stream waiter, EventRef event) override;
+  void allreduce_bucket(int bucket) override;
+  void optimizer_step() override;
+  void mark(Stream stream, Mark mark, int index) override;
+
+  const std::vector<Launch>& launches() const { return launches_; }
+  void clear() { launches_.clear(); }
+
+ private:
+  std::vector<Launch> launches_;
+};
+
+// The dry-run listing: a header, then one line per launch.
+std::string describe_launches(const StepPlan& plan, const std::vector<Launch>& launches);
+
+}  // namespace dpsim::backend

@@ -1,0 +1,131 @@
+// The dry-run executor: records every launch, for tests and `dpsim measure --dry-run`.
+#include <fmt/format.h>
+
+#include "dpsim/backend/executor.hpp"
+#include "dpsim/units.hpp"
+
+namespace dpsim::backend {
+
+void DryRunExecutor::gemm(const GemmCall& call) {
+  Launch l;
+  l.type = Launch::Type::gemm;
+  l.gemm_call = call;
+  launches_.push_back(l);
+}
+
+void DryRunExecutor::batched_gemm(const GemmCall& call) {
+  Launch l;
+  l.type = Launch::Type::batched_gemm;
+  l.gemm_call = call;
+  launches_.push_back(l);
+}
+
+void DryRunExecutor::memory_kernel(const MemoryCall& call) {
+  Launch l;
+  l.type = Launch::Type::memory;
+  l.memory_call = call;
+  launches_.push_back(l);
+}
+
+void DryRunExecutor::record_event(Stream stream, EventRef event) {
+  Launch l;
+  l.type = Launch::Type::record;
+  l.stream = stream;
+  l.event = event;
+  l.bucket = event.bucket;
+  launches_.push_back(l);
+}
+
+void DryRunExecutor::stream_wait(Stream waiter, EventRef event) {
+  Launch l;
+  l.type = Launch::Type::wait;
+  l.stream = waiter;
+  l.event = event;
+  l.bucket = event.bucket;
+  launches_.push_back(l);
+}
+
+void DryRunExecutor::allreduce_bucket(int bucket) {
+  Launch l;
+  l.type = Launch::Type::allreduce;
+  l.stream = Stream::comm;
+  l.bucket = bucket;
+  launches_.push_back(l);
+}
+
+void DryRunExecutor::optimizer_step() {
+  Launch l;
+  l.type = Launch::Type::optimizer;
+  launches_.push_back(l);
+}
+
+void DryRunExecutor::mark(Stream stream, Mark mark, int index) {
+  Launch l;
+  l.type = Launch::Type::mark;
+  l.stream = stream;
+  l.mark_kind = mark;
+  l.index = index;
+  launches_.push_back(l);
+}
+
+namespace {
+const char* event_name(EventKind kind) { return kind == EventKind::bucket_ready ? "bucket_ready" : "bucket_done"; }
+
+std::string op_name(const StepPlan& plan, int op) {
+  return op >= 0 && op < static_cast<int>(plan.ops.size()) ? plan.ops[op].name : std::string("-");
+}
+std::string grad_name(const StepPlan& plan, int grad) {
+  return grad >= 0 && grad < static_cast<int>(plan.grads.size()) ? plan.grads[grad].name : std::string("scratch");
+}
+}  // namespace
+
+std::string Launch::describe(const StepPlan& plan) const {
+  switch (type) {
+    case Type::gemm:
+    case Type::batched_gemm: {
+      const GemmCall& c = gemm_call;
+      std::string s =
+          fmt::format("compute  {:<13} {:<7} {} m={} n={} k={}", type == Type::gemm ? "gemm" : "batched_gemm",
+                      to_string(c.role), op_name(plan, c.op), c.m, c.n, c.k);
+      if (c.batch > 1) s += fmt::format(" batch={}", c.batch);
+      s += fmt::format(" ({} FLOP)", format_count(c.flops()));
+      if (c.role == GemmRole::backward_weight) s += " -> " + grad_name(plan, c.grad) + (c.accumulate ? " (+=)" : "");
+      return s;
+    }
+    case Type::memory: {
+      const MemoryCall& m = memory_call;
+      std::string s =
+          fmt::format("compute  {:<13} {:<7} {} {}", "memory", to_string(m.role),
+                      m.op >= 0 ? op_name(plan, m.op) : fmt::format("bucket {}", m.bucket), format_bytes(m.bytes));
+      if (m.grad >= 0) s += " -> " + grad_name(plan, m.grad);
+      return s;
+    }
+    case Type::record:
+      return fmt::format("{:<8} record       {}[{}]", to_string(stream), event_name(event.kind), event.bucket);
+    case Type::wait:
+      return fmt::format("{:<8} wait         {}[{}]", to_string(stream), event_name(event.kind), event.bucket);
+    case Type::allreduce: {
+      const auto& b = plan.buckets.at(static_cast<size_t>(bucket));
+      return fmt::format("comm     allreduce    bucket {} {} ({} grads)", bucket,
+                         format_bytes(static_cast<double>(b.bytes)), b.grads.size());
+    }
+    case Type::optimizer:
+      return fmt::format("compute  optimizer    {} parameters, {}",
+                         format_count(static_cast<double>(plan.optimizer.parameters)),
+                         format_bytes(plan.optimizer.bytes));
+    case Type::mark: return fmt::format("{:<8} timing-event {}[{}]", to_string(stream), to_string(mark_kind), index);
+  }
+  return "?";
+}
+
+std::string describe_launches(const StepPlan& plan, const std::vector<Launch>& launches) {
+  std::string out =
+      fmt::format("# dpsim measure --dry-run: {} ({} GPU(s), micro-batch {}, sequence {}, accumulation {})\n",
+                  plan.scenario, plan.world_size, plan.micro_batch, plan.sequence_length, plan.gradient_accumulation);
+  out += fmt::format("# {} ops, {} gradients, {} buckets; {} launches per GPU per step\n", plan.ops.size(),
+                     plan.grads.size(), plan.buckets.size(), launches.size());
+  for (size_t i = 0; i < launches.size(); ++i) out += fmt::format("{:6}  {}\n", i, launches[i].describe(plan));
+  return out;
+}
+
+}  // namespace dpsim::backend

@@ -1,0 +1,271 @@
+// Host-side measure logic: statistics, iteration loop, checks, result assembly.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dpsim/backend/measure.hpp"
+#include "dpsim/error.hpp"
+#include "dpsim/estimate.hpp"
+
+#ifndef DPSIM_GIT_REVISION
+#define DPSIM_GIT_REVISION "unknown"
+#endif
+
+namespace dpsim::backend {
+
+// ---- statistics -------------------------------------------------------------------------------
+
+double percentile(std::vector<double> values, double q) {
+  if (values.empty()) throw RuntimeError("percentile of no values");
+  q = std::clamp(q, 0.0, 1.0);
+  std::sort(values.begin(), values.end());
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return values[lo] + (values[hi] - values[lo]) * frac;
+}
+
+Spread spread_of(const std::vector<double>& values) {
+  Spread s;
+  s.median = percentile(values, 0.5);
+  s.p10 = percentile(values, 0.1);
+  s.p90 = percentile(values, 0.9);
+  return s;
+}
+
+void run_iterations(int warmup, int iters, const std::function<void(int, bool)>& step) {
+  if (warmup < 1) throw InputError("--warmup must be >= 1: iteration 0 (DDP's one-bucket iteration) is never timed");
+  if (iters < 1) throw InputError("--iters must be >= 1");
+  for (int i = 0; i < warmup + iters; ++i) step(i, i >= warmup);
+}
+
+// ---- checks -----------------------------------------------------------------------------------
+
+std::string short_gpu_name(const std::string& name) {
+  static const char* models[] = {"GB200", "B200", "H200", "H100", "H800", "H20", "A100",     "A800",     "A10G",
+                                 "A10",   "L40S", "L40",  "L4",   "V100", "T4",  "RTX 4090", "RTX 3090", "GB10"};
+  for (const char* m : models)
+    if (name.find(m) != std::string::npos) return m;
+  std::string s = name;
+  if (s.rfind("NVIDIA ", 0) == 0) s = s.substr(7);
+  return s.empty() ? std::string("GPU") : s;
+}
+
+std::string memory_need_message(double need_bytes, const std::string& gpu_name, double free_bytes) {
+  return fmt::format("needs {:.1f} GB per GPU, this {} has {:.1f} GB free", need_bytes / 1e9, short_gpu_name(gpu_name),
+                     free_bytes / 1e9);
+}
+
+void check_memory(const MemoryNeed& need, const std::string& gpu_name, double free_bytes) {
+  if (need.total_bytes() <= free_bytes) return;
+  throw RuntimeError(
+      fmt::format("{} (model state {:.1f} GB, DDP buckets {:.1f} GB, activations {:.1f} GB); use a smaller model or "
+                  "micro-batch, more GPUs with sharding, or activation checkpointing",
+                  memory_need_message(need.total_bytes(), gpu_name, free_bytes), need.model_state_bytes / 1e9,
+                  need.ddp_buffer_bytes / 1e9, need.activation_bytes / 1e9));
+}
+
+namespace {
+std::string normalize(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+}  // namespace
+
+bool same_gpu_model(const std::string& scenario_name, const std::string& device_name) {
+  const std::string a = short_gpu_name(scenario_name), b = short_gpu_name(device_name);
+  if (normalize(a) == normalize(b)) return true;
+  const std::string na = normalize(scenario_name), nb = normalize(device_name);
+  return !na.empty() && (na.find(nb) != std::string::npos || nb.find(na) != std::string::npos);
+}
+
+GpuSelection select_gpus(const Scenario& scenario, int requested, const std::vector<MachineGpu>& machine) {
+  GpuSelection sel;
+  const int world = scenario.world_size();
+  const int available = static_cast<int>(machine.size());
+  if (available == 0) throw RuntimeError("no CUDA device is visible (CUDA_VISIBLE_DEVICES, driver, container?)");
+  if (requested < 0) throw InputError("--gpus must be >= 1");
+  if (requested == 0) {
+    if (world != available)
+      throw RuntimeError(fmt::format(
+          "scenario '{}' needs {} GPU(s) ({} node(s) x {}), this machine has {}; pass --gpus N to run on N of them "
+          "(the result records it), or use mpirun for several nodes",
+          scenario.name, world, scenario.topology.nodes, scenario.topology.gpus_per_node, available));
+    sel.count = world;
+  } else {
+    if (requested > available)
+      throw RuntimeError(fmt::format("--gpus {} asks for more GPUs than this machine has ({})", requested, available));
+    sel.count = requested;
+    sel.overridden = requested != world;
+    if (sel.overridden)
+      sel.warnings.push_back(
+          fmt::format("running on {} GPU(s) instead of the scenario's {}; the result records it", requested, world));
+  }
+  const std::string& want = scenario.topology.gpu.name.empty() ? scenario.topology.gpu.key : scenario.topology.gpu.name;
+  for (int i = 0; i < sel.count; ++i) {
+    if (!same_gpu_model(want, machine[i].name)) {
+      const std::string msg =
+          fmt::format("GPU {} is a '{}', the scenario's cluster has '{}'", i, machine[i].name, want);
+      if (requested == 0) throw RuntimeError(msg + "; pass --gpus N to measure on this machine anyway");
+      sel.warnings.push_back(msg);
+    }
+  }
+  return sel;
+}
+
+// ---- context ----------------------------------------------------------------------------------
+
+std::string scenario_hash(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return "unknown";
+  uint64_t h = 1469598103934665603ull;
+  for (std::istreambuf_iterator<char> it(in), end; it != end; ++it) {
+    h ^= static_cast<unsigned char>(*it);
+    h *= 1099511628211ull;
+  }
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+std::string git_revision() { return DPSIM_GIT_REVISION; }
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+nlohmann::json context_json(const MeasureContext& c) {
+  nlohmann::json j;
+  j["gpu_name"] = c.gpu_name;
+  j["gpu_count"] = c.gpu_count;
+  j["scenario_world_size"] = c.scenario_world_size;
+  j["gpus_overridden"] = c.gpu_count != c.scenario_world_size;
+  j["gpu_memory_bytes"] = c.gpu_memory_bytes;
+  j["gpu_free_bytes_before"] = c.gpu_free_bytes;
+  j["driver_version"] = c.driver_version;
+  j["cuda_runtime_version"] = c.cuda_runtime_version;
+  j["nccl_version"] = c.nccl_version;
+  j["cublas_version"] = c.cublas_version;
+  j["host"] = c.host;
+  j["git_revision"] = c.git_revision;
+  j["scenario_hash"] = c.scenario_hash;
+  j["warmup_iterations"] = c.warmup;
+  j["timed_iterations"] = c.iters;
+  j["watchdog_s"] = c.watchdog_s;
+  j["tool"] = "dpsim measure";
+  return j;
+}
+
+// ---- result -----------------------------------------------------------------------------------
+
+StepResult assemble_result(const Scenario& scenario, const StepPlan& plan, const MeasureContext& context,
+                           const std::vector<std::vector<StepSample>>& samples) {
+  if (samples.empty() || samples.front().empty()) throw RuntimeError("assemble_result: no timed iterations");
+  const size_t iters = samples.front().size();
+  for (const auto& r : samples)
+    if (r.size() != iters) throw RuntimeError("assemble_result: ranks have different iteration counts");
+
+  StepResult result;
+  result.scenario = scenario.name;
+  result.mode = "measure";
+  fill_common(scenario, plan, result);
+  result.context = context_json(context);
+  if (context.gpu_memory_bytes > 0) result.gpu_memory_bytes = context.gpu_memory_bytes;
+
+  // Per iteration, the step of the slowest rank (DDP runs at its pace); its figures are that rank's.
+  std::vector<const StepSample*> slowest(iters);
+  for (size_t i = 0; i < iters; ++i) {
+    const StepSample* s = &samples[0][i];
+    for (const auto& r : samples)
+      if (r[i].step_s > s->step_s) s = &r[i];
+    slowest[i] = s;
+  }
+  auto collect = [&](auto get) {
+    std::vector<double> v;
+    v.reserve(iters);
+    for (const StepSample* s : slowest) v.push_back(get(*s));
+    return v;
+  };
+  auto exposed = [](const StepSample& s) {
+    return std::max(0.0, s.step_s - s.forward_s - s.backward_s - s.optimizer_s);
+  };
+  auto comm_busy = [](const StepSample& s) {
+    double t = 0;
+    for (const auto& b : s.buckets) t += b.end_s - b.start_s;
+    return t;
+  };
+
+  struct Figure {
+    const char* key;
+    double* target;
+    std::vector<double> values;
+  };
+  std::vector<Figure> figures = {
+      {"step.time_s", &result.step_time_s, collect([](const StepSample& s) { return s.step_s; })},
+      {"step.forward_s", &result.forward_s, collect([](const StepSample& s) { return s.forward_s; })},
+      {"step.backward_s", &result.backward_s, collect([](const StepSample& s) { return s.backward_s; })},
+      {"step.optimizer_s", &result.optimizer_s, collect([](const StepSample& s) { return s.optimizer_s; })},
+      {"step.exposed_comm_s", &result.exposed_comm_s, collect(exposed)},
+      {"comm_busy_s", &result.comm_busy_s, collect(comm_busy)},
+  };
+  for (auto& f : figures) {
+    const Spread s = spread_of(f.values);
+    *f.target = s.median;
+    result.spreads[f.key] = {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}};
+  }
+  result.no_overlap_step_s = result.forward_s + result.backward_s + result.optimizer_s + result.comm_busy_s;
+
+  const size_t nb = plan.buckets.size();
+  for (size_t b = 0; b < nb; ++b) {
+    BucketTiming t;
+    t.index = static_cast<int>(b);
+    t.bytes = plan.buckets[b].bytes;
+    std::vector<double> ready, start, end;
+    for (const StepSample* s : slowest) {
+      if (s->buckets.size() != nb) throw RuntimeError("assemble_result: a sample has the wrong number of buckets");
+      ready.push_back(s->buckets[b].ready_s);
+      start.push_back(s->buckets[b].start_s);
+      end.push_back(s->buckets[b].end_s);
+    }
+    t.ready_s = percentile(ready, 0.5);
+    t.start_s = percentile(start, 0.5);
+    t.end_s = percentile(end, 0.5);
+    t.algorithm = "nccl";
+    result.buckets.push_back(t);
+    result.timeline.push_back({0, "comm", fmt::format("allreduce bucket {}", b), t.start_s, t.end_s});
+  }
+
+  if (context.single_allreduce_s > 0) {  // measured: all gradients as one message
+    result.nccl_time_s = context.single_allreduce_s;
+    result.nccl_busbw_GBps = static_cast<double>(plan.gradient_bytes) / context.single_allreduce_s / 1e9 * 2.0 *
+                             (context.gpu_count - 1) / std::max(1, context.gpu_count);
+    result.nccl_algorithm = "measured";
+    result.nccl_protocol.clear();
+  }
+
+  const double samples_per_step =
+      static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * static_cast<double>(context.gpu_count);
+  if (result.step_time_s > 0) {
+    result.samples_per_s = samples_per_step / result.step_time_s;
+    result.tokens_per_s = result.samples_per_s * static_cast<double>(plan.sequence_length);
+    const double compute = result.forward_s + result.backward_s + result.optimizer_s;
+    result.scaling_efficiency = compute / result.step_time_s;  // measured: no-communication step / step
+  }
+  if (context.gpu_count != context.scenario_world_size)
+    result.advice.push_back(fmt::format("measured on {} GPU(s); the scenario's cluster has {}", context.gpu_count,
+                                        context.scenario_world_size));
+  return result;
+}
+
+}  // namespace dpsim::backend

@@ -1,0 +1,51 @@
+// Speed benchmark of the simulator (prints figures; not a pass/fail test).
+//   dpsim_bench_sim [SCENARIO...] [--fidelity fast|step]
+// Default: the two scale scenarios of issue 3 (1024 and 16384 H100s, Llama 3.1 8B).
+#include <fmt/format.h>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
+#include "dpsim/sim/simulate.hpp"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> files;
+  dpsim::SimOptions options;
+  options.progress = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--fidelity" && i + 1 < argc)
+      options.fidelity = dpsim::parse_fidelity(argv[++i]);
+    else
+      files.push_back(a);
+  }
+  if (files.empty()) {
+    const auto root = dpsim::data_root();
+    files = {(root / "scenarios/llama3.1-8b-1024xh100-ib.yaml").string(),
+             (root / "scenarios/llama3.1-8b-16384xh100-ib.yaml").string()};
+  }
+  fmt::print("{:<34} {:>6} {:>8} {:>8} {:>9} {:>9} {:>10} {:>12} {:>9} {:>10}\n", "scenario", "GPUs", "buckets",
+             "flows", "events", "wall s", "engine s", "events/s", "RSS MB", "step s");
+  for (const auto& f : files) {
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      const dpsim::Scenario s = dpsim::load_scenario(f);
+      const dpsim::StepPlan plan = dpsim::make_step_plan(s);
+      const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      dpsim::SimStats st;
+      const dpsim::StepResult r = dpsim::simulate(s, plan, options, &st);
+      fmt::print("{:<34} {:>6} {:>8} {:>8} {:>9} {:>9.3f} {:>10.3f} {:>12.0f} {:>9.1f} {:>10.4f}\n", s.name,
+                 plan.world_size, plan.buckets.size(), st.flows, st.events, st.wall_s, st.simulate_wall_s,
+                 st.simulate_wall_s > 0 ? static_cast<double>(st.events) / st.simulate_wall_s : 0.0,
+                 static_cast<double>(st.peak_rss_bytes) / 1e6, r.step_time_s);
+      fmt::print("  (load + plan {:.3f} s; platform {} hosts, {} links)\n", load_s, st.hosts, st.links);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}: {}\n", f, e.what());
+      return 1;
+    }
+  }
+  return 0;
+}

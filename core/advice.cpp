@@ -1,0 +1,106 @@
+#include "dpsim/advice.hpp"
+
+#include <fmt/format.h>
+
+#include "dpsim/cost.hpp"
+#include "dpsim/plan.hpp"
+#include "dpsim/units.hpp"
+
+namespace dpsim {
+
+namespace {
+
+std::string memory_advice(const Scenario& s, const StepResult& r) {
+  const double need = r.model_state_bytes_per_gpu + r.activation_bytes_per_gpu + r.ddp_buffer_bytes_per_gpu;
+  std::string text = fmt::format(
+      "Does not fit: needs {} per GPU (model state {}, activations {}, DDP buckets {}), the {} has {}.",
+      format_bytes(need), format_bytes(r.model_state_bytes_per_gpu), format_bytes(r.activation_bytes_per_gpu),
+      format_bytes(r.ddp_buffer_bytes_per_gpu), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
+  const int n = s.world_size();
+  if (n > 1) {
+    const double sharded = r.model_state_bytes_per_gpu / n + r.activation_bytes_per_gpu;
+    text +=
+        fmt::format(" Sharding the model state over the {} data-parallel GPUs (FSDP / ZeRO-3) would need {} per GPU{}.",
+                    n, format_bytes(sharded), sharded <= r.gpu_memory_bytes ? ", which fits" : ", still too much");
+  }
+  if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {
+    text += " ddp.gradient_as_bucket_view: true alone would make it fit.";
+  }
+  return text;
+}
+
+std::string gain(const StepResult& base, const StepResult& changed) {
+  const double g = changed.samples_per_s / base.samples_per_s - 1.0;
+  return fmt::format("{:+.1f}% throughput ({:.1f} -> {:.1f} samples/s)", 100.0 * g, base.samples_per_s,
+                     changed.samples_per_s);
+}
+
+// The ring's bottleneck and how busy the step keeps it.
+std::string bottleneck(const Scenario& s, const StepResult& r) {
+  const FabricSummary f = summarize_fabric(s.topology);
+  const bool net = f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s;
+  const double bw = f.ring_bytes_per_s();
+  const double busy = r.comm_busy_s > 0 ? r.comm_busy_s : r.allreduce_time_s;
+  return fmt::format("the {} ({} per direction) is the bottleneck, busy {:.0f}% of the step",
+                     net ? "inter-node network (all NICs of a node)" : std::string(f.intra_class) + " link",
+                     format_bandwidth(bw), 100.0 * busy / r.step_time_s);
+}
+
+std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  std::vector<std::string> out;
+  out.push_back(fmt::format("Communication-bound: exposed communication is {:.0f}% of the step ({}); {}.",
+                            100.0 * r.exposed_comm_s / r.step_time_s, format_seconds(r.exposed_comm_s),
+                            bottleneck(s, r)));
+  Scenario bigger_batch = s;
+  bigger_batch.training.micro_batch *= 2;
+  const StepResult b = evaluate(bigger_batch);
+  out.push_back(fmt::format("Micro-batch {} -> {}: {}{}.", s.training.micro_batch, bigger_batch.training.micro_batch,
+                            gain(r, b), b.fits ? "" : " (but it no longer fits in memory)"));
+  Scenario bigger_buckets = s;
+  bigger_buckets.ddp.bucket_cap_bytes *= 4;
+  out.push_back(fmt::format("Bucket cap {} -> {}: {}.", format_bytes(s.ddp.bucket_cap_bytes),
+                            format_bytes(bigger_buckets.ddp.bucket_cap_bytes), gain(r, evaluate(bigger_buckets))));
+  Scenario faster = s;
+  std::string what;
+  if (s.topology.nodes > 1) {
+    for (auto& nic : faster.topology.nics) nic.link.bandwidth_bytes_per_s *= 2;
+    what = "NICs twice as fast";
+  } else {
+    faster.topology.intra.gpu_link.bandwidth_bytes_per_s *= 2;
+    for (auto& sw : faster.topology.intra.switches) sw.uplink.bandwidth_bytes_per_s *= 2;
+    if (faster.topology.intra.inter_socket) faster.topology.intra.inter_socket->bandwidth_bytes_per_s *= 2;
+    for (auto& l : faster.topology.intra.mesh) l.link.bandwidth_bytes_per_s *= 2;
+    what = "an intra-node fabric twice as fast";
+  }
+  out.push_back(fmt::format("With {}: {}.", what, gain(r, evaluate(faster))));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  std::vector<std::string> out;
+  if (!r.fits) out.push_back(memory_advice(s, r));
+  if (r.step_time_s <= 0) return out;
+  if (s.world_size() > 1 && r.exposed_comm_s > kCommBoundShare * r.step_time_s) {
+    const auto more = comm_advice(s, r, evaluate);
+    out.insert(out.end(), more.begin(), more.end());
+  } else {
+    out.push_back(fmt::format(
+        "Compute-bound: forward {} + backward {} are {:.0f}% of the step; exposed communication {:.1f}%; scaling "
+        "efficiency {:.1f}%.",
+        format_seconds(r.forward_s), format_seconds(r.backward_s), 100.0 * (r.forward_s + r.backward_s) / r.step_time_s,
+        100.0 * r.exposed_comm_s / r.step_time_s, 100.0 * r.scaling_efficiency));
+  }
+  if (!r.buckets.empty()) {
+    const auto& last = r.buckets.back();
+    if (last.end_s - last.start_s > 0.5 * r.exposed_comm_s && r.exposed_comm_s > 0) {
+      out.push_back(fmt::format("The last bucket ({}) starts when backward ends and takes {}: the exposed tail.",
+                                format_bytes(static_cast<double>(last.bytes)),
+                                format_seconds(last.end_s - last.start_s)));
+    }
+  }
+  return out;
+}
+
+}  // namespace dpsim

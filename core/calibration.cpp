@@ -1,0 +1,329 @@
+// The calibration YAML format (read and written with yaml-cpp) and how a calibration overrides a
+// scenario's constants. docs/validation.md describes the format.
+#include "dpsim/calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "dpsim/error.hpp"
+#include "dpsim/result.hpp"
+#include "yaml_node.hpp"
+
+namespace dpsim {
+
+namespace {
+
+std::string num(double x) { return fmt::format("{:.9g}", x); }
+
+std::string fnv1a64(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+double number_or_zero(const YNode& map, const char* key) {
+  const auto v = map.get(key);
+  return v ? v->as_number() : 0.0;
+}
+
+Calibration from_node(const YNode& root) {
+  root.require_map();
+  root.allow_only({"calibration_version", "name", "source", "context", "peak_flops_per_s", "gemm_efficiency", "gemm",
+                   "memory_bandwidth_bytes_per_s", "memory_efficiency", "optimizer_bytes_per_s", "overlap_slowdown",
+                   "allreduce", "fits"});
+  Calibration c;
+  const YNode version = root.at("calibration_version");
+  c.version = static_cast<int>(version.as_int(0, 1000));
+  if (c.version != kCalibrationFormatVersion)
+    version.fail(fmt::format("must be {} (is this a dpsim calibration file?)", kCalibrationFormatVersion));
+  if (auto v = root.get("name")) c.name = v->as_string();
+  if (auto v = root.get("source")) c.source = v->as_string();
+  if (auto ctx = root.get("context")) {
+    ctx->require_map();
+    for (const auto& key : ctx->keys()) c.context[key] = ctx->at(key).as_string();
+  }
+  c.peak_flops_per_s = number_or_zero(root, "peak_flops_per_s");
+  c.gemm_efficiency = number_or_zero(root, "gemm_efficiency");
+  c.memory_bandwidth_bytes_per_s = number_or_zero(root, "memory_bandwidth_bytes_per_s");
+  c.memory_efficiency = number_or_zero(root, "memory_efficiency");
+  c.optimizer_bytes_per_s = number_or_zero(root, "optimizer_bytes_per_s");
+  c.overlap_slowdown = number_or_zero(root, "overlap_slowdown");
+  for (const auto* key : {"gemm_efficiency", "memory_efficiency", "overlap_slowdown"})
+    if (auto v = root.get(key); v && v->as_number() < 0) v->fail("must not be negative (0 = not measured)");
+  if (auto list = root.get("gemm")) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const YNode g = (*list)[i];
+      g.allow_only({"m", "n", "k", "batch", "dtype", "seconds", "flops_per_s", "efficiency"});
+      GemmCalibration x;
+      x.m = g.at("m").as_int(0, int64_t{1} << 40);
+      x.n = g.at("n").as_int(0, int64_t{1} << 40);
+      x.k = g.at("k").as_int(0, int64_t{1} << 40);
+      if (auto b = g.get("batch")) x.batch = std::max<int64_t>(1, b->as_int(0, int64_t{1} << 30));
+      if (auto d = g.get("dtype")) x.dtype = d->as_string();
+      x.seconds = number_or_zero(g, "seconds");
+      x.flops_per_s = number_or_zero(g, "flops_per_s");
+      x.efficiency = number_or_zero(g, "efficiency");
+      c.gemm.push_back(x);
+    }
+  }
+  if (auto ar = root.get("allreduce")) {
+    ar->allow_only({"world_size", "rows"});
+    if (auto w = ar->get("world_size")) c.allreduce_world_size = static_cast<int>(w->as_int(0, 1 << 24));
+    if (auto rows = ar->get("rows")) {
+      for (size_t i = 0; i < rows->size(); ++i) {
+        const YNode r = (*rows)[i];
+        r.allow_only({"bytes", "time_s", "algbw_GBps", "busbw_GBps", "inplace_time_s", "inplace_algbw_GBps",
+                      "inplace_busbw_GBps"});
+        AllreduceRow x;
+        x.bytes = r.at("bytes").as_number();
+        x.time_s = r.at("time_s").as_number();
+        x.algbw_GBps = number_or_zero(r, "algbw_GBps");
+        x.busbw_GBps = number_or_zero(r, "busbw_GBps");
+        x.inplace_time_s = number_or_zero(r, "inplace_time_s");
+        x.inplace_algbw_GBps = number_or_zero(r, "inplace_algbw_GBps");
+        x.inplace_busbw_GBps = number_or_zero(r, "inplace_busbw_GBps");
+        if (x.bytes <= 0) r.at("bytes").fail("must be greater than 0");
+        if (x.time_s < 0) r.at("time_s").fail("must not be negative");
+        c.allreduce.push_back(x);
+      }
+    }
+  }
+  if (auto fits = root.get("fits")) {
+    for (size_t i = 0; i < fits->size(); ++i) {
+      const YNode f = (*fits)[i];
+      f.allow_only({"fabric", "algorithm", "protocol", "world_size", "nodes", "latency_s", "busbw_bytes_per_s",
+                    "link_bytes_per_s", "bandwidth_efficiency", "min_bytes", "max_bytes", "points",
+                    "rms_relative_residual", "max_relative_residual", "loo_relative_error"});
+      CollectiveFit x;
+      x.fabric = f.at("fabric").as_enum<std::string>(
+          {{"nvswitch", "nvswitch"}, {"pcie", "pcie"}, {"nvlink_mesh", "nvlink_mesh"}, {"net", "net"}});
+      if (auto a = f.get("algorithm"))
+        x.algorithm = a->as_enum<std::string>({{"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}});
+      x.protocol = f.at("protocol").as_enum<std::string>({{"ll", "ll"}, {"ll128", "ll128"}, {"simple", "simple"}});
+      x.world_size = static_cast<int>(f.at("world_size").as_int(2, 1 << 24));
+      if (auto n = f.get("nodes")) x.nodes = static_cast<int>(n->as_int(1, 1 << 20));
+      x.latency_s = f.at("latency_s").as_number();
+      x.busbw_bytes_per_s = f.at("busbw_bytes_per_s").as_positive_number();
+      x.link_bytes_per_s = number_or_zero(f, "link_bytes_per_s");
+      x.bandwidth_efficiency = number_or_zero(f, "bandwidth_efficiency");
+      x.min_bytes = number_or_zero(f, "min_bytes");
+      x.max_bytes = number_or_zero(f, "max_bytes");
+      if (auto p = f.get("points")) x.points = static_cast<int>(p->as_int(0, 1 << 24));
+      x.rms_relative_residual = number_or_zero(f, "rms_relative_residual");
+      x.max_relative_residual = number_or_zero(f, "max_relative_residual");
+      x.loo_relative_error = number_or_zero(f, "loo_relative_error");
+      c.fits.push_back(x);
+    }
+  }
+  return c;
+}
+
+std::string emit(const Calibration& c, bool with_name) {
+  YAML::Emitter out;
+  out << YAML::Comment(
+      "dpsim calibration (docs/validation.md). Units: SI (bytes, seconds, FLOP/s); GB/s columns are 1e9 B/s as "
+      "nccl-tests prints them");
+  out << YAML::Newline;
+  out << YAML::BeginMap;
+  out << YAML::Key << "calibration_version" << YAML::Value << c.version;
+  if (with_name && !c.name.empty()) out << YAML::Key << "name" << YAML::Value << c.name;
+  out << YAML::Key << "source" << YAML::Value << YAML::DoubleQuoted << c.source;
+  out << YAML::Key << "context" << YAML::Value << YAML::BeginMap;
+  for (const auto& [k, v] : c.context) out << YAML::Key << k << YAML::Value << YAML::DoubleQuoted << v;
+  out << YAML::EndMap;
+  out << YAML::Key << "peak_flops_per_s" << YAML::Value << num(c.peak_flops_per_s);
+  out << YAML::Key << "gemm_efficiency" << YAML::Value << num(c.gemm_efficiency);
+  out << YAML::Key << "gemm" << YAML::Value << YAML::BeginSeq;
+  for (const auto& g : c.gemm) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "m" << YAML::Value << g.m << YAML::Key << "n" << YAML::Value << g.n;
+    out << YAML::Key << "k" << YAML::Value << g.k << YAML::Key << "batch" << YAML::Value << g.batch;
+    out << YAML::Key << "dtype" << YAML::Value << g.dtype;
+    out << YAML::Key << "seconds" << YAML::Value << num(g.seconds);
+    out << YAML::Key << "flops_per_s" << YAML::Value << num(g.flops_per_s);
+    out << YAML::Key << "efficiency" << YAML::Value << num(g.efficiency);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "memory_bandwidth_bytes_per_s" << YAML::Value << num(c.memory_bandwidth_bytes_per_s);
+  out << YAML::Key << "memory_efficiency" << YAML::Value << num(c.memory_efficiency);
+  out << YAML::Key << "optimizer_bytes_per_s" << YAML::Value << num(c.optimizer_bytes_per_s);
+  out << YAML::Key << "overlap_slowdown" << YAML::Value << num(c.overlap_slowdown);
+  out << YAML::Key << "allreduce" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "world_size" << YAML::Value << c.allreduce_world_size;
+  out << YAML::Key << "rows" << YAML::Value << YAML::BeginSeq;
+  for (const auto& r : c.allreduce) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "bytes" << YAML::Value << num(r.bytes);
+    out << YAML::Key << "time_s" << YAML::Value << num(r.time_s);
+    out << YAML::Key << "algbw_GBps" << YAML::Value << num(r.algbw_GBps);
+    out << YAML::Key << "busbw_GBps" << YAML::Value << num(r.busbw_GBps);
+    out << YAML::Key << "inplace_time_s" << YAML::Value << num(r.inplace_time_s);
+    out << YAML::Key << "inplace_algbw_GBps" << YAML::Value << num(r.inplace_algbw_GBps);
+    out << YAML::Key << "inplace_busbw_GBps" << YAML::Value << num(r.inplace_busbw_GBps);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  if (!c.fits.empty()) {
+    out << YAML::Key << "fits" << YAML::Value << YAML::BeginSeq;
+    for (const auto& f : c.fits) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "fabric" << YAML::Value << f.fabric;
+      out << YAML::Key << "algorithm" << YAML::Value << f.algorithm;
+      out << YAML::Key << "protocol" << YAML::Value << f.protocol;
+      out << YAML::Key << "world_size" << YAML::Value << f.world_size;
+      out << YAML::Key << "nodes" << YAML::Value << f.nodes;
+      out << YAML::Key << "latency_s" << YAML::Value << num(f.latency_s);
+      out << YAML::Key << "busbw_bytes_per_s" << YAML::Value << num(f.busbw_bytes_per_s);
+      out << YAML::Key << "link_bytes_per_s" << YAML::Value << num(f.link_bytes_per_s);
+      out << YAML::Key << "bandwidth_efficiency" << YAML::Value << num(f.bandwidth_efficiency);
+      out << YAML::Key << "min_bytes" << YAML::Value << num(f.min_bytes);
+      out << YAML::Key << "max_bytes" << YAML::Value << num(f.max_bytes);
+      out << YAML::Key << "points" << YAML::Value << f.points;
+      out << YAML::Key << "rms_relative_residual" << YAML::Value << num(f.rms_relative_residual);
+      out << YAML::Key << "max_relative_residual" << YAML::Value << num(f.max_relative_residual);
+      out << YAML::Key << "loo_relative_error" << YAML::Value << num(f.loo_relative_error);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+YAML::Node load_text(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file, e.mark.line + 1, "", "not valid YAML: " + e.msg);
+  }
+}
+
+nlohmann::json to_json_node(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: return nullptr;
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(to_json_node(item));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& kv : node) out[kv.first.Scalar()] = to_json_node(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Scalar: break;
+  }
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return s;  // quoted: a string, whatever it looks like
+  if (s == "true" || s == "True") return true;
+  if (s == "false" || s == "False") return false;
+  if (s == "~" || s == "null") return nullptr;
+  if (!s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+' || s[0] == '.')) {
+    try {
+      size_t used = 0;
+      const long long i = std::stoll(s, &used);
+      if (used == s.size()) return i;
+    } catch (const std::exception&) {
+    }
+    try {
+      size_t used = 0;
+      const double d = std::stod(s, &used);
+      if (used == s.size() && std::isfinite(d)) return d;
+    } catch (const std::exception&) {
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+Calibration parse_calibration_yaml(const std::string& text, const std::string& file) {
+  const YAML::Node root = load_text(text, file);
+  if (!root || root.IsNull()) throw InputError(file, 0, "", "the file is empty");
+  if (!root.IsMap()) throw InputError(file, root.Mark().line + 1, "", "expected a mapping of keys at the top level");
+  return from_node(YNode(root, file, ""));
+}
+
+Calibration read_calibration(const std::filesystem::path& file) {
+  Calibration c = from_node(YNode::load_file(file));
+  if (c.name.empty()) c.name = file.stem().string();
+  return c;
+}
+
+std::string calibration_to_yaml(const Calibration& calibration) { return emit(calibration, true); }
+
+void write_calibration(const std::filesystem::path& file, const Calibration& calibration) {
+  write_file_atomic(file, calibration_to_yaml(calibration));
+}
+
+std::string calibration_hash(const Calibration& calibration) { return fnv1a64(emit(calibration, false)); }
+
+nlohmann::json calibration_context(const Calibration& calibration) {
+  return {{"name", calibration.name}, {"hash", calibration_hash(calibration)}, {"source", calibration.source}};
+}
+
+void apply_calibration(Scenario& s, const Calibration& c) {
+  if (c.gemm_efficiency > 0) s.topology.gpu.gemm_efficiency = c.gemm_efficiency;
+  if (c.memory_efficiency > 0) s.topology.gpu.memory_efficiency = c.memory_efficiency;
+  if (c.overlap_slowdown > 0) s.nccl.overlap_slowdown = c.overlap_slowdown;
+  const std::string intra = to_string(s.topology.intra.kind);
+  for (const auto& f : c.fits) {
+    const bool matches = f.fabric == intra || (f.fabric == "net" && s.topology.nodes > 1);
+    if (!matches || f.world_size < 2) continue;
+    const Protocol p = f.protocol == "ll" ? Protocol::ll : f.protocol == "ll128" ? Protocol::ll128 : Protocol::simple;
+    const Fabric fabric = f.fabric == "net" ? Fabric::net : f.fabric == "pcie" ? Fabric::pcie : Fabric::nvlink;
+    auto set = [p](ProtoValues& v, double x) {
+      (p == Protocol::ll ? v.ll : p == Protocol::ll128 ? v.ll128 : v.simple) = std::max(0.0, x);
+    };
+    if (f.algorithm == "nvls") {
+      // NVLS algbw = busbw * n / (2(n-1)) is flat in the GPU count (data/nccl.yaml).
+      const double n = f.world_size;
+      if (f.link_bytes_per_s > 0)
+        s.nccl.nvls_algbw_per_link = f.busbw_bytes_per_s * n / (2.0 * (n - 1)) / f.link_bytes_per_s;
+      set(s.nccl.hw_latency_s[Fabric::nvlink][Algorithm::nvls], f.latency_s);
+      continue;
+    }
+    if (f.algorithm != "ring") continue;  // tree fits are reported, not applied
+    if (p == Protocol::simple && f.bandwidth_efficiency > 0) s.nccl.ring_efficiency[f.fabric] = f.bandwidth_efficiency;
+    // The ring's latency: base + 2(n-1) hops (notes §1.2); solve for the per-hop latency.
+    const auto base_it = s.nccl.base_latency_s.find(Algorithm::ring);
+    const double base = base_it == s.nccl.base_latency_s.end() ? 0.0 : base_it->second.get(p);
+    const int steps = 2 * (f.world_size - 1);
+    if (f.nodes <= 1) {
+      set(s.nccl.hw_latency_s[fabric][Algorithm::ring], (f.latency_s - base) / steps);
+    } else {
+      const int inter_steps = 2 * (f.nodes - 1);
+      double a = f.latency_s;
+      if (p == Protocol::simple && s.nccl.ring_simple_plateau_latency_factor > 0)
+        a /= s.nccl.ring_simple_plateau_latency_factor;
+      const Fabric intra_fabric = intra == "pcie" ? Fabric::pcie : Fabric::nvlink;
+      const double intra_hop = s.nccl.hw_latency_s[intra_fabric][Algorithm::ring].get(p);
+      set(s.nccl.hw_latency_s[Fabric::net][Algorithm::ring],
+          (a - base - (steps - inter_steps) * intra_hop) / inter_steps);
+    }
+  }
+  if (!c.name.empty() || !c.fits.empty() || c.gemm_efficiency > 0 || c.overlap_slowdown > 0)
+    s.nccl.version += fmt::format(" + calibration {} {}", c.name.empty() ? "(unnamed)" : c.name, calibration_hash(c));
+}
+
+nlohmann::json read_yaml_as_json(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file.string(), 0, "", "cannot be read");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const YAML::Node root = load_text(buffer.str(), file.string());
+  return to_json_node(root);
+}
+
+}  // namespace dpsim

@@ -1,0 +1,21 @@
+#pragma once
+// "What limits this step": short sentences computed from a result. Suggestions that change the
+// scenario (a larger micro-batch, bigger buckets, a faster fabric) are re-evaluated with `evaluate`
+// (estimate or simulate), so every gain quoted is computed, never canned.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dpsim/result.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+using Evaluate = std::function<StepResult(const Scenario&)>;
+
+// Exposed communication above this share of the step makes a step communication-bound.
+inline constexpr double kCommBoundShare = 0.10;
+
+std::vector<std::string> advise(const Scenario& scenario, const StepResult& result, const Evaluate& evaluate);
+
+}  // namespace dpsim

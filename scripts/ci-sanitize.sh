@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# CI: build everything with AddressSanitizer + UndefinedBehaviorSanitizer (gcc; no CUDA: nvcc code cannot be
+# instrumented) into build-asan/ and run the whole test suite but the GPU tests. Any sanitizer report fails.
+# Extra arguments go to cmake's configure step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPSIM_SANITIZE=ON -DDPSIM_CUDA=OFF -DDPSIM_WERROR=ON "$@"
+cmake --build build-asan -j"$(nproc)"
+# halt_on_error/abort: a report is a failed test, never a warning in a log. detect_stack_use_after_return=0:
+# SimGrid switches between actor stacks with its own context code, which ASan's fake stacks cannot follow.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+ctest --test-dir build-asan --output-on-failure -j"$(nproc)" -LE gpu

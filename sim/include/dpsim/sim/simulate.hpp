@@ -1,0 +1,47 @@
+#pragma once
+// The simulator: one data-parallel training step of a StepPlan on a SimGrid platform built from
+// the scenario's topology. Every call runs SimGrid in a child process (SimGrid has one engine per
+// process), so simulate() can be called any number of times from one program.
+#include <cstdint>
+#include <string>
+
+#include "dpsim/plan.hpp"
+#include "dpsim/result.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+enum class Fidelity {
+  fast,
+  step
+};  // fast: bucket-granularity flows (default); step: NCCL per-step ring messages (small n)
+const char* to_string(Fidelity fidelity);
+Fidelity parse_fidelity(const std::string& text);  // "fast" | "step"; throws InputError
+
+struct SimOptions {
+  Fidelity fidelity = Fidelity::fast;
+  bool overlap = true;   // false: every all-reduce waits for the end of backward
+  int trace_ranks = 8;   // GPUs kept in the timeline's sample (see trace.hpp)
+  bool progress = true;  // progress line on stderr once a run takes more than a second
+};
+
+// What the run cost (never part of the result: results must be byte-for-byte deterministic).
+struct SimStats {
+  double wall_s = 0;           // whole call, fork and platform build included
+  double simulate_wall_s = 0;  // SimGrid engine run only
+  int64_t events = 0;          // simulated activities: compute ops, flows, sleeps
+  int64_t flows = 0;           // point-to-point transfers handed to SimGrid
+  int64_t hosts = 0;           // hosts in the platform
+  int64_t links = 0;           // links in the platform (one per direction)
+  int64_t peak_rss_bytes = 0;  // of the simulating child process
+};
+
+StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options);
+StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options, SimStats* stats);
+
+// The same, in this process, without forking: SimGrid can run only once per process, so this is
+// for a child process or a one-shot tool. simulate() calls it in its child.
+StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
+                               SimStats* stats);
+
+}  // namespace dpsim

@@ -1,0 +1,472 @@
+// Topology -> SimGrid platform with on-demand routing (see platform.hpp).
+#include "platform.hpp"
+
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
+#include <simgrid/s4u/NetZone.hpp>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include "dpsim/error.hpp"
+
+namespace dpsim::sim {
+
+namespace sgr = simgrid::kernel::routing;
+using LinkImpl = simgrid::kernel::resource::StandardLinkImpl;
+
+namespace {
+
+enum class HostKind { gpu, nvswitch, channel, compute };
+struct HostInfo {
+  HostKind kind = HostKind::gpu;
+  int node = 0;
+  int local = 0;  // GPU index, or channel index
+};
+
+struct DuplexLink {
+  std::string name;
+  LinkImpl* up = nullptr;    // "A -> B" direction (GPU -> switch, node -> fabric, lower -> higher)
+  LinkImpl* down = nullptr;  // "B -> A"
+};
+
+double efficiency(const Scenario& scenario, const std::string& link_class) {
+  auto it = scenario.nccl.ring_efficiency.find(link_class);
+  if (it == scenario.nccl.ring_efficiency.end())
+    throw InputError(fmt::format("{}: ring_efficiency.{}: missing (the simulator scales every {} link by it)",
+                                 scenario.nccl.file.empty() ? std::string("data/nccl.yaml") : scenario.nccl.file,
+                                 link_class, link_class));
+  if (!(it->second > 0 && it->second <= 1))
+    throw InputError(fmt::format("ring_efficiency.{}: must be in (0, 1], got {}", link_class, it->second));
+  return it->second;
+}
+
+}  // namespace
+
+// The netzone: every host lives in it; routes come from Platform::route().
+class DpsimZone : public sgr::NetZoneImpl {
+ public:
+  explicit DpsimZone(const std::string& name) : NetZoneImpl(name) {}
+  const Platform* platform = nullptr;
+  std::vector<int> vertex_host;  // netpoint id -> host index (-1: not routable)
+
+  void get_local_route(const sgr::NetPoint* src, const sgr::NetPoint* dst, sgr::Route* into, double* latency) override {
+    (void)latency;  // links carry no latency (see platform.hpp)
+    int a = vertex_host.at(src->id());
+    int b = vertex_host.at(dst->id());
+    if (a < 0 || b < 0) throw RuntimeError("simulator: route requested to a host outside the network");
+    platform->route(a, b, into->link_list_);
+  }
+};
+
+struct Platform::Impl {
+  const Scenario* scenario = nullptr;
+  const Topology* topo = nullptr;
+  DpsimZone* zone = nullptr;
+  std::vector<HostInfo> hosts;
+  int gpu_base = 0, nvswitch_base = -1, channel_base = -1;
+  bool channel_quotient = false;  // only channel 0 simulated, shared fabric links scaled
+  // links
+  std::vector<std::vector<DuplexLink>> gpu_link;                // [sim node][local]: nvswitch / pcie GPU link
+  std::vector<std::vector<DuplexLink>> sw_up;                   // [sim node][pcie switch]
+  std::vector<std::vector<DuplexLink>> socket;                  // [sim node][root]: root complex <-> socket fabric
+  std::vector<std::map<std::pair<int, int>, DuplexLink>> mesh;  // [sim node][(a<b)]
+  std::vector<std::vector<std::vector<int>>> mesh_path;         // [a][b] -> GPU hops, same for every node
+  std::vector<std::vector<DuplexLink>> nic;                     // [node][nic] (only simulated channels' NICs)
+  std::vector<DuplexLink> leaf_up;                              // fat tree: [leaf]
+  std::vector<std::vector<DuplexLink>> rail_up;                 // rail optimized: [group][rail]
+  std::vector<int> gpu_switch, gpu_root_index, gpu_nic;         // per local GPU
+  std::vector<std::string> roots;
+  int link_count = 0;
+  std::vector<Platform::Edge> ring_edges;
+  std::map<const LinkImpl*, std::string> link_names;  // for route_names()
+
+  DuplexLink make_link(const std::string& name, double bytes_per_s) {
+    if (!(bytes_per_s > 0)) throw InputError(fmt::format("{}: link {} has no bandwidth", topo->file, name));
+    auto* sd = zone->get_iface()->create_split_duplex_link(name, bytes_per_s);
+    sd->seal();
+    link_count += 2;
+    DuplexLink l{name, sd->get_link_up()->get_impl(), sd->get_link_down()->get_impl()};
+    link_names[l.up] = name + "_UP";
+    link_names[l.down] = name + "_DOWN";
+    return l;
+  }
+
+  int nic_index_of_channel(int c) const { return channel_quotient ? 0 : c; }
+
+  void intra_route(int node, int a, int b, std::vector<LinkImpl*>& out) const;
+  void fabric_route(int node_a, int nic_a, int node_b, int nic_b, std::vector<LinkImpl*>& out) const;
+};
+
+Platform::Platform(const Scenario& scenario, bool reduced) : impl_(std::make_unique<Impl>()), reduced_(reduced) {
+  Impl& m = *impl_;
+  const Topology& t = scenario.topology;
+  m.scenario = &scenario;
+  m.topo = &t;
+  nodes_ = t.nodes;
+  gpus_per_node_ = t.gpus_per_node;
+  if (nodes_ < 1 || gpus_per_node_ < 1)
+    throw InputError(fmt::format("{}: nodes and gpus_per_node must be >= 1", t.file));
+  const int g = gpus_per_node_;
+  simulated_nodes_ = reduced ? 1 : nodes_;
+
+  // NICs: channels across nodes (NCCL lays one ring/tree channel through each NIC).
+  const int nics = static_cast<int>(t.nics.size());
+  if (nodes_ > 1) {
+    if (nics == 0) throw InputError(fmt::format("{}: nics: a multi-node topology needs at least one NIC", t.file));
+    if (t.network.kind == NetworkKind::none)
+      throw InputError(fmt::format("{}: network.kind: a multi-node topology needs a network", t.file));
+    bool symmetric = true;
+    for (const Nic& n : t.nics)
+      symmetric = symmetric && n.link.bandwidth_bytes_per_s == t.nics[0].link.bandwidth_bytes_per_s && !n.gpus.empty();
+    m.channel_quotient = reduced && symmetric;
+    channels_ = m.channel_quotient ? 1 : nics;
+    channel_share_ = 1.0 / nics;
+  }
+  m.gpu_nic.assign(static_cast<size_t>(g), -1);
+  for (int c = 0; c < nics; ++c)
+    for (int x : t.nics[static_cast<size_t>(c)].gpus) {
+      if (x < 0 || x >= g) throw InputError(fmt::format("{}: nics[{}].gpus: GPU {} out of range", t.file, c, x));
+      m.gpu_nic[static_cast<size_t>(x)] = c;
+    }
+
+  m.zone = new DpsimZone("dpsim");  // the first zone becomes SimGrid's root
+  m.zone->platform = this;
+
+  // Hosts. GPU hosts run no code (flows use Comm::sendto), so their speed is irrelevant.
+  auto add_host = [&](const std::string& name, HostInfo info) {
+    hosts_.push_back(m.zone->get_iface()->create_host(name, 1.0));
+    m.hosts.push_back(info);
+  };
+  m.gpu_base = 0;
+  for (int v = 0; v < simulated_nodes_; ++v)
+    for (int x = 0; x < g; ++x) add_host(fmt::format("n{}g{}", v, x), {HostKind::gpu, v, x});
+  if (has_nvswitch()) {
+    m.nvswitch_base = static_cast<int>(hosts_.size());
+    for (int v = 0; v < simulated_nodes_; ++v) add_host(fmt::format("n{}nvswitch", v), {HostKind::nvswitch, v, 0});
+  }
+  if (nodes_ > 1 && reduced) {
+    m.channel_base = static_cast<int>(hosts_.size());
+    for (int v = 0; v < nodes_; ++v)
+      for (int c = 0; c < channels_; ++c) add_host(fmt::format("n{}ch{}", v, c), {HostKind::channel, v, c});
+  }
+  // The compute timeline of a rank (all ranks are identical): pstate 0 alone, pstate 1 beside a collective.
+  // Speed 1e9 "ops"/s: one op is a nanosecond of GPU time.
+  const double slow = scenario.nccl.overlap_slowdown > 0 ? scenario.nccl.overlap_slowdown : 1.0;
+  compute_host_ = m.zone->get_iface()->create_host("compute", std::vector<double>{1e9, 1e9 / slow});
+  m.hosts.push_back({HostKind::compute, 0, 0});
+
+  // Intra-node links.
+  const IntraNode& in = t.intra;
+  const std::string intra_class = to_string(in.kind);
+  if (g > 1 || in.nvls) {
+    const double eff = efficiency(scenario, intra_class);
+    m.gpu_link.resize(static_cast<size_t>(simulated_nodes_));
+    m.sw_up.resize(static_cast<size_t>(simulated_nodes_));
+    m.socket.resize(static_cast<size_t>(simulated_nodes_));
+    m.mesh.resize(static_cast<size_t>(simulated_nodes_));
+    if (in.kind == IntraKind::pcie) {
+      m.gpu_switch.assign(static_cast<size_t>(g), -1);
+      for (size_t s = 0; s < in.switches.size(); ++s) {
+        const PcieSwitch& sw = in.switches[s];
+        if (std::find(m.roots.begin(), m.roots.end(), sw.root) == m.roots.end()) m.roots.push_back(sw.root);
+        for (int x : sw.gpus) {
+          if (x < 0 || x >= g)
+            throw InputError(fmt::format("{}: switches[{}].gpus: GPU {} out of range", t.file, s, x));
+          m.gpu_switch[static_cast<size_t>(x)] = static_cast<int>(s);
+        }
+      }
+      for (int x = 0; x < g; ++x)
+        if (m.gpu_switch[static_cast<size_t>(x)] < 0)
+          throw InputError(fmt::format("{}: intra_node.switches: GPU {} is behind no PCIe switch", t.file, x));
+      if (m.roots.size() > 1 && !in.inter_socket)
+        throw InputError(
+            fmt::format("{}: intra_node.inter_socket: needed with {} root complexes", t.file, m.roots.size()));
+    }
+    if (in.kind == IntraKind::nvlink_mesh) {
+      // Shortest GPU paths (fewest hops, then widest bottleneck), the same in every node.
+      std::vector<std::vector<double>> bw(static_cast<size_t>(g), std::vector<double>(static_cast<size_t>(g), 0));
+      for (const MeshLink& l : in.mesh) {
+        if (l.gpu_a < 0 || l.gpu_a >= g || l.gpu_b < 0 || l.gpu_b >= g || l.gpu_a == l.gpu_b)
+          throw InputError(fmt::format("{}: intra_node.links: bad GPU pair [{}, {}]", t.file, l.gpu_a, l.gpu_b));
+        bw[static_cast<size_t>(l.gpu_a)][static_cast<size_t>(l.gpu_b)] += l.link.bandwidth_bytes_per_s;
+        bw[static_cast<size_t>(l.gpu_b)][static_cast<size_t>(l.gpu_a)] += l.link.bandwidth_bytes_per_s;
+      }
+      m.mesh_path.assign(static_cast<size_t>(g), std::vector<std::vector<int>>(static_cast<size_t>(g)));
+      for (int a = 0; a < g; ++a) {
+        // BFS by hops; among equal hops keep the path with the widest bottleneck (deterministic).
+        std::vector<int> hops(static_cast<size_t>(g), -1), prev(static_cast<size_t>(g), -1);
+        std::vector<double> width(static_cast<size_t>(g), 0);
+        std::deque<int> q{a};
+        hops[static_cast<size_t>(a)] = 0;
+        width[static_cast<size_t>(a)] = 1e300;
+        while (!q.empty()) {
+          int u = q.front();
+          q.pop_front();
+          for (int w = 0; w < g; ++w) {
+            double b = bw[static_cast<size_t>(u)][static_cast<size_t>(w)];
+            if (b <= 0) continue;
+            double wd = std::min(width[static_cast<size_t>(u)], b);
+            auto& hw = hops[static_cast<size_t>(w)];
+            if (hw < 0) {
+              hw = hops[static_cast<size_t>(u)] + 1;
+              prev[static_cast<size_t>(w)] = u;
+              width[static_cast<size_t>(w)] = wd;
+              q.push_back(w);
+            } else if (hw == hops[static_cast<size_t>(u)] + 1 && wd > width[static_cast<size_t>(w)]) {
+              prev[static_cast<size_t>(w)] = u;
+              width[static_cast<size_t>(w)] = wd;
+            }
+          }
+        }
+        for (int b = 0; b < g; ++b) {
+          if (b == a) continue;
+          if (hops[static_cast<size_t>(b)] < 0)
+            throw InputError(fmt::format("{}: intra_node.links: GPU {} cannot reach GPU {}", t.file, a, b));
+          std::vector<int> path;
+          for (int u = b; u != a; u = prev[static_cast<size_t>(u)]) path.push_back(u);
+          path.push_back(a);
+          std::reverse(path.begin(), path.end());
+          m.mesh_path[static_cast<size_t>(a)][static_cast<size_t>(b)] = path;
+        }
+      }
+      for (int v = 0; v < simulated_nodes_; ++v)
+        for (int a = 0; a < g; ++a)
+          for (int b = a + 1; b < g; ++b)
+            if (double w = bw[static_cast<size_t>(a)][static_cast<size_t>(b)]; w > 0)
+              m.mesh[static_cast<size_t>(v)][{a, b}] = m.make_link(fmt::format("n{}nvl{}-{}", v, a, b), w * eff);
+    }
+    for (int v = 0; v < simulated_nodes_; ++v) {
+      if (in.kind == IntraKind::nvswitch || in.kind == IntraKind::pcie)
+        for (int x = 0; x < g; ++x)
+          m.gpu_link[static_cast<size_t>(v)].push_back(
+              m.make_link(fmt::format("n{}g{}-{}", v, x, intra_class), in.gpu_link.bandwidth_bytes_per_s * eff));
+      if (in.kind == IntraKind::pcie) {
+        for (const PcieSwitch& sw : in.switches)
+          m.sw_up[static_cast<size_t>(v)].push_back(
+              m.make_link(fmt::format("n{}{}-uplink", v, sw.name), sw.uplink.bandwidth_bytes_per_s * eff));
+        if (m.roots.size() == 2)
+          m.socket[static_cast<size_t>(v)].push_back(
+              m.make_link(fmt::format("n{}inter-socket", v), in.inter_socket->bandwidth_bytes_per_s * eff));
+        else if (m.roots.size() > 2)
+          for (const std::string& r : m.roots)
+            m.socket[static_cast<size_t>(v)].push_back(
+                m.make_link(fmt::format("n{}{}-socket", v, r), in.inter_socket->bandwidth_bytes_per_s * eff));
+      }
+    }
+    if (in.kind == IntraKind::pcie) {
+      m.gpu_root_index.assign(static_cast<size_t>(g), 0);
+      for (int x = 0; x < g; ++x) {
+        const std::string& r = in.switches[static_cast<size_t>(m.gpu_switch[static_cast<size_t>(x)])].root;
+        m.gpu_root_index[static_cast<size_t>(x)] =
+            static_cast<int>(std::find(m.roots.begin(), m.roots.end(), r) - m.roots.begin());
+      }
+    }
+  }
+
+  // The intra-node ring pattern.
+  if (g > 1) {
+    if (in.kind == IntraKind::nvlink_mesh) {
+      std::vector<double> sum(static_cast<size_t>(g), 0);
+      for (const MeshLink& l : in.mesh) {
+        sum[static_cast<size_t>(l.gpu_a)] += l.link.bandwidth_bytes_per_s;
+        sum[static_cast<size_t>(l.gpu_b)] += l.link.bandwidth_bytes_per_s;
+      }
+      std::map<std::pair<int, int>, double> pair_bw;
+      for (const MeshLink& l : in.mesh)
+        pair_bw[{std::min(l.gpu_a, l.gpu_b), std::max(l.gpu_a, l.gpu_b)}] += l.link.bandwidth_bytes_per_s;
+      for (const auto& [ab, w] : pair_bw) {
+        m.ring_edges.push_back({ab.first, ab.second, w / sum[static_cast<size_t>(ab.first)]});
+        m.ring_edges.push_back({ab.second, ab.first, w / sum[static_cast<size_t>(ab.second)]});
+      }
+    } else {
+      for (int x = 0; x < g; ++x) m.ring_edges.push_back({x, (x + 1) % g, 1.0});
+    }
+  }
+
+  // NICs and the fabric.
+  if (nodes_ > 1) {
+    const double eff = efficiency(scenario, "net");
+    m.nic.resize(static_cast<size_t>(nodes_));
+    for (int v = 0; v < nodes_; ++v)
+      for (int c = 0; c < channels_; ++c)
+        m.nic[static_cast<size_t>(v)].push_back(m.make_link(
+            fmt::format("n{}nic{}", v, c), t.nics[static_cast<size_t>(c)].link.bandwidth_bytes_per_s * eff));
+    const Network& net = t.network;
+    const double over = net.oversubscription > 0 ? net.oversubscription : 1.0;
+    const int radix = net.leaf_radix > 0 ? net.leaf_radix : nodes_;
+    double node_nic_bw = 0;
+    for (const Nic& n : t.nics) node_nic_bw += n.link.bandwidth_bytes_per_s;
+    if (net.kind == NetworkKind::fat_tree) {
+      const int leaves = (nodes_ + radix - 1) / radix;
+      if (leaves > 1)
+        for (int l = 0; l < leaves; ++l) {
+          int members = std::min(radix, nodes_ - l * radix);
+          double cap = members * node_nic_bw / over * eff;
+          if (m.channel_quotient) cap /= static_cast<double>(nics);  // shared by every channel
+          m.leaf_up.push_back(m.make_link(fmt::format("leaf{}-uplink", l), cap));
+        }
+    } else if (net.kind == NetworkKind::rail_optimized) {
+      const int groups = (nodes_ + radix - 1) / radix;
+      if (groups > 1 || nics > 1)
+        for (int grp = 0; grp < groups; ++grp) {
+          int members = std::min(radix, nodes_ - grp * radix);
+          std::vector<DuplexLink> rails;
+          for (int c = 0; c < channels_; ++c)  // a rail carries only its own channel: no quotient scaling
+            rails.push_back(
+                m.make_link(fmt::format("su{}rail{}-uplink", grp, c),
+                            members * t.nics[static_cast<size_t>(c)].link.bandwidth_bytes_per_s / over * eff));
+          m.rail_up.push_back(std::move(rails));
+        }
+    }
+  }
+
+  // Netpoint ids -> host indices, then seal.
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    unsigned long id = hosts_[i]->get_netpoint()->id();
+    if (m.zone->vertex_host.size() <= id) m.zone->vertex_host.resize(id + 1, -1);
+    m.zone->vertex_host[id] = static_cast<int>(i);
+  }
+  {
+    unsigned long id = compute_host_->get_netpoint()->id();
+    if (m.zone->vertex_host.size() <= id) m.zone->vertex_host.resize(id + 1, -1);
+    m.zone->vertex_host[id] = -1;
+  }
+  m.zone->get_iface()->seal();
+}
+
+Platform::~Platform() = default;
+
+bool Platform::has_nvswitch() const { return impl_->topo->intra.kind == IntraKind::nvswitch && gpus_per_node_ > 0; }
+
+bool Platform::nvls_capable() const { return has_nvswitch() && impl_->topo->intra.nvls; }
+
+int Platform::gpu(int node, int local) const {
+  if (node < 0 || node >= simulated_nodes_ || local < 0 || local >= gpus_per_node_)
+    throw RuntimeError(fmt::format("simulator: GPU {} of node {} is not simulated", local, node));
+  return impl_->gpu_base + node * gpus_per_node_ + local;
+}
+
+int Platform::nvswitch(int node) const {
+  if (impl_->nvswitch_base < 0 || node < 0 || node >= simulated_nodes_)
+    throw RuntimeError("simulator: no NVSwitch endpoint on this platform");
+  return impl_->nvswitch_base + node;
+}
+
+int Platform::channel(int node, int c) const {
+  if (node < 0 || node >= nodes_ || c < 0 || c >= channels_)
+    throw RuntimeError(fmt::format("simulator: channel {} of node {} does not exist", c, node));
+  if (reduced_) return impl_->channel_base + node * channels_ + c;
+  return gpu(node, impl_->topo->nics[static_cast<size_t>(c)].gpus.front());
+}
+
+const std::vector<Platform::Edge>& Platform::intra_ring_edges() const { return impl_->ring_edges; }
+
+PlatformStats Platform::stats() const { return PlatformStats{static_cast<int>(hosts_.size()) + 1, impl_->link_count}; }
+
+void Platform::Impl::intra_route(int node, int a, int b, std::vector<LinkImpl*>& out) const {
+  const auto v = static_cast<size_t>(node);
+  switch (topo->intra.kind) {
+    case IntraKind::nvswitch:
+      out.push_back(gpu_link[v][static_cast<size_t>(a)].up);
+      out.push_back(gpu_link[v][static_cast<size_t>(b)].down);
+      return;
+    case IntraKind::pcie: {
+      out.push_back(gpu_link[v][static_cast<size_t>(a)].up);
+      int sa = gpu_switch[static_cast<size_t>(a)], sb = gpu_switch[static_cast<size_t>(b)];
+      if (sa != sb) {
+        out.push_back(sw_up[v][static_cast<size_t>(sa)].up);
+        int ra = gpu_root_index[static_cast<size_t>(a)], rb = gpu_root_index[static_cast<size_t>(b)];
+        if (ra != rb) {
+          if (roots.size() == 2) {
+            out.push_back(ra < rb ? socket[v][0].up : socket[v][0].down);
+          } else {
+            out.push_back(socket[v][static_cast<size_t>(ra)].up);
+            out.push_back(socket[v][static_cast<size_t>(rb)].down);
+          }
+        }
+        out.push_back(sw_up[v][static_cast<size_t>(sb)].down);
+      }
+      out.push_back(gpu_link[v][static_cast<size_t>(b)].down);
+      return;
+    }
+    case IntraKind::nvlink_mesh: {
+      const auto& path = mesh_path[static_cast<size_t>(a)][static_cast<size_t>(b)];
+      for (size_t i = 0; i + 1 < path.size(); ++i) {
+        int x = path[i], y = path[i + 1];
+        const DuplexLink& l = mesh[v].at({std::min(x, y), std::max(x, y)});
+        out.push_back(x < y ? l.up : l.down);
+      }
+      return;
+    }
+  }
+}
+
+void Platform::Impl::fabric_route(int node_a, int nic_a, int node_b, int nic_b, std::vector<LinkImpl*>& out) const {
+  const Network& net = topo->network;
+  const int radix = net.leaf_radix > 0 ? net.leaf_radix : topo->nodes;
+  if (net.kind == NetworkKind::fat_tree) {
+    int la = node_a / radix, lb = node_b / radix;
+    if (la != lb) {
+      out.push_back(leaf_up[static_cast<size_t>(la)].up);
+      out.push_back(leaf_up[static_cast<size_t>(lb)].down);
+    }
+  } else if (net.kind == NetworkKind::rail_optimized) {
+    int ga = node_a / radix, gb = node_b / radix;
+    if (ga != gb || nic_a != nic_b) {
+      out.push_back(rail_up[static_cast<size_t>(ga)][static_cast<size_t>(nic_a)].up);
+      out.push_back(rail_up[static_cast<size_t>(gb)][static_cast<size_t>(nic_b)].down);
+    }
+  }
+}
+
+void Platform::route(int src, int dst, std::vector<LinkImpl*>& out) const {
+  const Impl& m = *impl_;
+  const HostInfo& a = m.hosts.at(static_cast<size_t>(src));
+  const HostInfo& b = m.hosts.at(static_cast<size_t>(dst));
+  if (a.kind == HostKind::compute || b.kind == HostKind::compute)
+    throw RuntimeError("simulator: the compute host is not on the network");
+  if (a.node == b.node) {
+    const auto v = static_cast<size_t>(a.node);
+    if (a.kind == HostKind::gpu && b.kind == HostKind::gpu) {
+      if (a.local != b.local) m.intra_route(a.node, a.local, b.local, out);
+      return;
+    }
+    if (a.kind == HostKind::gpu && b.kind == HostKind::nvswitch) {
+      out.push_back(m.gpu_link[v][static_cast<size_t>(a.local)].up);
+      return;
+    }
+    if (a.kind == HostKind::nvswitch && b.kind == HostKind::gpu) {
+      out.push_back(m.gpu_link[v][static_cast<size_t>(b.local)].down);
+      return;
+    }
+    if (src == dst) return;
+    throw RuntimeError("simulator: no route between these endpoints of one node");
+  }
+  // Across nodes: source NIC, fabric, destination NIC. A GPU uses the NIC that serves it.
+  auto nic_of = [&](const HostInfo& h) -> int {
+    if (h.kind == HostKind::channel) return h.local;
+    if (h.kind != HostKind::gpu) throw RuntimeError("simulator: only GPUs and channels reach the network");
+    int c = m.gpu_nic[static_cast<size_t>(h.local)];
+    if (c < 0) throw InputError(fmt::format("{}: nics: GPU {} is served by no NIC", m.topo->file, h.local));
+    return c;
+  };
+  int na = nic_of(a), nb = nic_of(b);
+  out.push_back(m.nic[static_cast<size_t>(a.node)][static_cast<size_t>(na)].up);
+  m.fabric_route(a.node, na, b.node, nb, out);
+  out.push_back(m.nic[static_cast<size_t>(b.node)][static_cast<size_t>(nb)].down);
+}
+
+std::vector<std::string> Platform::route_names(int src, int dst) const {
+  std::vector<LinkImpl*> links;
+  route(src, dst, links);
+  std::vector<std::string> names;
+  for (LinkImpl* l : links) names.push_back(impl_->link_names.at(l));
+  return names;
+}
+
+}  // namespace dpsim::sim

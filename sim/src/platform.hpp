@@ -1,0 +1,93 @@
+#pragma once
+// Topology -> SimGrid platform. One netzone whose routes are computed on demand by this module
+// (trees and small meshes: no N^2 routing table, so 16k-GPU platforms build in milliseconds).
+//
+// Hosts are the endpoints of simulated flows:
+//   gpu(node, local)     a GPU (only for the nodes whose GPUs are simulated, see `reduced`);
+//   nvswitch(node)       the NVSwitch as the reducing endpoint of NVLS;
+//   channel(node, c)     where inter-node channel c leaves node `node` (its NIC).
+// Link capacity = nominal (topology YAML) x NCCL ring efficiency of the link class
+// (scenario.nccl.ring_efficiency: nvswitch | pcie | nvlink_mesh | net). Links carry no latency:
+// the collective's latency is NCCL's alpha term, added by the collective driver.
+//
+// reduced = true (fast fidelity) uses two exact symmetry reductions:
+//   - every node is identical and intra-node links are private to a node, so only node 0's GPUs
+//     are simulated for intra-node traffic;
+//   - when all NICs of a node have the same bandwidth, the channels are symmetric: only channel 0
+//     is simulated, carrying 1/nics of the inter-node data, and a fabric link shared by all
+//     channels (fat-tree leaf uplink) gets 1/nics of its capacity. Max-min sharing gives every
+//     flow of a symmetric orbit the same rate, so the time is unchanged.
+// reduced = false (step fidelity) builds every GPU, every NIC and every fabric link as they are.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpsim/scenario.hpp"
+
+namespace simgrid::s4u {
+class Host;
+}
+namespace simgrid::kernel::resource {
+class StandardLinkImpl;
+}
+
+namespace dpsim::sim {
+
+struct PlatformStats {
+  int hosts = 0;
+  int links = 0;  // one per direction
+};
+
+class Platform {
+ public:
+  // Builds the SimGrid platform in the current engine (call once per process, before running).
+  Platform(const Scenario& scenario, bool reduced);
+  ~Platform();
+  Platform(const Platform&) = delete;
+  Platform& operator=(const Platform&) = delete;
+
+  int world() const { return nodes_ * gpus_per_node_; }
+  int nodes() const { return nodes_; }
+  int gpus_per_node() const { return gpus_per_node_; }
+  int simulated_nodes() const { return simulated_nodes_; }  // nodes whose GPUs exist as hosts
+  int channels() const { return channels_; }                // inter-node channels simulated per node
+  double channel_share() const { return channel_share_; }   // fraction of inter-node data per channel
+  bool has_nvswitch() const;
+  bool nvls_capable() const;  // NVSwitch that reduces in the switch (topology intra_node.nvls)
+  bool reduced() const { return reduced_; }
+
+  int gpu(int node, int local) const;
+  int nvswitch(int node) const;
+  int channel(int node, int c) const;
+
+  simgrid::s4u::Host* host(int index) const { return hosts_[static_cast<size_t>(index)]; }
+  simgrid::s4u::Host* compute_host() const { return compute_host_; }
+  PlatformStats stats() const;
+
+  // The intra-node ring as NCCL spreads it over the node's links: directed GPU edges (a -> b) with
+  // the share of a GPU's ring traffic each carries. NVSwitch / PCIe: the cycle 0 -> 1 -> ... -> 0,
+  // share 1. NVLink mesh: NCCL runs one ring per NVLink, so every directed link carries a share
+  // proportional to its bandwidth (a GPU's traffic spreads over all its links).
+  struct Edge {
+    int from = 0, to = 0;
+    double share = 1;
+  };
+  const std::vector<Edge>& intra_ring_edges() const;
+
+  // Links from host `src` to host `dst` (used by the netzone's routing; exposed for tests).
+  void route(int src, int dst, std::vector<simgrid::kernel::resource::StandardLinkImpl*>& out) const;
+  // Same, as link names, for tests and debugging.
+  std::vector<std::string> route_names(int src, int dst) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  int nodes_ = 1, gpus_per_node_ = 1, simulated_nodes_ = 1, channels_ = 0;
+  double channel_share_ = 1;
+  bool reduced_ = true;
+  std::vector<simgrid::s4u::Host*> hosts_;
+  simgrid::s4u::Host* compute_host_ = nullptr;
+};
+
+}  // namespace dpsim::sim

@@ -1,0 +1,43 @@
+#pragma once
+// Runs a sweep: every point in its own process (SimGrid's engine is one per process), `jobs` at a
+// time. Each finished point is appended at once to DIR/results.jsonl and DIR/results.csv, so an
+// interrupted sweep loses only the points in flight; `resume` skips points already recorded. When
+// the sweep completes, both files are rewritten in point order: the same sweep gives the same bytes.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dpsim/sweep_spec.hpp"
+
+namespace dpsim {
+
+struct SweepOptions {
+  int jobs = 1;
+  std::filesystem::path out_dir;
+  bool resume = false;
+  int shard_index = 0;  // run points with index % shard_count == shard_index
+  int shard_count = 1;
+  int64_t limit = -1;  // run at most this many points (benchmarks); -1: all
+  bool progress = true;
+};
+
+struct SweepSummary {
+  int64_t total = 0;    // points in this shard
+  int64_t ran = 0;      // points run now
+  int64_t skipped = 0;  // already in results (resume)
+  int64_t failed = 0;
+  bool interrupted = false;
+  double wall_s = 0;
+};
+
+SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& options);
+
+// One point, evaluated in this process: a JSON line {"point", "axes", "result"} or {"point", "axes", "error"}.
+std::string evaluate_point(const SweepSpec& sweep, int64_t index);
+
+// The CSV columns: point, one per axis, status, error, then the result figures.
+std::vector<std::string> csv_header(const SweepSpec& sweep);
+std::string csv_row(const SweepSpec& sweep, const std::string& json_line);
+
+}  // namespace dpsim

@@ -1,0 +1,108 @@
+// Host-side measure logic: the memory message, GPU checks, and the measured result's JSON.
+#include <catch2/catch.hpp>
+
+#include "dpsim/backend/measure.hpp"
+#include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
+#include "dpsim/result.hpp"
+
+using namespace dpsim;
+using namespace dpsim::backend;
+
+namespace {
+std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
+
+std::vector<MachineGpu> machine(int n, const std::string& name) {
+  std::vector<MachineGpu> m;
+  for (int i = 0; i < n; ++i) m.push_back({i, name, 80e9, 79.1e9});
+  return m;
+}
+}  // namespace
+
+TEST_CASE("memory need message names need, GPU and free memory") {
+  CHECK(memory_need_message(128.5e9, "NVIDIA H100 80GB HBM3", 79.1e9) ==
+        "needs 128.5 GB per GPU, this H100 has 79.1 GB free");
+  CHECK(short_gpu_name("NVIDIA H200") == "H200");
+  CHECK(short_gpu_name("NVIDIA A100-SXM4-40GB") == "A100");
+  MemoryNeed need;
+  need.model_state_bytes = 128.48e9;
+  need.activation_bytes = 0.02e9;
+  CHECK_THROWS_WITH(check_memory(need, "NVIDIA H100 80GB HBM3", 79.1e9),
+                    Catch::Contains("needs 128.5 GB per GPU, this H100 has 79.1 GB free"));
+  CHECK_NOTHROW(check_memory(need, "NVIDIA H200", 140e9));
+}
+
+TEST_CASE("the scenario's cluster must match the machine unless --gpus says otherwise") {
+  const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  REQUIRE(s.world_size() == 8);
+  const auto h100 = machine(8, "NVIDIA H100 80GB HBM3");
+  const GpuSelection all = select_gpus(s, 0, h100);
+  CHECK(all.count == 8);
+  CHECK_FALSE(all.overridden);
+  CHECK_THROWS_WITH(select_gpus(s, 0, machine(1, "NVIDIA H100 80GB HBM3")),
+                    Catch::Contains("needs 8 GPU(s)") && Catch::Contains("--gpus"));
+  CHECK_THROWS_WITH(select_gpus(s, 0, machine(8, "NVIDIA A100-SXM4-80GB")), Catch::Contains("A100"));
+  const GpuSelection one = select_gpus(s, 1, machine(1, "NVIDIA H200"));
+  CHECK(one.count == 1);
+  CHECK(one.overridden);
+  CHECK(one.warnings.size() == 2);  // count and model
+  CHECK_THROWS_WITH(select_gpus(s, 4, machine(2, "NVIDIA H100 80GB HBM3")), Catch::Contains("more GPUs"));
+  CHECK_THROWS_WITH(select_gpus(s, 0, {}), Catch::Contains("no CUDA device"));
+  CHECK(same_gpu_model("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"));
+  CHECK(same_gpu_model("H100-SXM", "NVIDIA H100 80GB HBM3"));
+  CHECK_FALSE(same_gpu_model("NVIDIA H100 80GB HBM3", "NVIDIA H200"));
+}
+
+TEST_CASE("measured timings become a StepResult that the shared reader parses") {
+  const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  const StepPlan plan = make_step_plan(s);
+  const size_t nb = plan.buckets.size();
+  std::vector<std::vector<StepSample>> samples(2);
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 5; ++i) {
+      StepSample x;
+      x.forward_s = 0.2;
+      x.backward_s = 0.4;
+      x.optimizer_s = 0.05;
+      x.step_s = 0.7 + 0.01 * i + 0.001 * r;  // rank 1 is the slower one
+      x.backward_end_s = 0.6;
+      for (size_t b = 0; b < nb; ++b) {
+        const double t = 0.2 + 0.4 * static_cast<double>(b + 1) / static_cast<double>(nb);
+        x.buckets.push_back({t, t + 0.001, t + 0.002});
+      }
+      samples[static_cast<size_t>(r)].push_back(x);
+    }
+  MeasureContext ctx;
+  ctx.gpu_name = "NVIDIA H100 80GB HBM3";
+  ctx.gpu_count = 8;
+  ctx.scenario_world_size = 8;
+  ctx.driver_version = "580.159.03";
+  ctx.cuda_runtime_version = "13.0";
+  ctx.nccl_version = "2.28.9";
+  ctx.cublas_version = "13.0.0";
+  ctx.host = "test";
+  ctx.git_revision = "abc";
+  ctx.scenario_hash = scenario_hash(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  ctx.warmup = 3;
+  ctx.iters = 5;
+  const StepResult r = assemble_result(s, plan, ctx, samples);
+  CHECK(r.mode == "measure");
+  CHECK(r.step_time_s == Approx(0.721));  // median of the slowest rank
+  CHECK(r.exposed_comm_s == Approx(0.071));
+  CHECK(r.buckets.size() == nb);
+  CHECK(r.parameters == plan.parameters);
+  CHECK(r.spreads.at("step.time_s").at("p90").get<double>() == Approx(0.737));
+  CHECK(ctx.scenario_hash.rfind("fnv1a64:", 0) == 0);
+
+  const nlohmann::json j = to_json(r);
+  const StepResult back = result_from_json(nlohmann::json::parse(j.dump()));
+  CHECK(back.mode == "measure");
+  CHECK(back.step_time_s == Approx(r.step_time_s));
+  CHECK(back.buckets.size() == nb);
+  CHECK(back.context.at("gpu_name") == "NVIDIA H100 80GB HBM3");
+  for (const char* k : {"driver_version", "cuda_runtime_version", "nccl_version", "cublas_version", "host",
+                        "git_revision", "scenario_hash"})
+    CHECK(back.context.contains(k));
+  CHECK_THROWS(assemble_result(s, plan, ctx, {}));
+}

@@ -1,0 +1,112 @@
+// The plan walker through the dry-run executor: DDP's launch order on a hand-built plan.
+#include <catch2/catch.hpp>
+
+#include "dpsim/backend/executor.hpp"
+#include "sequence_check.hpp"
+#include "tiny_plan.hpp"
+
+using namespace dpsim;
+using namespace dpsim::backend;
+
+namespace {
+std::vector<Launch> dry_run(const StepPlan& plan, const StepLayout& layout) {
+  DryRunExecutor dry;
+  WalkOptions wo;
+  wo.gradient_accumulation = plan.gradient_accumulation;
+  walk_step(plan, layout, wo, dry);
+  return dry.launches();
+}
+}  // namespace
+
+TEST_CASE("layout: buckets are contiguous, gradients in ready order, GEMM weights matched by shape") {
+  const StepPlan p = test::tiny_plan();
+  const StepLayout l = make_layout(p, 2, true);
+  CHECK(l.total_numel == 88);
+  CHECK(l.bucket_offset == std::vector<int64_t>{0, 18, 48});
+  CHECK(l.bucket_numel == std::vector<int64_t>{18, 30, 40});
+  CHECK(l.grads[0].flat_offset == 0);
+  CHECK(l.grads[1].flat_offset == 18);
+  CHECK(l.grads[2].flat_offset == 24);
+  CHECK(l.grads[2].bucket_offset == 6);
+  CHECK(l.grads[3].flat_offset == 48);
+  CHECK(l.grads[0].gemm == 0);     // lin2: k*n = 6*3
+  CHECK(l.grads[2].gemm == 0);     // lin1: k*n = 4*6
+  CHECK(l.grads[1].gemm == -1);    // norm: memory kernel
+  CHECK(l.grads[3].gemm == -1);    // embedding: scatter-add
+  CHECK(l.gemm_grad[2][0] == -1);  // attention: no weights
+}
+
+TEST_CASE(
+    "dry run of one step follows DDP: events in bucket order, grads before events, comm in order, optimizer last") {
+  const StepPlan p = test::tiny_plan();
+  const StepLayout l = make_layout(p, 2, true);
+  const auto seq = dry_run(p, l);
+  const auto f = test::check_sequence(p, l, seq);
+  CHECK(f.backward_ops == p.backward_order);
+  // Bucket b's event follows the backward of the op the plan says completes it.
+  REQUIRE(f.ready_after_op.size() == p.buckets.size());
+  for (size_t b = 0; b < p.buckets.size(); ++b)
+    CHECK(f.ready_after_op[b] == p.backward_order[static_cast<size_t>(p.buckets[b].ready_after_backward_op)]);
+  // Backward of a GEMM: dX then dW, dW of lin2 into its gradient, attention as batched GEMMs.
+  int batched = 0, dw_into_grad = 0;
+  for (const auto& x : seq) {
+    if (x.type == Launch::Type::batched_gemm) ++batched;
+    if (x.type == Launch::Type::gemm && x.gemm_call.role == GemmRole::backward_weight && x.gemm_call.grad >= 0)
+      ++dw_into_grad;
+  }
+  CHECK(batched == 3);  // forward, dA, dB
+  CHECK(dw_into_grad == 2);
+  const std::string text = describe_launches(p, seq);
+  CHECK(text.find("allreduce    bucket 0") != std::string::npos);
+  CHECK(text.find("scatter-add") != std::string::npos);
+}
+
+TEST_CASE("gradient accumulation: k-1 no-sync micro-steps, then the synced one; dW accumulates after the first") {
+  const StepPlan p = test::tiny_plan(8, 3);
+  const StepLayout l = make_layout(p, 2, true);
+  const auto seq = dry_run(p, l);
+  test::check_sequence(p, l, seq);
+  int forwards = 0, allreduces_before_last_forward = 0, accumulating = 0;
+  for (const auto& x : seq) {
+    if (x.type == Launch::Type::mark && x.mark_kind == Mark::forward_begin) ++forwards;
+    if (x.type == Launch::Type::allreduce && forwards < 3) ++allreduces_before_last_forward;
+    if (x.type == Launch::Type::gemm && x.gemm_call.accumulate) ++accumulating;
+  }
+  CHECK(forwards == 3);
+  CHECK(allreduces_before_last_forward == 0);
+  CHECK(accumulating == 2 * 2);  // two weight GEMMs in micro-steps 1 and 2
+}
+
+TEST_CASE("without bucket views: grad->bucket copies before each event, bucket->grad copies before the optimizer") {
+  const StepPlan p = test::tiny_plan();
+  const StepLayout l = make_layout(p, 2, false);
+  const auto seq = dry_run(p, l);
+  test::check_sequence(p, l, seq);
+  int to_bucket = 0, to_grad = 0;
+  size_t last_to_grad = 0, optimizer = 0;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    if (seq[i].type == Launch::Type::memory && seq[i].memory_call.role == MemoryRole::grad_to_bucket) ++to_bucket;
+    if (seq[i].type == Launch::Type::memory && seq[i].memory_call.role == MemoryRole::bucket_to_grad) {
+      ++to_grad;
+      last_to_grad = i;
+    }
+    if (seq[i].type == Launch::Type::optimizer) optimizer = i;
+  }
+  CHECK(to_bucket == 4);
+  CHECK(to_grad == 3);
+  CHECK(last_to_grad < optimizer);
+}
+
+TEST_CASE("a plan whose buckets complete out of order is refused") {
+  StepPlan p = test::tiny_plan();
+  std::swap(p.buckets[0].ready_after_backward_op, p.buckets[1].ready_after_backward_op);
+  const StepLayout l = make_layout(p, 2, true);
+  DryRunExecutor dry;
+  CHECK_THROWS_WITH(walk_step(p, l, WalkOptions{}, dry), Catch::Contains("strictly in order"));
+}
+
+TEST_CASE("a gradient in no bucket is refused") {
+  StepPlan p = test::tiny_plan();
+  p.buckets[2].grads.clear();
+  CHECK_THROWS_WITH(make_layout(p, 2, true), Catch::Contains("embed.weight"));
+}

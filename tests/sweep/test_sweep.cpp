@@ -1,0 +1,151 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "dpsim/error.hpp"
+#include "dpsim/sweep/plot.hpp"
+#include "dpsim/sweep/runner.hpp"
+
+using namespace dpsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path src(const std::string& rel) { return fs::path(DPSIM_SOURCE_DIR) / rel; }
+
+std::string read(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A small estimate sweep written next to the shipped scenarios (relative base path).
+fs::path small_sweep(const fs::path& dir) {
+  fs::create_directories(dir);
+  const fs::path f = dir / "small.yaml";
+  std::ofstream(f) << "name: small\nbase: " << src("scenarios/gpt2-1.5b-16xh100-ib.yaml").string()
+                   << "\ncommand: estimate\naxes:\n  cluster.nodes: [1, 2, 4]\n  ddp.bucket_cap: [4MiB, 25MiB]\n";
+  return f;
+}
+
+SweepSummary run(const SweepSpec& spec, const fs::path& out, int jobs, int64_t limit = -1, bool resume = false) {
+  SweepOptions o;
+  o.jobs = jobs;
+  o.out_dir = out;
+  o.limit = limit;
+  o.resume = resume;
+  o.progress = false;
+  return run_sweep(spec, o);
+}
+
+}  // namespace
+
+TEST_CASE("grid points: the first axis varies slowest; zip pairs values") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-grid";
+  SweepSpec spec = load_sweep(small_sweep(dir));
+  REQUIRE(spec.point_count() == 6);
+  auto p = sweep_point(spec, 1);
+  CHECK(p[0].value == "1");
+  CHECK(p[1].value == "25MiB");
+  p = sweep_point(spec, 4);
+  CHECK(p[0].value == "4");
+  CHECK(p[1].value == "4MiB");
+  spec.mode = SweepMode::zip;
+  spec.axes[1].values.push_back("100MiB");
+  CHECK(spec.point_count() == 3);
+  CHECK(sweep_point(spec, 2)[1].value == "100MiB");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("bad sweeps are refused up front with their exact message") {
+  for (const auto& name : {"billion-points.yaml", "zip-unequal.yaml"}) {
+    const fs::path f = src("tests/bad-inputs/sweeps") / name;
+    std::ifstream in(f);
+    std::string first;
+    std::getline(in, first);
+    std::string want = first.substr(std::string("# expect: ").size());
+    want.replace(want.find("{file}"), 6, f.string());
+    INFO(f.string());
+    CHECK_THROWS_WITH(load_sweep(f), want);
+  }
+}
+
+TEST_CASE("a sweep writes one row per point, byte-identical with -j1 and -j2") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-det";
+  const SweepSpec spec = load_sweep(small_sweep(dir));
+  const auto a = run(spec, dir / "a", 1);
+  const auto b = run(spec, dir / "b", 2);
+  CHECK(a.ran == 6);
+  CHECK(a.failed == 0);
+  CHECK(b.ran == 6);
+  const std::string csv = read(dir / "a" / "results.csv");
+  CHECK(csv == read(dir / "b" / "results.csv"));
+  CHECK(read(dir / "a" / "results.jsonl") == read(dir / "b" / "results.jsonl"));
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 7);  // header + 6 points
+  CHECK(csv.rfind("point,cluster.nodes,ddp.bucket_cap,status,error,world_size,step_time_s", 0) == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("resume runs only the missing points and ends with the same files") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-resume";
+  const SweepSpec spec = load_sweep(small_sweep(dir));
+  run(spec, dir / "full", 2);
+  const auto first = run(spec, dir / "part", 2, 2);
+  CHECK(first.ran == 2);
+  const auto rest = run(spec, dir / "part", 2, -1, true);
+  CHECK(rest.skipped == 2);
+  CHECK(rest.ran == 4);
+  CHECK(read(dir / "part" / "results.csv") == read(dir / "full" / "results.csv"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("shards partition the points") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-shard";
+  const SweepSpec spec = load_sweep(small_sweep(dir));
+  SweepOptions o;
+  o.out_dir = dir / "s0";
+  o.progress = false;
+  o.shard_count = 2;
+  CHECK(run_sweep(spec, o).ran == 3);
+  o.out_dir = dir / "s1";
+  o.shard_index = 1;
+  CHECK(run_sweep(spec, o).ran == 3);
+  o.shard_index = 2;
+  CHECK_THROWS_AS(run_sweep(spec, o), InputError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a failing point records its error and the sweep goes on") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-fail";
+  fs::create_directories(dir);
+  const fs::path f = dir / "fail.yaml";
+  std::ofstream(f) << "base: " << src("scenarios/gpt2-1.5b-16xh100-ib.yaml").string()
+                   << "\ncommand: estimate\naxes:\n  training.micro_batch: [1, -3, 2]\n";
+  const auto s = run(load_sweep(f), dir / "out", 2);
+  CHECK(s.ran == 3);
+  CHECK(s.failed == 1);
+  const std::string csv = read(dir / "out" / "results.csv");
+  CHECK(csv.find("error,") != std::string::npos);
+  CHECK(csv.find("-3 is out of range") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("every plot kind renders as PNG and SVG") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-plot";
+  const SweepSpec spec = load_sweep(small_sweep(dir));
+  run(spec, dir / "r", 2);
+  const auto files = plot_sweep(dir / "r" / "results.csv", dir / "plots", {"scaling", "breakdown", "buckets"});
+  REQUIRE(files.size() == 6);
+  for (const auto& f : files) {
+    INFO(f.string());
+    const std::string bytes = read(f);
+    REQUIRE(bytes.size() > 1000);
+    if (f.extension() == ".png") CHECK(bytes.substr(1, 3) == "PNG");
+    if (f.extension() == ".svg") CHECK(bytes.find("<svg") != std::string::npos);
+  }
+  fs::remove_all(dir);
+}

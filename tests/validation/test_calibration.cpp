@@ -1,0 +1,120 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "dpsim/backend/calibration.hpp"
+#include "dpsim/calibration.hpp"
+#include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
+
+using namespace dpsim;
+
+namespace {
+Calibration sample() {
+  Calibration c;
+  c.name = "h100-box";
+  c.source = "dpsim calibrate";
+  c.context["gpu"] = "NVIDIA H100 80GB HBM3";
+  c.peak_flops_per_s = 989e12;
+  c.gemm_efficiency = 0.71;
+  c.gemm.push_back({8192, 4096, 4096, 1, "bf16", 1.2e-3, 5.7e14, 0.58});
+  c.memory_efficiency = 0.88;
+  c.overlap_slowdown = 1.12;
+  c.allreduce_world_size = 8;
+  c.allreduce.push_back({1048576, 2.5e-5, 41.9, 73.4, 0, 0, 0});
+  CollectiveFit f;
+  f.fabric = "nvswitch";
+  f.protocol = "simple";
+  f.world_size = 8;
+  f.latency_s = 30e-6;
+  f.busbw_bytes_per_s = 360e9;
+  f.link_bytes_per_s = 450e9;
+  f.bandwidth_efficiency = 0.8;
+  f.points = 5;
+  c.fits.push_back(f);
+  return c;
+}
+}  // namespace
+
+TEST_CASE("calibration YAML round trip is exact and deterministic") {
+  const Calibration c = sample();
+  const std::string y = calibration_to_yaml(c);
+  const Calibration back = parse_calibration_yaml(y, "x.yaml");
+  CHECK(calibration_to_yaml(back) == y);
+  CHECK(back.name == "h100-box");
+  CHECK(back.gemm_efficiency == Approx(0.71));
+  REQUIRE(back.fits.size() == 1);
+  CHECK(back.fits[0].busbw_bytes_per_s == Approx(360e9));
+  CHECK(calibration_hash(back) == calibration_hash(c));
+  CHECK(calibration_hash(c).rfind("fnv1a64:", 0) == 0);
+  Calibration renamed = c;
+  renamed.name = "other";
+  CHECK(calibration_hash(renamed) == calibration_hash(c));  // the hash is of the content, not the name
+}
+
+TEST_CASE("the backend's calibration files read unchanged") {
+  backend::Calibration b;
+  b.source = "dpsim measure --calibrate";
+  b.context["gpu"] = "NVIDIA H200";
+  b.gemm_efficiency = 0.66;
+  b.gemm.push_back({4096, 4096, 4096, 1, "bf16", 2e-4, 6.8e14, 0.69});
+  b.overlap_slowdown = 1.08;
+  b.allreduce_world_size = 8;
+  b.allreduce.push_back({1 << 20, 2e-5, 52.4, 91.7, 0, 0, 0});
+  const Calibration c = parse_calibration_yaml(backend::calibration_to_yaml(b), "b.yaml");
+  CHECK(c.source == b.source);
+  CHECK(c.gemm_efficiency == Approx(0.66));
+  CHECK(c.gemm.size() == 1);
+  CHECK(c.overlap_slowdown == Approx(1.08));
+  CHECK(c.allreduce.size() == 1);
+  CHECK(c.allreduce[0].busbw_GBps == Approx(91.7));
+}
+
+TEST_CASE("bad calibration files fail with file, line and key") {
+  CHECK_THROWS_WITH(parse_calibration_yaml("calibration_version: 1\ngemm_eficiency: 0.5\n", "c.yaml"),
+                    Catch::Contains("c.yaml:2") && Catch::Contains("did you mean \"gemm_efficiency\""));
+  CHECK_THROWS_WITH(parse_calibration_yaml("calibration_version: 7\n", "c.yaml"), Catch::Contains("must be 1"));
+  CHECK_THROWS_AS(parse_calibration_yaml("calibration_version: 1\noverlap_slowdown: fast\n", "c.yaml"), InputError);
+}
+
+TEST_CASE("apply_calibration overrides the fitted constants and records name and hash") {
+  Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-8xh100.yaml");
+  const std::string version = s.nccl.version;
+  const Calibration c = sample();
+  apply_calibration(s, c);
+  CHECK(s.topology.gpu.gemm_efficiency == Approx(0.71));
+  CHECK(s.topology.gpu.memory_efficiency == Approx(0.88));
+  CHECK(s.nccl.overlap_slowdown == Approx(1.12));
+  CHECK(s.nccl.ring_efficiency.at("nvswitch") == Approx(0.8));
+  // 30 us = base 8.4 us + 14 hops x hw: hw = 21.6 / 14 us
+  CHECK(s.nccl.hw_latency_s.at(Fabric::nvlink).at(Algorithm::ring).simple == Approx(21.6e-6 / 14));
+  CHECK(s.nccl.version == version + " + calibration h100-box " + calibration_hash(c));
+  const auto ctx = calibration_context(c);
+  CHECK(ctx["name"] == "h100-box");
+  CHECK(ctx["hash"] == calibration_hash(c));
+}
+
+TEST_CASE("a PCIe fit leaves an NVSwitch scenario's ring efficiency alone") {
+  Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-8xh100.yaml");
+  const double before = s.nccl.ring_efficiency.at("nvswitch");
+  Calibration c;
+  c.name = "pcie";
+  CollectiveFit f;
+  f.fabric = "pcie";
+  f.world_size = 4;
+  f.latency_s = 40e-6;
+  f.busbw_bytes_per_s = 20e9;
+  f.bandwidth_efficiency = 0.6;
+  c.fits.push_back(f);
+  apply_calibration(s, c);
+  CHECK(s.nccl.ring_efficiency.at("nvswitch") == before);
+}
+
+TEST_CASE("read_yaml_as_json keeps quoted numbers as strings") {
+  const auto j =
+      read_yaml_as_json(std::filesystem::path(DPSIM_SOURCE_DIR) / "validation/reference/allreduce-pcie.yaml");
+  REQUIRE(j.is_array());
+  CHECK(j[0]["id"] == "ar-rtx4090-4gpu-pcie-p2p-patched");
+  CHECK(j[0]["measured"][0]["busbw_GBps"].get<double>() == Approx(25.72));
+  CHECK(j[0]["hardware"]["count"].get<int>() == 4);
+}

@@ -1,0 +1,72 @@
+#pragma once
+// `dpsim calibrate`: fit the collective model and the compute constants from measured data.
+// All-reduce: t = a + x / B with x = S * 2(n-1)/n (the bytes each rank sends), least squares on
+// relative residuals (weights 1/t^2), so a 16 GiB row does not drown the 1 MiB ones.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dpsim/calibration.hpp"
+#include "dpsim/result.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim::validation {
+
+inline constexpr int kMinFitSizes = 3;  // fewer distinct sizes: refuse
+
+struct FitRange {
+  std::string protocol = "simple";  // ll | ll128 | simple
+  std::string algorithm = "ring";   // ring | tree | nvls
+  double min_bytes = 0;
+  double max_bytes = 1e300;
+};
+
+struct FitTarget {
+  std::string fabric = "nvswitch";  // nvswitch | pcie | nvlink_mesh | net
+  int nodes = 1;
+  double link_bytes_per_s = 0;  // nominal per direction, for bandwidth_efficiency (0: unknown)
+};
+
+struct LineFit {
+  double a = 0;  // intercept: latency (s)
+  double c = 0;  // slope: 1 / B (s per byte)
+};
+// Weighted least squares of t = a + c x minimising sum ((a + c x - t) / t)^2. Needs 2 distinct x.
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& t);
+
+// Fit one range of one sweep; throws InputError ("too little data ...") with fewer than kMinFitSizes sizes.
+CollectiveFit fit_allreduce(const std::vector<AllreduceRow>& rows, int world_size, const FitRange& range,
+                            const FitTarget& target);
+
+// What `dpsim calibrate` reads: calibration YAML (dpsim measure --calibrate or calibrate output),
+// nccl-tests all_reduce_perf logs, measured step JSON (needs the scenario).
+Calibration read_calibration_input(const std::filesystem::path& file);
+
+// GEMM efficiency and overlap slowdown from a measured step: forward runs alone, so
+// efficiency = forward FLOPs / (peak x forward_s); backward runs beside the all-reduces, so
+// overlap_slowdown = backward_s / (backward FLOPs / (peak x efficiency)).
+struct StepFit {
+  double gemm_efficiency = 0;
+  double overlap_slowdown = 0;
+};
+StepFit fit_step(const Scenario& scenario, const StepResult& measured);
+
+struct CalibrateOptions {
+  std::vector<FitRange> ranges;     // empty: one Simple/ring fit over every size
+  std::optional<FitTarget> target;  // from --topology; else fabric given or "nvswitch"
+  std::string name;
+};
+
+// Merge inputs, fit every range of every sweep, and return the calibration with its fits.
+Calibration calibrate(const std::vector<Calibration>& inputs, const std::vector<StepFit>& steps,
+                      const CalibrateOptions& options);
+
+// "fit: simple ring on nvswitch, 8 ranks, 12 sizes 1 MiB..16 GiB: a = 23.1 us, B = 371.2 GB/s (82.5% of 450 GB/s);
+//  residuals rms 1.2% max 3.4%; leave-one-out 4.1%"
+std::string describe_fit(const CollectiveFit& fit);
+
+// The fabric and nominal link bandwidth NCCL's ring sees on a topology (as the cost model uses them).
+FitTarget fit_target(const Topology& topology);
+
+}  // namespace dpsim::validation

@@ -1,0 +1,245 @@
+// Least-squares fits of the all-reduce model and the compute constants (dpsim calibrate).
+#include "dpsim/validation/fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dpsim/backend/calibration.hpp"
+#include "dpsim/cost.hpp"
+#include "dpsim/error.hpp"
+#include "dpsim/plan.hpp"
+#include "dpsim/units.hpp"
+
+namespace dpsim::validation {
+
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& t) {
+  // minimise sum w_i (a + c x_i - t_i)^2 with w_i = 1 / t_i^2: 2x2 normal equations.
+  double sw = 0, swx = 0, swxx = 0, swt = 0, swxt = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double w = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+    sw += w;
+    swx += w * x[i];
+    swxx += w * x[i] * x[i];
+    swt += w * t[i];
+    swxt += w * x[i] * t[i];
+  }
+  const double det = sw * swxx - swx * swx;
+  if (!(std::fabs(det) > 0)) throw InputError("fit: the sizes do not determine a line (need two different sizes)");
+  LineFit f;
+  f.c = (sw * swxt - swx * swt) / det;
+  f.a = (swt - f.c * swx) / sw;
+  return f;
+}
+
+namespace {
+double ring_x(double bytes, int n) { return ring_bytes_sent_per_gpu(bytes, n); }
+}  // namespace
+
+CollectiveFit fit_allreduce(const std::vector<AllreduceRow>& all_rows, int world_size, const FitRange& range,
+                            const FitTarget& target) {
+  if (world_size < 2)
+    throw InputError(fmt::format(
+        "fit: the all-reduce sweep has world size {}; an all-reduce fit needs at least 2 ranks", world_size));
+  std::vector<AllreduceRow> rows;
+  std::set<double> sizes;
+  for (const auto& r : all_rows)
+    if (r.bytes >= range.min_bytes && r.bytes <= range.max_bytes && r.time_s > 0) {
+      rows.push_back(r);
+      sizes.insert(r.bytes);
+    }
+  const std::string where =
+      fmt::format("{} {} fit over {}..{}", range.protocol, range.algorithm, format_bytes(range.min_bytes),
+                  range.max_bytes > 1e299 ? std::string("any size") : format_bytes(range.max_bytes));
+  if (static_cast<int>(sizes.size()) < kMinFitSizes)
+    throw InputError(fmt::format("too little data for the {}: {} distinct message size{} with a time; need at least {}",
+                                 where, sizes.size(), sizes.size() == 1 ? "" : "s", kMinFitSizes));
+  std::vector<double> x, t;
+  for (const auto& r : rows) {
+    x.push_back(ring_x(r.bytes, world_size));
+    t.push_back(r.time_s);
+  }
+  const LineFit lf = fit_line(x, t);
+  if (!(lf.c > 0))
+    throw InputError(
+        fmt::format("the {} gives a non-positive slope (time does not grow with size): the range mixes "
+                    "protocols or the data is noise; narrow it with --fit",
+                    where));
+  CollectiveFit f;
+  f.fabric = target.fabric;
+  f.algorithm = range.algorithm;
+  f.protocol = range.protocol;
+  f.world_size = world_size;
+  f.nodes = target.nodes;
+  f.latency_s = lf.a;
+  f.busbw_bytes_per_s = 1.0 / lf.c;
+  f.link_bytes_per_s = target.link_bytes_per_s;
+  f.bandwidth_efficiency = target.link_bytes_per_s > 0 ? f.busbw_bytes_per_s / target.link_bytes_per_s : 0.0;
+  f.min_bytes = *sizes.begin();
+  f.max_bytes = *sizes.rbegin();
+  f.points = static_cast<int>(rows.size());
+  double ss = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double r = (lf.a + lf.c * x[i] - t[i]) / t[i];
+    ss += r * r;
+    f.max_relative_residual = std::max(f.max_relative_residual, std::fabs(r));
+  }
+  f.rms_relative_residual = std::sqrt(ss / static_cast<double>(x.size()));
+  // Leave-one-out: refit without each point, predict it.
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<double> xs, ts;
+    for (size_t j = 0; j < x.size(); ++j)
+      if (j != i) {
+        xs.push_back(x[j]);
+        ts.push_back(t[j]);
+      }
+    try {
+      const LineFit g = fit_line(xs, ts);
+      f.loo_relative_error = std::max(f.loo_relative_error, std::fabs((g.a + g.c * x[i] - t[i]) / t[i]));
+    } catch (const InputError&) {
+      // the remaining points share one size: no line, no leave-one-out figure for this point
+    }
+  }
+  return f;
+}
+
+namespace {
+
+Calibration from_backend(const backend::Calibration& b) {
+  Calibration c;
+  c.source = b.source;
+  c.context = b.context;
+  c.peak_flops_per_s = b.peak_flops_per_s;
+  c.gemm_efficiency = b.gemm_efficiency;
+  for (const auto& g : b.gemm)
+    c.gemm.push_back({g.m, g.n, g.k, g.batch, g.dtype, g.seconds, g.flops_per_s, g.efficiency});
+  c.memory_bandwidth_bytes_per_s = b.memory_bandwidth_bytes_per_s;
+  c.memory_efficiency = b.memory_efficiency;
+  c.optimizer_bytes_per_s = b.optimizer_bytes_per_s;
+  c.overlap_slowdown = b.overlap_slowdown;
+  c.allreduce_world_size = b.allreduce_world_size;
+  for (const auto& r : b.allreduce)
+    c.allreduce.push_back(
+        {r.bytes, r.time_s, r.algbw_GBps, r.busbw_GBps, r.inplace_time_s, r.inplace_algbw_GBps, r.inplace_busbw_GBps});
+  return c;
+}
+
+}  // namespace
+
+Calibration read_calibration_input(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file.string(), 0, "", "cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  if (text.find("calibration_version:") != std::string::npos) {
+    Calibration c = read_calibration(file);
+    return c;
+  }
+  Calibration c = from_backend(backend::parse_nccl_tests_log(text, file.string()));
+  c.name = file.stem().string();
+  return c;
+}
+
+StepFit fit_step(const Scenario& s, const StepResult& m) {
+  const StepPlan plan = make_step_plan(s);
+  const ComputeModel cm = compute_model(s);
+  double fwd_flops = 0, bwd_flops = 0;
+  for (const auto& op : plan.ops) {
+    fwd_flops += op.forward_flops;
+    bwd_flops += op.backward_flops;
+  }
+  const double steps = static_cast<double>(plan.gradient_accumulation);
+  if (!(m.forward_s > 0) || !(m.backward_s > 0) || !(cm.peak_flops_per_s > 0))
+    throw InputError(
+        fmt::format("measured step of {}: forward_s and backward_s must be > 0 to fit compute", m.scenario));
+  StepFit f;
+  f.gemm_efficiency = fwd_flops * steps / (cm.peak_flops_per_s * m.forward_s);
+  const double bwd_alone = bwd_flops * steps / (cm.peak_flops_per_s * f.gemm_efficiency);
+  f.overlap_slowdown = std::max(1.0, m.backward_s / bwd_alone);
+  return f;
+}
+
+FitTarget fit_target(const Topology& topology) {
+  const FabricSummary f = summarize_fabric(topology);
+  FitTarget t;
+  t.nodes = f.nodes;
+  if (f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s) {
+    t.fabric = "net";
+    t.link_bytes_per_s = f.inter_ring_bytes_per_s;
+  } else {
+    t.fabric = f.intra_class;
+    t.link_bytes_per_s = f.intra_ring_bytes_per_s;
+  }
+  return t;
+}
+
+Calibration calibrate(const std::vector<Calibration>& inputs, const std::vector<StepFit>& steps,
+                      const CalibrateOptions& o) {
+  if (inputs.empty() && steps.empty()) throw InputError("calibrate: no input files");
+  Calibration out;
+  out.source = "dpsim calibrate";
+  out.name = o.name;
+  const FitTarget target = o.target.value_or(FitTarget{});
+  std::vector<FitRange> ranges = o.ranges;
+  if (ranges.empty()) ranges.push_back(FitRange{});
+  double gemm_flops_weight = 0, gemm_sum = 0;
+  std::vector<double> slowdowns;
+  for (const auto& in : inputs) {
+    for (const auto& [k, v] : in.context) out.context.emplace(k, v);
+    if (in.gemm_efficiency > 0) {
+      gemm_sum += in.gemm_efficiency;
+      gemm_flops_weight += 1;
+    }
+    for (const auto& g : in.gemm) out.gemm.push_back(g);
+    if (in.peak_flops_per_s > 0) out.peak_flops_per_s = in.peak_flops_per_s;
+    if (in.memory_efficiency > 0) out.memory_efficiency = in.memory_efficiency;
+    if (in.memory_bandwidth_bytes_per_s > 0) out.memory_bandwidth_bytes_per_s = in.memory_bandwidth_bytes_per_s;
+    if (in.optimizer_bytes_per_s > 0) out.optimizer_bytes_per_s = in.optimizer_bytes_per_s;
+    if (in.overlap_slowdown > 0) slowdowns.push_back(in.overlap_slowdown);
+    if (!in.allreduce.empty()) {
+      if (!out.allreduce.empty() && out.allreduce_world_size != in.allreduce_world_size)
+        throw InputError(
+            fmt::format("calibrate: all-reduce sweeps of different world sizes ({} and {}); calibrate them separately",
+                        out.allreduce_world_size, in.allreduce_world_size));
+      out.allreduce_world_size = in.allreduce_world_size;
+      out.allreduce.insert(out.allreduce.end(), in.allreduce.begin(), in.allreduce.end());
+    }
+  }
+  for (const auto& s : steps) {
+    gemm_sum += s.gemm_efficiency;
+    gemm_flops_weight += 1;
+    slowdowns.push_back(s.overlap_slowdown);
+  }
+  if (gemm_flops_weight > 0) out.gemm_efficiency = gemm_sum / gemm_flops_weight;
+  if (!slowdowns.empty()) {
+    double sum = 0;
+    for (double x : slowdowns) sum += x;
+    out.overlap_slowdown = sum / static_cast<double>(slowdowns.size());
+  }
+  std::sort(out.allreduce.begin(), out.allreduce.end(),
+            [](const AllreduceRow& a, const AllreduceRow& b) { return a.bytes < b.bytes; });
+  if (!out.allreduce.empty())
+    for (const auto& r : ranges) out.fits.push_back(fit_allreduce(out.allreduce, out.allreduce_world_size, r, target));
+  if (out.fits.empty() && out.gemm_efficiency <= 0 && out.overlap_slowdown <= 0 && out.memory_efficiency <= 0)
+    throw InputError("calibrate: the inputs hold nothing to fit (no all-reduce rows, GEMM, memory or step timings)");
+  return out;
+}
+
+std::string describe_fit(const CollectiveFit& f) {
+  const std::string eff = f.bandwidth_efficiency > 0 ? fmt::format(" ({:.1f}% of {})", 100 * f.bandwidth_efficiency,
+                                                                   format_bandwidth(f.link_bytes_per_s))
+                                                     : "";
+  return fmt::format(
+      "{} {} on {}, {} ranks, {} points {}..{}: a = {}, B = {:.2f} GB/s{}; residuals rms {:.2f}% max {:.2f}%; "
+      "leave-one-out worst {:.2f}%",
+      f.protocol, f.algorithm, f.fabric, f.world_size, f.points, format_bytes(f.min_bytes), format_bytes(f.max_bytes),
+      format_seconds(f.latency_s), f.busbw_bytes_per_s / 1e9, eff, 100 * f.rms_relative_residual,
+      100 * f.max_relative_residual, 100 * f.loo_relative_error);
+}
+
+}  // namespace dpsim::validation
