@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "dpsim/advice.hpp"
+#include "dpsim/calibration.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
@@ -15,6 +16,7 @@ namespace {
 
 struct EstimateArgs {
   std::string scenario;
+  std::string calibration;
   bool json = false;
   std::string output;
 };
@@ -45,9 +47,12 @@ void register_estimate(CLI::App& app) {
   auto* cmd = app.add_subcommand("estimate", "Closed-form estimate: memory fit, all-reduce time, step time bounds");
   cmd->add_option("SCENARIO", args->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
   cmd->add_flag("--json", args->json, "Print the result JSON (keys in docs/metrics.md) instead of a table");
+  cmd->add_option("--calibration", args->calibration,
+                  "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)");
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
   cmd->callback([args] {
-    const Scenario s = load_scenario(args->scenario);
+    Scenario s = load_scenario(args->scenario);
+    if (!args->calibration.empty()) apply_calibration(s, read_calibration(args->calibration));
     Estimate e = estimate(s, make_step_plan(s));
     e.result.advice = advise(s, e.result, [](const Scenario& v) { return estimate(v, make_step_plan(v)).result; });
     emit(args->json ? to_json(e.result).dump(2) + "\n" : render(s, e), args->output);

@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "dpsim/advice.hpp"
+#include "dpsim/calibration.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/sim/simulate.hpp"
@@ -18,6 +19,7 @@ namespace {
 
 struct PredictArgs {
   std::string scenario;
+  std::string calibration;
   bool json = false;
   bool buckets = false;
   std::string trace;
@@ -78,10 +80,13 @@ void register_predict(CLI::App& app) {
                   "fast (bucket-granularity flows, default) or step (NCCL ring steps as messages)")
       ->check(CLI::IsMember({"fast", "step"}));
   cmd->add_flag("--no-overlap", args->no_overlap, "Start communication only after the whole backward");
+  cmd->add_option("--calibration", args->calibration,
+                  "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)");
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
   cmd->add_flag("--no-advice", args->no_advice, "Skip the 'what limits this step' section (it re-simulates variants)");
   cmd->callback([args] {
-    const Scenario s = load_scenario(args->scenario);
+    Scenario s = load_scenario(args->scenario);
+    if (!args->calibration.empty()) apply_calibration(s, read_calibration(args->calibration));
     const StepPlan plan = make_step_plan(s);
     SimOptions o;
     o.fidelity = parse_fidelity(args->fidelity);

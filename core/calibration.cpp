@@ -19,7 +19,7 @@ namespace dpsim {
 
 namespace {
 
-std::string num(double x) { return fmt::format("{:.9g}", x); }
+std::string num(double x) { return fmt::format("{}", x); }  // shortest text that reads back exactly
 
 std::string fnv1a64(const std::string& text) {
   uint64_t h = 1469598103934665603ull;

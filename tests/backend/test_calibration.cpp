@@ -12,10 +12,14 @@ using namespace dpsim::backend;
 
 namespace {
 std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
+std::string text_of(const std::string& file) {
+  std::ifstream in(file);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 }  // namespace
 
 TEST_CASE("a real all_reduce_perf log (nccl-tests 2.20, two GB10 ranks) parses") {
-  const Calibration c = read_calibration(src("tests/backend/data/all_reduce_perf_gb10_2rank.log"));
+  const Calibration c = parse_nccl_tests_log(text_of(src("tests/backend/data/all_reduce_perf_gb10_2rank.log")));
   CHECK(c.source == "nccl-tests all_reduce_perf");
   CHECK(c.allreduce_world_size == 2);
   CHECK(c.context.at("gpu") == "NVIDIA GB10");

@@ -57,5 +57,11 @@ else
   echo "skip unreadable-input: running as root and nobody cannot run $dpsim"
 fi
 rm -rf "$tmp"
+# Calibration loop: fit from an nccl-tests log, then predict with it; the context names the calibration.
+ctmp=$(mktemp -d)
+check calibrate 0 "wrote" -- "$dpsim" calibrate "$src/tests/backend/data/all_reduce_perf_gb10_2rank.log" --fabric pcie --name gb10 -o "$ctmp/c.yaml"
+check predict-calibrated 0 "calibration gb10 fnv1a64:" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$ctmp/c.yaml" --json --no-advice
+check predict-bad-calibration 2 'gpt2-124m-4xrtx4090.yaml:6: model: unknown key "model"' -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$s/gpt2-124m-4xrtx4090.yaml"
+rm -rf "$ctmp"
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -52,24 +52,6 @@ TEST_CASE("calibration YAML round trip is exact and deterministic") {
   CHECK(calibration_hash(renamed) == calibration_hash(c));  // the hash is of the content, not the name
 }
 
-TEST_CASE("the backend's calibration files read unchanged") {
-  backend::Calibration b;
-  b.source = "dpsim measure --calibrate";
-  b.context["gpu"] = "NVIDIA H200";
-  b.gemm_efficiency = 0.66;
-  b.gemm.push_back({4096, 4096, 4096, 1, "bf16", 2e-4, 6.8e14, 0.69});
-  b.overlap_slowdown = 1.08;
-  b.allreduce_world_size = 8;
-  b.allreduce.push_back({1 << 20, 2e-5, 52.4, 91.7, 0, 0, 0});
-  const Calibration c = parse_calibration_yaml(backend::calibration_to_yaml(b), "b.yaml");
-  CHECK(c.source == b.source);
-  CHECK(c.gemm_efficiency == Approx(0.66));
-  CHECK(c.gemm.size() == 1);
-  CHECK(c.overlap_slowdown == Approx(1.08));
-  CHECK(c.allreduce.size() == 1);
-  CHECK(c.allreduce[0].busbw_GBps == Approx(91.7));
-}
-
 TEST_CASE("bad calibration files fail with file, line and key") {
   CHECK_THROWS_WITH(parse_calibration_yaml("calibration_version: 1\ngemm_eficiency: 0.5\n", "c.yaml"),
                     Catch::Contains("c.yaml:2") && Catch::Contains("did you mean \"gemm_efficiency\""));

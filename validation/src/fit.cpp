@@ -107,29 +107,6 @@ CollectiveFit fit_allreduce(const std::vector<AllreduceRow>& all_rows, int world
   return f;
 }
 
-namespace {
-
-Calibration from_backend(const backend::Calibration& b) {
-  Calibration c;
-  c.source = b.source;
-  c.context = b.context;
-  c.peak_flops_per_s = b.peak_flops_per_s;
-  c.gemm_efficiency = b.gemm_efficiency;
-  for (const auto& g : b.gemm)
-    c.gemm.push_back({g.m, g.n, g.k, g.batch, g.dtype, g.seconds, g.flops_per_s, g.efficiency});
-  c.memory_bandwidth_bytes_per_s = b.memory_bandwidth_bytes_per_s;
-  c.memory_efficiency = b.memory_efficiency;
-  c.optimizer_bytes_per_s = b.optimizer_bytes_per_s;
-  c.overlap_slowdown = b.overlap_slowdown;
-  c.allreduce_world_size = b.allreduce_world_size;
-  for (const auto& r : b.allreduce)
-    c.allreduce.push_back(
-        {r.bytes, r.time_s, r.algbw_GBps, r.busbw_GBps, r.inplace_time_s, r.inplace_algbw_GBps, r.inplace_busbw_GBps});
-  return c;
-}
-
-}  // namespace
-
 Calibration read_calibration_input(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file.string(), 0, "", "cannot be read");
@@ -140,7 +117,7 @@ Calibration read_calibration_input(const std::filesystem::path& file) {
     Calibration c = read_calibration(file);
     return c;
   }
-  Calibration c = from_backend(backend::parse_nccl_tests_log(text, file.string()));
+  Calibration c = backend::parse_nccl_tests_log(text, file.string());
   c.name = file.stem().string();
   return c;
 }
