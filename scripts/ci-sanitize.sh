@@ -4,7 +4,8 @@
 # Extra arguments go to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPSIM_SANITIZE=ON -DDPSIM_CUDA=OFF -DDPSIM_WERROR=ON "$@"
+# -O1 -g1: about half the compile time of -O2 -g on 2 cores; still fast enough to run the suite.
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DDPSIM_SANITIZE=ON -DDPSIM_CUDA=OFF -DDPSIM_WERROR=ON "$@"
 cmake --build build-asan -j"$(nproc)"
 # halt_on_error/abort: a report is a failed test, never a warning in a log. detect_stack_use_after_return=0:
 # SimGrid switches between actor stacks with its own context code, which ASan's fake stacks cannot follow.
