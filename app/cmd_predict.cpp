@@ -28,6 +28,7 @@ struct PredictArgs {
   std::string output;
   int trace_ranks = 8;
   bool no_advice = false;
+  double max_events = 5e6;
 };
 
 Section collective_section(const StepResult& r) {
@@ -83,6 +84,8 @@ void register_predict(CLI::App& app) {
   cmd->add_option("--calibration", args->calibration,
                   "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)");
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+  cmd->add_option("--max-events", args->max_events,
+                  "Refuse a run estimated to simulate more activities than this (default 5e6)");
   cmd->add_flag("--no-advice", args->no_advice, "Skip the 'what limits this step' section (it re-simulates variants)");
   cmd->callback([args] {
     Scenario s = load_scenario(args->scenario);
@@ -93,6 +96,7 @@ void register_predict(CLI::App& app) {
     o.overlap = !args->no_overlap;
     o.trace_ranks = args->trace_ranks;
     o.progress = true;
+    o.max_events = args->max_events;
     StepResult r = simulate(s, plan, o);
     if (!args->no_advice) {
       r.advice = advise(s, r, [&o](const Scenario& variant) {

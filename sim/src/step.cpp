@@ -232,10 +232,24 @@ Fidelity parse_fidelity(const std::string& text) {
   throw InputError(fmt::format("--fidelity: expected fast or step, got \"{}\"", text));
 }
 
+double estimated_events(const StepPlan& plan, Fidelity fidelity) {
+  const double n = plan.world_size;
+  const double ops = 2.0 * static_cast<double>(plan.ops.size()) + 1;
+  const double buckets = static_cast<double>(plan.buckets.size());
+  if (fidelity == Fidelity::step) return ops + buckets * 2.0 * (n - 1) * n;
+  return ops + 4.0 * buckets;
+}
+
 StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
                                SimStats* stats) {
   using namespace sim;
   const auto wall_start = Clock::now();
+  const double events = estimated_events(plan, options.fidelity);
+  if (events > options.max_events)
+    throw InputError(fmt::format(
+        "{} fidelity would simulate about {:.3g} events for {} GPUs and {} buckets, above the limit of {:.3g} "
+        "(raise it with --max-events, or use --fidelity fast)",
+        to_string(options.fidelity), events, plan.world_size, plan.buckets.size(), options.max_events));
   if (options.fidelity == Fidelity::step && plan.world_size > 256)
     throw InputError(fmt::format(
         "--fidelity step simulates every ring step as messages; {} GPUs is too many (at most 256)", plan.world_size));

@@ -22,6 +22,7 @@ void compare(const std::filesystem::path& file) {
   fast.progress = false;
   SimOptions step = fast;
   step.fidelity = Fidelity::step;
+  step.max_events = 1e8;  // the 64-GPU 70B scenario is ~6e6 events
   const StepResult a = simulate(s, plan, fast);
   const StepResult b = simulate(s, plan, step);
   const double err = std::abs(a.step_time_s - b.step_time_s) / b.step_time_s;

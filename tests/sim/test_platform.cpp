@@ -44,6 +44,19 @@ TEST_CASE("step fidelity refuses very large worlds with a clear error", "[sim]")
   CHECK_THROWS_AS(simulate(s, one_bucket_plan(512, 1 << 20), o), InputError);
 }
 
+TEST_CASE("a run above the event limit is refused up front with the estimate", "[sim]") {
+  const Scenario s = scenario_on(ib_cluster(16));  // 128 GPUs
+  const StepPlan plan = one_bucket_plan(128, 1 << 20);
+  CHECK(estimated_events(plan, Fidelity::step) > 128.0 * 254);
+  SimOptions o;
+  o.progress = false;
+  o.fidelity = Fidelity::step;
+  o.max_events = 1000;
+  CHECK_THROWS_WITH(simulate(s, plan, o), Catch::Contains("would simulate about") && Catch::Contains("--max-events"));
+  o.max_events = 1e8;
+  CHECK_NOTHROW(simulate(s, plan, o));
+}
+
 TEST_CASE("a topology error in the child process surfaces as InputError", "[sim]") {
   Topology t = ib_cluster(2);
   t.network.kind = NetworkKind::none;

@@ -20,9 +20,10 @@ Fidelity parse_fidelity(const std::string& text);  // "fast" | "step"; throws In
 
 struct SimOptions {
   Fidelity fidelity = Fidelity::fast;
-  bool overlap = true;   // false: every all-reduce waits for the end of backward
-  int trace_ranks = 8;   // GPUs kept in the timeline's sample (see trace.hpp)
-  bool progress = true;  // progress line on stderr once a run takes more than a second
+  bool overlap = true;      // false: every all-reduce waits for the end of backward
+  int trace_ranks = 8;      // GPUs kept in the timeline's sample (see trace.hpp)
+  bool progress = true;     // progress line on stderr once a run takes more than a second
+  double max_events = 5e6;  // refuse (with the estimate) a run that would simulate more activities
 };
 
 // What the run cost (never part of the result: results must be byte-for-byte deterministic).
@@ -37,6 +38,10 @@ struct SimStats {
 };
 
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options);
+
+// Activities (compute ops, flows, sleeps) a run of this fidelity would simulate, estimated before it
+// starts: step fidelity sends 2(n-1) ring steps x n ranks per bucket; fast simulates a handful per bucket.
+double estimated_events(const StepPlan& plan, Fidelity fidelity);
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options, SimStats* stats);
 
 // The same, in this process, without forking: SimGrid can run only once per process, so this is
