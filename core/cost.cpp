@@ -214,7 +214,8 @@ Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const
   if (!lat || lat->get(p) < 0) return {};
   const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count
   const double latency = lat->get(p);
-  return {true, latency, latency + bytes / algbw};
+  const double fill = std::min(bytes, nccl.nvls_fill_bytes) / nccl.nvls_fill_bytes_per_s;
+  return {true, latency, latency + fill + bytes / algbw};
 }
 
 }  // namespace

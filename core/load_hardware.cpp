@@ -134,7 +134,7 @@ NcclModel load_nccl(const fs::path& file) {
   root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
                    "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
                    "net_overhead", "tree_correction_factor", "ring_efficiency", "overlap_slowdown",
-                   "nvls_algbw_per_link", "nvls_min_gpus"});
+                   "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill_bytes", "nvls_fill_bandwidth"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
@@ -156,6 +156,8 @@ NcclModel load_nccl(const fs::path& file) {
   m.nvls_efficiency = fraction(root.at("nvls_efficiency"));
   m.nvls_algbw_per_link = root.at("nvls_algbw_per_link").as_positive_number();
   m.nvls_min_gpus = static_cast<int>(root.at("nvls_min_gpus").as_int(2, 1024));
+  m.nvls_fill_bytes = root.at("nvls_fill_bytes").as_bytes();
+  m.nvls_fill_bytes_per_s = root.at("nvls_fill_bandwidth").as_bandwidth();
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
   m.net_overhead_s = root.at("net_overhead").as_seconds();

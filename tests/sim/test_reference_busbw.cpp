@@ -1,10 +1,9 @@
 // Predicted all-reduce bus bandwidth against the published measurements in validation/reference/
 // (entries mapped to a shipped topology), for sizes >= 1 MiB, printing every error.
-// Target (issue 3): within 10%. Reached: every point >= 256 MiB and every point outside the H200 NVLS sweeps.
-// Not reached: the H200 sweeps at 1..128 MiB (+11% to +74%; the torch-timed one adds PyTorch launch overhead): NCCL's
-// NVLS reaches its plateau only near 256 MiB, which the alpha-beta table (25 us, flat bandwidth) does not model
-// (validation/README.md, "Where the model misses"). Those points are held to the errors reached today so a change can
-// only improve them.
+// Target (issue 3): within 10%. Reached on 39 of 44 points: every nccl-tests point (NVLS with the pipeline fill of
+// data/nccl.yaml, fitted to the H200 nccl-tests sweep; ring; tree; PCIe). Not reached: the H200 sweep timed
+// through PyTorch at 1..32 MiB (+13% to +64%), which adds PyTorch's launch overhead to every call; those points
+// are held to the errors reached today so a change can only improve them (validation/README.md).
 #include <yaml-cpp/yaml.h>
 
 #include <fmt/format.h>
@@ -137,7 +136,7 @@ TEST_CASE("predicted all-reduce busbw within 10% of published measurements (>= 1
     const double busbw =
         2.0 * (n - 1) / n * static_cast<double>(bytes) / (r.buckets[0].end_s - r.buckets[0].start_s) / 1e9;
     const double err = (busbw - p.busbw_GBps) / p.busbw_GBps;
-    const bool known_gap = p.id.find("ar-h200-8gpu-") == 0 && p.bytes < 256.0 * (1 << 20);
+    const bool known_gap = p.id.find("ar-h200-8gpu-torch-bench") == 0 && p.bytes < 256.0 * (1 << 20);
     const bool ok = std::abs(err) <= 0.10;
     misses += ok ? 0 : 1;
     std::cout << fmt::format(
@@ -146,11 +145,11 @@ TEST_CASE("predicted all-reduce busbw within 10% of published measurements (>= 1
         p.busbw_GBps, 100 * err);
     INFO(p.id << " at " << p.bytes << " B: predicted " << busbw << " GB/s, measured " << p.busbw_GBps);
     if (known_gap) {
-      CHECK(std::abs(err) <= 0.75);  // the worst reached today: +74.2% (torch-timed sweep at 2 MiB)
+      CHECK(std::abs(err) <= 0.65);  // the worst reached today: +64.0% (torch-timed sweep at 1 MiB)
     } else {
       CHECK(std::abs(err) <= 0.10);
     }
   }
   std::cout << misses << " of " << points.size() << " points outside 10%\n";
-  CHECK(misses <= 15);  // all of them H200 NVLS at 2..128 MiB today
+  CHECK(misses <= 5);  // all of them the torch-timed H200 sweep at 1..32 MiB today
 }

@@ -116,8 +116,10 @@ struct NcclModel {
   std::map<Arch, double> ll_max_busbw_bytes_per_s;
   std::map<Arch, double> per_channel_max_ll128_busbw_bytes_per_s;
   double nvls_efficiency = 0;
-  double nvls_algbw_per_link = 1;  // NVLS algorithm bandwidth / nominal NVLink bandwidth (measured)
-  int nvls_min_gpus = 2;           // NVLS only with at least this many GPUs per NVSwitch domain
+  double nvls_algbw_per_link = 1;    // NVLS algorithm bandwidth / nominal NVLink bandwidth (measured)
+  int nvls_min_gpus = 2;             // NVLS only with at least this many GPUs per NVSwitch domain
+  double nvls_fill_bytes = 0;        // NVLS pipeline fill: the first bytes of a message ...
+  double nvls_fill_bytes_per_s = 1;  // ... move at this extra cost (data/nccl.yaml)
   // Tree all-reduce bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor)
   std::map<Protocol, std::vector<double>> tree_correction;
   double ring_simple_plateau_latency_factor = 1;
