@@ -70,7 +70,7 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.optimizer_s = memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, cm);
   for (const auto& b : plan.buckets) {
     const CollectiveCost c = allreduce_cost(static_cast<double>(b.bytes), fabric, s.nccl, s.collective);
-    r.comm_busy_s += c.time_s;
+    r.comm_busy_s += c.time_s + s.nccl.framework_launch_overhead_s;
   }
   // Only the synchronized micro-step's backward can hide communication.
   const double last_backward = r.backward_s / k;

@@ -134,7 +134,8 @@ NcclModel load_nccl(const fs::path& file) {
   root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
                    "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
                    "net_overhead", "tree_correction_factor", "ring_efficiency", "overlap_slowdown",
-                   "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill_bytes", "nvls_fill_bandwidth"});
+                   "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill_bytes", "nvls_fill_bandwidth",
+                   "framework_launch_overhead"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
@@ -161,6 +162,7 @@ NcclModel load_nccl(const fs::path& file) {
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
   m.net_overhead_s = root.at("net_overhead").as_seconds();
+  m.framework_launch_overhead_s = root.at("framework_launch_overhead").as_seconds();
   const YNode ring = root.at("ring_efficiency");
   ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net"});
   for (const auto& key : ring.keys()) m.ring_efficiency[key] = fraction(ring.at(key));

@@ -69,6 +69,7 @@ inline Scenario scenario_on(const Topology& t, Algorithm a = Algorithm::ring, Pr
   s.file = "(test)";
   s.topology = t;
   s.nccl = load_nccl(data_root() / "data" / "nccl.yaml");
+  s.nccl.framework_launch_overhead_s = 0;  // NCCL-level checks: nccl-tests timings exclude PyTorch's launch
   s.collective = {a, p};
   return s;
 }

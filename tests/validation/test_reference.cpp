@@ -52,12 +52,12 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
   const auto m = [](double x) { return Approx(x).margin(0.001); };
   // NVSwitch, all-reduce busbw >= 256 MiB (H100/H200/A100 nccl-tests and torch sweeps): NVLS and ring plateaus
   CHECK(stats("nvswitch", "allreduce_busbw_large").count == 43);  // NVLS forced on 2-4 GPUs: not available
-  CHECK(stats("nvswitch", "allreduce_busbw_large").median_abs == m(0.022));
+  CHECK(stats("nvswitch", "allreduce_busbw_large").median_abs == m(0.024));
   CHECK(stats("nvswitch", "allreduce_busbw_large").worst_abs == m(0.117));
-  // NVSwitch, 1 MiB..256 MiB: nccl-tests points within 4% (NVLS pipeline fill); the worst are the torch-timed sweep
+  // NVSwitch, 1 MiB..256 MiB: H200 within 4% (NVLS pipeline fill, PyTorch launch for torch-timed); worst: A100 ring
   CHECK(stats("nvswitch", "allreduce_busbw_mid").count == 32);
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.068));
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(0.640));
+  CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.034));
+  CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(0.578));
   // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry
   CHECK(stats("pcie", "allreduce_busbw_large").median_abs == m(0.002));
   CHECK(stats("pcie", "allreduce_busbw_large").worst_abs == m(0.005));
@@ -76,9 +76,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 3);
-  CHECK(t[0].value == Approx(0.029).margin(0.001));  // busbw >= 1 MiB median: target 5%, met
+  CHECK(t[0].value == Approx(0.027).margin(0.001));  // busbw >= 1 MiB median: target 5%, met
   CHECK(t[0].met);
-  CHECK(t[1].value == Approx(0.640).margin(0.001));  // worst: target 15%, missed (torch-timed sweep at 1 MiB)
+  CHECK(t[1].value == Approx(0.578).margin(0.001));  // worst: target 15%, missed (A100 ring, NCCL 2.18, 16 MiB)
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.027).margin(0.001));  // DDP median: target 8%, met
   CHECK(t[2].met);

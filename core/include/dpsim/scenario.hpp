@@ -124,6 +124,7 @@ struct NcclModel {
   std::map<Protocol, std::vector<double>> tree_correction;
   double ring_simple_plateau_latency_factor = 1;
   double net_overhead_s = 0;
+  double framework_launch_overhead_s = 0;  // PyTorch launch of one collective (per DDP bucket)
   // measured ring bus bandwidth / nominal link bandwidth, per fabric kind
   std::map<std::string, double> ring_efficiency;  // keys: nvswitch, pcie, nvlink_mesh, net
   double overlap_slowdown = 1;                    // compute slowdown while a collective runs
