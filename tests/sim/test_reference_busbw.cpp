@@ -29,6 +29,7 @@ struct Point {
   Algorithm algorithm = Algorithm::automatic;
   double bytes = 0;
   double busbw_GBps = 0;
+  bool torch_timed = false;  // timed through torch.distributed (software.framework), not nccl-tests
 };
 
 Algorithm algorithm_of(const std::string& text) {
@@ -50,6 +51,7 @@ std::vector<Point> load_points() {
       if (!sc || sc["topology"].as<std::string>("unmapped").rfind("unmapped", 0) == 0) continue;
       Point base;
       base.id = entry["id"].as<std::string>();
+      base.torch_timed = entry["software"]["framework"].as<std::string>("").find("torch") != std::string::npos;
       base.topology = sc["topology"].as<std::string>();
       base.nodes = sc["nodes"].as<int>(1);
       base.gpus_per_node = sc["gpus_per_node"].as<int>(0);
@@ -126,7 +128,7 @@ TEST_CASE("predicted all-reduce busbw within 10% of published measurements (>= 1
     }
     Scenario s = test::scenario_on(t, p.algorithm, Protocol::automatic);
     // Methodology parity: a sweep timed through torch.distributed pays PyTorch's launch of each call.
-    if (p.id.find("torch") != std::string::npos)
+    if (p.torch_timed)
       s.nccl.framework_launch_overhead_s = load_nccl(data_root() / "data" / "nccl.yaml").framework_launch_overhead_s;
     SimOptions o;
     o.overlap = false;
