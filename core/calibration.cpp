@@ -295,7 +295,8 @@ void apply_calibration(Scenario& s, const Calibration& c) {
       continue;
     }
     if (f.algorithm != "ring") continue;  // tree fits are reported, not applied
-    if (p == Protocol::simple && f.bandwidth_efficiency > 0) s.nccl.ring_efficiency[f.fabric] = f.bandwidth_efficiency;
+    if (p == Protocol::simple && f.bandwidth_efficiency > 0)
+      s.nccl.set_ring_efficiency(f.fabric, f.bandwidth_efficiency);
     // The ring's latency: base + 2(n-1) hops (notes §1.2); solve for the per-hop latency.
     const auto base_it = s.nccl.base_latency_s.find(Algorithm::ring);
     const double base = base_it == s.nccl.base_latency_s.end() ? 0.0 : base_it->second.get(p);

@@ -149,11 +149,15 @@ double base_latency(const NcclModel& nccl, Algorithm a, Protocol p) {
   return it == nccl.base_latency_s.end() ? 0.0 : std::max(0.0, it->second.get(p));
 }
 
+double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
+}
+
 // The effective ring bus bandwidth: nominal bottleneck x measured efficiency of its fabric class.
 double ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
-  const double intra = f.intra_ring_bytes_per_s * nccl.ring_efficiency.at(f.intra_class);
+  const double intra = intra_ring_busbw(f, nccl);
   if (f.nodes == 1) return intra;
-  return std::min(intra, f.inter_ring_bytes_per_s * nccl.ring_efficiency.at("net"));
+  return std::min(intra, f.inter_ring_bytes_per_s * nccl.ring_efficiency_for("net", f.arch));
 }
 
 double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
@@ -176,6 +180,7 @@ struct Candidate {
   bool ok = false;
   double latency_s = 0;
   double time_s = 0;
+  double fill_s = 0;
 };
 
 Candidate ring_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
@@ -191,8 +196,19 @@ Candidate ring_candidate(double bytes, Protocol p, const FabricSummary& f, const
   const double inter_lat = f.nodes > 1 ? net->get(p) : 0.0;
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
   if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
-  const double bw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
-  return {true, latency, latency + ring_bytes_sent_per_gpu(bytes, n) / bw};
+  const double sent = ring_bytes_sent_per_gpu(bytes, n);
+  const double bw_s = sent / protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
+  // The pipeline fill is GPU-side (NCCL's smaller chunks and fewer channels for smaller messages); LL moves
+  // 8-byte lines with flags and has none. It runs beside the transfer: when the network, not the node's own
+  // fabric, is the bottleneck, the NIC hides it (3 A100 nodes x 4 HDR reach 96 GB/s already at 128 MB,
+  // nccl-tests#119), so only what exceeds the bottleneck's transfer time is paid.
+  double fill = 0;
+  if (p != Protocol::ll) {
+    const double gpu_side_s =
+        sent / protocol_busbw(intra_ring_busbw(f, nccl), p, f, nccl) + nccl.ring_fill.seconds(bytes);
+    fill = std::max(0.0, gpu_side_s - bw_s);
+  }
+  return {true, latency, latency + fill + bw_s, fill};
 }
 
 Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
@@ -214,8 +230,8 @@ Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const
   if (!lat || lat->get(p) < 0) return {};
   const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count
   const double latency = lat->get(p);
-  const double fill = std::min(bytes, nccl.nvls_fill_bytes) / nccl.nvls_fill_bytes_per_s;
-  return {true, latency, latency + fill + bytes / algbw};
+  const double fill = nccl.nvls_fill.seconds(bytes);
+  return {true, latency, latency + fill + bytes / algbw, fill};
 }
 
 }  // namespace
@@ -223,7 +239,7 @@ Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const
 CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclModel& nccl, Collective requested) {
   CollectiveCost best;
   best.time_s = std::numeric_limits<double>::infinity();
-  if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0};
+  if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0, 0};
   for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::nvls}) {
     if (requested.algorithm != Algorithm::automatic && requested.algorithm != a) continue;
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
@@ -231,7 +247,7 @@ CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclMo
       const Candidate c = a == Algorithm::ring   ? ring_candidate(bytes, p, f, nccl)
                           : a == Algorithm::tree ? tree_candidate(bytes, p, f, nccl)
                                                  : nvls_candidate(bytes, p, f, nccl);
-      if (c.ok && c.time_s < best.time_s) best = {a, p, c.latency_s, 0, c.time_s};
+      if (c.ok && c.time_s < best.time_s) best = {a, p, c.latency_s, 0, c.time_s, c.fill_s};
     }
   }
   if (!std::isfinite(best.time_s)) {

@@ -74,18 +74,24 @@ Algorithm parse_algorithm_key(const YNode& parent, const std::string& key) {
   parent.fail(fmt::format("unknown algorithm \"{}\" (expected ring, tree or nvls)", key));
 }
 
+// A map key naming a GPU architecture (ll_max_busbw, ring_efficiency.by_arch).
+Arch parse_arch_key(const YNode& parent, const std::string& key) {
+  if (key == "volta") return Arch::volta;
+  if (key == "ampere") return Arch::ampere;
+  if (key == "ada") return Arch::ada;
+  if (key != "hopper") parent.at(key).fail("unknown GPU architecture \"" + key + "\" (volta, ampere, ada, hopper)");
+  return Arch::hopper;
+}
+
 std::map<Arch, double> parse_arch_bandwidths(const YNode& n) {
   std::map<Arch, double> out;
-  for (const auto& key : n.keys()) {
-    const YNode v = n.at(key);
-    const Arch arch = key == "volta"    ? Arch::volta
-                      : key == "ampere" ? Arch::ampere
-                      : key == "ada"    ? Arch::ada
-                      : key == "hopper" ? Arch::hopper
-                                        : (v.fail("unknown GPU architecture \"" + key + "\""), Arch::hopper);
-    out[arch] = v.as_bandwidth();
-  }
+  for (const auto& key : n.keys()) out[parse_arch_key(n, key)] = n.at(key).as_bandwidth();
   return out;
+}
+
+PipelineFill parse_fill(const YNode& n) {
+  n.allow_only({"bytes", "bandwidth"});
+  return {n.at("bytes").as_bytes(), n.at("bandwidth").as_bandwidth()};
 }
 
 std::map<Protocol, std::vector<double>> parse_tree_correction(const YNode& n) {
@@ -134,8 +140,7 @@ NcclModel load_nccl(const fs::path& file) {
   root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
                    "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
                    "net_overhead", "tree_correction_factor", "ring_efficiency", "overlap_slowdown",
-                   "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill_bytes", "nvls_fill_bandwidth",
-                   "framework_launch_overhead"});
+                   "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill", "ring_fill", "framework_launch_overhead"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
@@ -157,15 +162,25 @@ NcclModel load_nccl(const fs::path& file) {
   m.nvls_efficiency = fraction(root.at("nvls_efficiency"));
   m.nvls_algbw_per_link = root.at("nvls_algbw_per_link").as_positive_number();
   m.nvls_min_gpus = static_cast<int>(root.at("nvls_min_gpus").as_int(2, 1024));
-  m.nvls_fill_bytes = root.at("nvls_fill_bytes").as_bytes();
-  m.nvls_fill_bytes_per_s = root.at("nvls_fill_bandwidth").as_bandwidth();
+  m.nvls_fill = parse_fill(root.at("nvls_fill"));
+  m.ring_fill = parse_fill(root.at("ring_fill"));
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
   m.net_overhead_s = root.at("net_overhead").as_seconds();
   m.framework_launch_overhead_s = root.at("framework_launch_overhead").as_seconds();
   const YNode ring = root.at("ring_efficiency");
-  ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net"});
-  for (const auto& key : ring.keys()) m.ring_efficiency[key] = fraction(ring.at(key));
+  ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "by_arch"});
+  for (const auto& key : ring.keys()) {
+    if (key != "by_arch") m.ring_efficiency[key] = fraction(ring.at(key));
+  }
+  if (auto by_arch = ring.get("by_arch")) {
+    for (const auto& key : by_arch->keys()) {
+      const YNode classes = by_arch->at(key);
+      classes.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net"});
+      auto& out = m.ring_efficiency_by_arch[parse_arch_key(*by_arch, key)];
+      for (const auto& c : classes.keys()) out[c] = fraction(classes.at(c));
+    }
+  }
   for (const char* key : {"nvswitch", "pcie", "net"}) {
     if (!m.ring_efficiency.count(key)) ring.fail(fmt::format("missing required key \"{}\"", key));
   }

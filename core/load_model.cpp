@@ -105,7 +105,7 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
   if (n.size() == 0) n.fail("a layer list needs at least one layer");
   for (size_t i = 0; i < n.size(); ++i) {
     const YNode l = n[i];
-    l.allow_only({"name", "parameters", "forward_flops_per_sample", "gemm"});
+    l.allow_only({"name", "parameters", "forward_flops_per_sample", "gemm", "memory"});
     ExplicitLayer layer;
     layer.name = l.at("name").as_string();
     layer.parameters = l.at("parameters").as_int(0, int64_t{1} << 50);
@@ -115,6 +115,16 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
       g->allow_only({"m", "n", "k", "batch"});
       layer.gemm =
           GemmShape{dim(g->at("m")), dim(g->at("n")), dim(g->at("k")), g->has("batch") ? dim(g->at("batch")) : 1};
+    }
+    if (auto m = l.get("memory")) {
+      m->allow_only({"elements_per_sample", "forward_passes", "backward_passes"});
+      layer.memory_elements_per_sample = m->at("elements_per_sample").as_positive_number();
+      layer.forward_passes = m->at("forward_passes").as_number();
+      layer.backward_passes = m->at("backward_passes").as_number();
+      for (const char* key : {"forward_passes", "backward_passes"}) {
+        const double v = m->at(key).as_number();
+        if (!(v >= 0 && v <= 100)) m->at(key).fail("must be between 0 and 100 passes");
+      }
     }
     layers.push_back(std::move(layer));
   }

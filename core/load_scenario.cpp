@@ -90,7 +90,7 @@ Topology load_cluster(const YNode& n, const fs::path& dir) {
   }
   Topology t = load_topology(file);
   if (auto v = n.get("nodes")) t.nodes = static_cast<int>(v->as_int(1, 1 << 20));
-  if (auto v = n.get("gpus_per_node")) t.gpus_per_node = static_cast<int>(v->as_int(1, 1024));
+  if (auto v = n.get("gpus_per_node")) t = keep_first_gpus(std::move(t), static_cast<int>(v->as_int(1, 1024)));
   if (auto v = n.get("gpu")) {
     try {
       t.gpu = load_gpu(v->as_string());

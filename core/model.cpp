@@ -16,8 +16,9 @@ const char* to_string(OpKind kind) {
 
 namespace {
 
-// An explicit layer list (non-transformer nets): each layer owns one tensor; backward is twice the forward.
-std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers) {
+// An explicit layer list (non-transformer nets): each layer owns one tensor; backward is twice the forward
+// FLOPs; a layer's `memory` passes give its bytes.
+std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers, double act_bytes) {
   std::vector<Op> ops;
   for (const auto& l : layers) {
     Op op;
@@ -27,6 +28,8 @@ std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers) {
     op.forward_flops_per_sample = l.forward_flops_per_sample;
     op.backward_flops_per_sample = 2.0 * l.forward_flops_per_sample;
     if (l.gemm) op.gemms.push_back(*l.gemm);
+    op.forward_bytes_per_sample = l.memory_elements_per_sample * l.forward_passes * act_bytes;
+    op.backward_bytes_per_sample = l.memory_elements_per_sample * l.backward_passes * act_bytes;
     ops.push_back(std::move(op));
   }
   return ops;
@@ -36,7 +39,7 @@ std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers) {
 
 std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype) {
   if (model.transformer) return transformer_ops(*model.transformer, sequence_length, dtype_bytes(activation_dtype));
-  return layer_list_ops(model.layers);
+  return layer_list_ops(model.layers, dtype_bytes(activation_dtype));
 }
 
 int64_t count_parameters(const ModelSpec& model) {

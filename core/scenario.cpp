@@ -1,5 +1,7 @@
 #include "dpsim/scenario.hpp"
 
+#include <cmath>
+
 #include "dpsim/error.hpp"
 
 namespace dpsim {
@@ -89,6 +91,36 @@ double GpuSpec::peak_flops_per_s(Dtype dtype) const {
   if (peak <= 0)
     throw InputError(name + " has no " + to_string(dtype) + " peak rate in data/gpus.yaml (not supported)");
   return peak;
+}
+
+Topology keep_first_gpus(Topology t, int gpus_per_node) {
+  const bool fewer = gpus_per_node < t.gpus_per_node;
+  t.gpus_per_node = gpus_per_node;
+  if (!fewer) return t;
+  auto keep = [&](std::vector<int>& g) { std::erase_if(g, [&](int x) { return x >= gpus_per_node; }); };
+  for (auto& nic : t.nics) keep(nic.gpus);
+  std::erase_if(t.nics, [](const Nic& n) { return n.gpus.empty(); });
+  for (auto& sw : t.intra.switches) keep(sw.gpus);
+  std::erase_if(t.intra.switches, [](const PcieSwitch& s) { return s.gpus.empty(); });
+  std::erase_if(t.intra.mesh, [&](const MeshLink& l) { return l.gpu_a >= gpus_per_node || l.gpu_b >= gpus_per_node; });
+  return t;
+}
+
+double PipelineFill::seconds(double message_bytes) const {
+  if (bytes <= 0 || message_bytes <= 0) return 0.0;
+  return bytes / bytes_per_s * -std::expm1(-message_bytes / bytes);
+}
+
+double NcclModel::ring_efficiency_for(const std::string& fabric_class, Arch arch) const {
+  if (const auto a = ring_efficiency_by_arch.find(arch); a != ring_efficiency_by_arch.end()) {
+    if (const auto e = a->second.find(fabric_class); e != a->second.end()) return e->second;
+  }
+  return ring_efficiency.at(fabric_class);
+}
+
+void NcclModel::set_ring_efficiency(const std::string& fabric_class, double efficiency) {
+  ring_efficiency[fabric_class] = efficiency;
+  for (auto& [arch, by_class] : ring_efficiency_by_arch) by_class.erase(fabric_class);
 }
 
 double ProtoValues::get(Protocol protocol) const {

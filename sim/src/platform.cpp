@@ -35,14 +35,13 @@ struct DuplexLink {
 };
 
 double efficiency(const Scenario& scenario, const std::string& link_class) {
-  auto it = scenario.nccl.ring_efficiency.find(link_class);
-  if (it == scenario.nccl.ring_efficiency.end())
+  if (!scenario.nccl.ring_efficiency.count(link_class))
     throw InputError(fmt::format("{}: ring_efficiency.{}: missing (the simulator scales every {} link by it)",
                                  scenario.nccl.file.empty() ? std::string("data/nccl.yaml") : scenario.nccl.file,
                                  link_class, link_class));
-  if (!(it->second > 0 && it->second <= 1))
-    throw InputError(fmt::format("ring_efficiency.{}: must be in (0, 1], got {}", link_class, it->second));
-  return it->second;
+  const double e = scenario.nccl.ring_efficiency_for(link_class, scenario.topology.gpu.arch);
+  if (!(e > 0 && e <= 1)) throw InputError(fmt::format("ring_efficiency.{}: must be in (0, 1], got {}", link_class, e));
+  return e;
 }
 
 }  // namespace

@@ -131,18 +131,20 @@ struct Run {
   void collective(size_t index) {
     BucketRun& b = buckets[index];
     const auto bytes = static_cast<double>(plan->buckets[index].bytes);
-    const double model_bw_s = std::max(0.0, b.cost.time_s - b.cost.latency_s);
+    // NCCL's model time = latency + pipeline fill + bandwidth term; links bound only the bandwidth term.
+    const double fill_s = b.cost.fill_s;
+    const double model_bw_s = std::max(0.0, b.cost.time_s - b.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this bucket
     if (options.fidelity == Fidelity::fast) {
       const double platform_s = seconds_per_byte.at(b.cost.algorithm) * bytes * b.wire_factor;
-      sg4::this_actor::sleep_for(launch_s + b.cost.latency_s + std::max(model_bw_s, platform_s));
+      sg4::this_actor::sleep_for(launch_s + b.cost.latency_s + fill_s + std::max(model_bw_s, platform_s));
       ++events;
       return;
     }
     // Step fidelity: NCCL's steps as synchronized rounds of messages, each after its share of the latency.
     const int steps = b.algorithm->steps(*platform);
     const std::vector<Flow> round = pattern(b, true, b.wire_factor);
-    if (launch_s > 0) sg4::this_actor::sleep_for(launch_s);
+    if (launch_s + fill_s > 0) sg4::this_actor::sleep_for(launch_s + fill_s);
     const double start = sg4::Engine::get_clock();
     double latency_paid = 0;
     for (int s = 0; s < steps; ++s) {

@@ -1,5 +1,5 @@
 // With overlap off and one bucket, the simulated ring equals the closed form
-// latency + 2(n-1)/n * S / (bottleneck link x ring efficiency x protocol efficiency).
+// latency + pipeline fill(S) + 2(n-1)/n * S / (bottleneck link x ring efficiency x protocol efficiency).
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -26,9 +26,10 @@ void check_ring(const Scenario& s, double bottleneck_bytes_per_s, const std::str
   const int n = s.world_size();
   const FabricSummary f = summarize_fabric(s.topology);
   const CollectiveCost c = allreduce_cost(static_cast<double>(bytes), f, s.nccl, s.collective);
-  const double busbw =
-      bottleneck_bytes_per_s * s.nccl.ring_efficiency.at(cls) * s.nccl.protocol_efficiency.get(Protocol::simple);
-  const double closed = c.latency_s + 2.0 * (n - 1) / n * static_cast<double>(bytes) / busbw;
+  const double busbw = bottleneck_bytes_per_s * s.nccl.ring_efficiency_for(cls, s.topology.gpu.arch) *
+                       s.nccl.protocol_efficiency.get(Protocol::simple);
+  const double closed = c.latency_s + s.nccl.ring_fill.seconds(static_cast<double>(bytes)) +
+                        2.0 * (n - 1) / n * static_cast<double>(bytes) / busbw;
   const double sim = simulated_allreduce_s(s, bytes);
   INFO(s.topology.name << " n=" << n << " simulated " << sim << " s, closed form " << closed << " s, NCCL model "
                        << c.time_s);

@@ -15,7 +15,7 @@ namespace {
 
 constexpr long long kBytes = 1LL << 30;
 
-// Bus bandwidth of the bandwidth term: 2(n-1)/n * S / (duration - NCCL latency).
+// Bus bandwidth of the bandwidth term: 2(n-1)/n * S / (duration - NCCL latency - pipeline fill).
 double simulated_busbw(const Scenario& s) {
   SimOptions o;
   o.overlap = false;
@@ -24,7 +24,8 @@ double simulated_busbw(const Scenario& s) {
   const CollectiveCost c =
       allreduce_cost(static_cast<double>(kBytes), summarize_fabric(s.topology), s.nccl, s.collective);
   const int n = s.world_size();
-  return 2.0 * (n - 1) / n * static_cast<double>(kBytes) / (r.buckets[0].end_s - r.buckets[0].start_s - c.latency_s);
+  return 2.0 * (n - 1) / n * static_cast<double>(kBytes) /
+         (r.buckets[0].end_s - r.buckets[0].start_s - c.latency_s - c.fill_s);
 }
 
 void check(const char* what, double simulated, double expected) {

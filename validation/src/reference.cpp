@@ -149,25 +149,10 @@ Algorithm to_algorithm(const std::string& a) {
                        : Algorithm::automatic;
 }
 
-// The topology with nodes / GPUs per node overridden; NICs, PCIe switches and mesh links that
-// serve GPUs beyond the new count are dropped (one GPU drives the NICs attached to it).
+// The topology with nodes / GPUs per node overridden (core's keep_first_gpus, as a scenario's cluster block).
 Topology resized(Topology t, int nodes, int gpus_per_node) {
   t.nodes = nodes;
-  if (gpus_per_node != t.gpus_per_node) {
-    t.gpus_per_node = gpus_per_node;
-    auto keep = [&](std::vector<int>& g) {
-      g.erase(std::remove_if(g.begin(), g.end(), [&](int x) { return x >= gpus_per_node; }), g.end());
-    };
-    for (auto& nic : t.nics) keep(nic.gpus);
-    t.nics.erase(std::remove_if(t.nics.begin(), t.nics.end(), [](const Nic& n) { return n.gpus.empty(); }),
-                 t.nics.end());
-    for (auto& sw : t.intra.switches) keep(sw.gpus);
-    t.intra.mesh.erase(
-        std::remove_if(t.intra.mesh.begin(), t.intra.mesh.end(),
-                       [&](const MeshLink& l) { return l.gpu_a >= gpus_per_node || l.gpu_b >= gpus_per_node; }),
-        t.intra.mesh.end());
-  }
-  return t;
+  return keep_first_gpus(std::move(t), gpus_per_node);
 }
 
 std::string class_of(const Topology& t) { return t.nodes > 1 ? "multinode" : to_string(t.intra.kind); }
@@ -352,7 +337,7 @@ struct DdpRecipe {
   std::string entry;
   std::string label;
   std::string published_path;  // JSON pointer into `measured`
-  std::string kind;            // ddp_step_time | ddp_scaling
+  std::string kind;            // ddp_step_time | ddp_scaling | ddp_strong_scaling
   std::string model;           // models/*.yaml
   int micro_batch = 1;
   int sequence_length = 1;
@@ -362,6 +347,9 @@ struct DdpRecipe {
   std::string topology;
   int gpus_per_node = 8;
   std::string note;
+  int nodes = 1;
+  // ddp_strong_scaling: the same global batch on 1 node with this accumulation; predicted = t(1 node) / t(nodes)
+  int baseline_accumulation = 0;
 };
 
 // What each predictable entry states (the entry's workload/hardware blocks; quoted in the note).
@@ -369,10 +357,10 @@ const std::vector<DdpRecipe>& ddp_recipes() {
   static const std::vector<DdpRecipe> recipes = [] {
     std::vector<DdpRecipe> r;
     const std::string rn = "ddp-dgx1-v100-resnet50-bs32-1to16gpu";
-    // (1M/1G, one GPU, is left out: the simulator's child process crashes on a world of 1 today.)
     const std::string rn_note =
         "resnet50, batch 32 per GPU, fp32 (entry: 'default; not stated'); optimizer SGD+momentum assumed";
-    for (const auto& [label, g] : std::vector<std::pair<std::string, int>>{{"1M/2G", 2}, {"1M/4G", 4}, {"1M/8G", 8}})
+    for (const auto& [label, g] :
+         std::vector<std::pair<std::string, int>>{{"1M/1G", 1}, {"1M/2G", 2}, {"1M/4G", 4}, {"1M/8G", 8}})
       r.push_back({rn, label + " s/iter", "/sec_per_iter_p50/" + std::regex_replace(label, std::regex("/"), "~1"),
                    "ddp_step_time", "resnet-50.yaml", 32, 1, 1, "fp32", "sgd_momentum", "v100-8x-nvlink-mesh", g,
                    rn_note});
@@ -388,6 +376,28 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                  512, 512, "fp32", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 512 steps = 4)"});
     r.push_back({bert, "seq512 amp speedup", "/seq512_weak_scaling_8gpu/amp", "ddp_scaling", "bert-large.yaml", 8, 512,
                  256, "fp16", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 256 steps = 8)"});
+    // DGX A100 multi-node strong scaling, mixed precision: batch 256 per GPU, accumulation 32 / nodes (the
+    // accumulated batch per GPU halves as the nodes double). TF32 rows are left out: dpsim has no TF32 dtype.
+    const std::string multi = "ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq128";
+    for (int nodes : {2, 4, 8, 16, 32}) {
+      DdpRecipe m{multi,
+                  fmt::format("seq128 amp strong scaling {} nodes", nodes),
+                  fmt::format("/mixed_precision_strong_scaling/{}node", nodes),
+                  "ddp_strong_scaling",
+                  "bert-large.yaml",
+                  256,
+                  128,
+                  32 / nodes,
+                  "fp16",
+                  "adamw",
+                  "a100-hdr-rail",
+                  8,
+                  "batch 256 per GPU, accumulation 32 / nodes (entry: accumulation_steps_fp16); LAMB modelled as "
+                  "AdamW; fabric not stated: DGX A100 SuperPOD (8x HDR per node) assumed"};
+      m.nodes = nodes;
+      m.baseline_accumulation = 32;
+      r.push_back(m);
+    }
     return r;
   }();
   return recipes;
@@ -416,14 +426,42 @@ std::string not_predictable_reason(const json& e) {
   return "not predictable: no recipe for this entry yet";
 }
 
-std::string scenario_yaml(const DdpRecipe& r, const Context& ctx) {
+std::string scenario_yaml(const DdpRecipe& r, int nodes, int accumulation, const Context& ctx) {
   return fmt::format(
       "name: ref-{}-{}\nmodel: {}\ntraining:\n  micro_batch: {}\n  sequence_length: {}\n  gradient_accumulation: {}\n"
       "  param_dtype: {}\n  grad_dtype: {}\n  optimizer: {}\n  activations: false\n"
-      "ddp:\n  bucket_cap: 25MiB\n  first_bucket: 1MiB\ncluster:\n  topology: {}\n  nodes: 1\n  gpus_per_node: {}\n",
+      "ddp:\n  bucket_cap: 25MiB\n  first_bucket: 1MiB\ncluster:\n  topology: {}\n  nodes: {}\n  gpus_per_node: {}\n",
       r.entry, r.gpus_per_node, (ctx.root / "models" / r.model).string(), r.micro_batch, r.sequence_length,
-      r.accumulation, r.dtype, r.dtype, r.optimizer, resolve_topology(r.topology, ctx.root / "scenarios").string(),
+      accumulation, r.dtype, r.dtype, r.optimizer, resolve_topology(r.topology, ctx.root / "scenarios").string(), nodes,
       r.gpus_per_node);
+}
+
+// One step of the recipe's scenario on `nodes` nodes with `accumulation` micro-steps, simulated (or estimated).
+StepResult predict_step(const DdpRecipe& r, int nodes, int accumulation, const Context& ctx, const ReferenceOptions& o,
+                        Scenario& s) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dpsim-reference-{}", ::getpid());
+  fs::create_directories(dir);
+  const fs::path f = dir / "scenario.yaml";
+  write_file_atomic(f, scenario_yaml(r, nodes, accumulation, ctx));
+  s = load_scenario(f);
+  fs::remove_all(dir);
+  const StepPlan plan = make_step_plan(s);
+  if (!o.simulate_ddp) return estimate(s, plan).result;
+  SimOptions so;
+  so.progress = false;
+  so.trace_ranks = 0;
+  return simulate(s, plan, so);
+}
+
+double predicted_value(const DdpRecipe& r, const Context& ctx, const ReferenceOptions& o, Scenario& s) {
+  const StepResult res = predict_step(r, r.nodes, r.accumulation, ctx, o, s);
+  if (r.kind == "ddp_scaling") return res.scaling_efficiency * s.world_size();
+  if (r.kind == "ddp_strong_scaling") {
+    Scenario one;
+    const StepResult base = predict_step(r, 1, r.baseline_accumulation, ctx, o, one);
+    return base.step_time_s / res.step_time_s;  // the same global batch per optimizer step
+  }
+  return res.step_time_s;
 }
 
 void ddp_entry(const json& e, const std::string& file, const Context& ctx, const ReferenceOptions& o,
@@ -445,34 +483,18 @@ void ddp_entry(const json& e, const std::string& file, const Context& ctx, const
     p.label = r.label;
     p.kind = r.kind;
     p.topology = r.topology;
-    p.nodes = 1;
+    p.nodes = r.nodes;
     p.gpus_per_node = r.gpus_per_node;
     p.published = value->mid();
     p.published_low = value->low;
     p.published_high = value->high;
-    p.unit = r.kind == "ddp_scaling" ? "x" : "s";
+    p.unit = r.kind == "ddp_step_time" ? "s" : "x";
     p.note = r.note;
     try {
-      const fs::path dir = fs::temp_directory_path() / fmt::format("dpsim-reference-{}", ::getpid());
-      fs::create_directories(dir);
-      const fs::path f = dir / "scenario.yaml";
-      write_file_atomic(f, scenario_yaml(r, ctx));
-      Scenario s = load_scenario(f);
-      fs::remove_all(dir);
-      const StepPlan plan = make_step_plan(s);
-      StepResult res;
-      if (o.simulate_ddp) {
-        SimOptions so;
-        so.progress = false;
-        so.trace_ranks = 0;
-        res = simulate(s, plan, so);
-        p.predicted_by = "simulate";
-      } else {
-        res = estimate(s, plan).result;
-        p.predicted_by = "estimate";
-      }
+      Scenario s;
+      p.predicted = predicted_value(r, ctx, o, s);
+      p.predicted_by = o.simulate_ddp ? "simulate" : "estimate";
       p.cls = class_of(s.topology);
-      p.predicted = r.kind == "ddp_scaling" ? res.scaling_efficiency * s.world_size() : res.step_time_s;
     } catch (const std::exception& ex) {
       out.skipped.push_back({id, file, fmt::format("{}: not predictable: {}", r.label, ex.what())});
       continue;
@@ -544,7 +566,7 @@ std::vector<TargetCheck> check_targets(const ReferenceReport& r) {
   std::vector<double> bw, ddp;
   for (const auto& p : r.points) {
     if (p.kind == "allreduce_busbw_mid" || p.kind == "allreduce_busbw_large") bw.push_back(p.rel_error);
-    if (p.kind == "ddp_step_time" || p.kind == "ddp_scaling") ddp.push_back(p.rel_error);
+    if (p.kind.rfind("ddp_", 0) == 0) ddp.push_back(p.rel_error);
   }
   const ErrorStats b = error_stats(bw), d = error_stats(ddp);
   return {{fmt::format("all-reduce busbw >= 1 MiB, median |error| ({} points)", b.count), b.median_abs, 0.05,

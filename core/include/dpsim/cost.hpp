@@ -42,6 +42,7 @@ struct CollectiveCost {
   double latency_s = 0;
   double busbw_bytes_per_s = 0;  // nccl-tests bus bandwidth this choice reaches
   double time_s = 0;
+  double fill_s = 0;  // pipeline fill, part of time_s (NcclModel::ring_fill / nvls_fill); not link-bound
 };
 
 // NCCL's model: time = latency + S * 2(n-1)/n / busbw, minimised over the allowed

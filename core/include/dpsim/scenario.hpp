@@ -95,6 +95,11 @@ struct Topology {
   int world_size() const { return nodes * gpus_per_node; }
 };
 
+// The first `gpus_per_node` GPUs of each node: PCIe switches, NVLink mesh links and NICs that serve only
+// GPUs beyond them are dropped (a NIC shared with a kept GPU stays). More GPUs than the topology lists is
+// only meaningful for NVSwitch nodes; validate_topology refuses it elsewhere.
+Topology keep_first_gpus(Topology t, int gpus_per_node);
+
 // ---- NCCL cost-model constants (data/nccl.yaml) ------------------------------------------------
 
 struct ProtoValues {
@@ -104,6 +109,15 @@ struct ProtoValues {
 
 enum class Fabric { nvlink, pcie, net };
 const char* to_string(Fabric fabric);
+
+// Extra time of a collective's pipeline fill: NCCL moves small messages in smaller chunks, so the
+// first bytes of a message move slower. fill(S) = bytes / bandwidth * (1 - exp(-S / bytes)): it grows
+// like S / bandwidth for small S and saturates at bytes / bandwidth (data/nccl.yaml has the fits).
+struct PipelineFill {
+  double bytes = 0;
+  double bytes_per_s = 1;
+  double seconds(double message_bytes) const;
+};
 
 struct NcclModel {
   std::string version;
@@ -116,10 +130,10 @@ struct NcclModel {
   std::map<Arch, double> ll_max_busbw_bytes_per_s;
   std::map<Arch, double> per_channel_max_ll128_busbw_bytes_per_s;
   double nvls_efficiency = 0;
-  double nvls_algbw_per_link = 1;    // NVLS algorithm bandwidth / nominal NVLink bandwidth (measured)
-  int nvls_min_gpus = 2;             // NVLS only with at least this many GPUs per NVSwitch domain
-  double nvls_fill_bytes = 0;        // NVLS pipeline fill: the first bytes of a message ...
-  double nvls_fill_bytes_per_s = 1;  // ... move at this extra cost (data/nccl.yaml)
+  double nvls_algbw_per_link = 1;  // NVLS algorithm bandwidth / nominal NVLink bandwidth (measured)
+  int nvls_min_gpus = 2;           // NVLS only with at least this many GPUs per NVSwitch domain
+  PipelineFill nvls_fill;          // NVLS (Simple) pipeline fill (data/nccl.yaml)
+  PipelineFill ring_fill;          // ring LL128/Simple pipeline fill (data/nccl.yaml)
   // Tree all-reduce bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor)
   std::map<Protocol, std::vector<double>> tree_correction;
   double ring_simple_plateau_latency_factor = 1;
@@ -127,7 +141,11 @@ struct NcclModel {
   double framework_launch_overhead_s = 0;  // PyTorch launch of one collective (per DDP bucket)
   // measured ring bus bandwidth / nominal link bandwidth, per fabric kind
   std::map<std::string, double> ring_efficiency;  // keys: nvswitch, pcie, nvlink_mesh, net
-  double overlap_slowdown = 1;                    // compute slowdown while a collective runs
+  // per-architecture overrides of ring_efficiency (e.g. NVLink3 on Ampere reaches less than NVLink4)
+  std::map<Arch, std::map<std::string, double>> ring_efficiency_by_arch;
+  double ring_efficiency_for(const std::string& fabric_class, Arch arch) const;
+  void set_ring_efficiency(const std::string& fabric_class, double efficiency);  // all architectures
+  double overlap_slowdown = 1;  // compute slowdown while a collective runs
 };
 
 // ---- model ------------------------------------------------------------------------------------
@@ -159,6 +177,10 @@ struct ExplicitLayer {
   int64_t parameters = 0;
   double forward_flops_per_sample = 0;
   std::optional<GemmShape> gemm;
+  // memory-bound work: passes over this many activation elements per sample (bytes = x the activation dtype)
+  double memory_elements_per_sample = 0;
+  double forward_passes = 0;
+  double backward_passes = 0;
 };
 
 struct ModelSpec {
