@@ -376,27 +376,35 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                  512, 512, "fp32", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 512 steps = 4)"});
     r.push_back({bert, "seq512 amp speedup", "/seq512_weak_scaling_8gpu/amp", "ddp_scaling", "bert-large.yaml", 8, 512,
                  256, "fp16", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 256 steps = 8)"});
-    // DGX A100 multi-node strong scaling, mixed precision: batch 256 per GPU, accumulation 32 / nodes (the
-    // accumulated batch per GPU halves as the nodes double). TF32 rows are left out: dpsim has no TF32 dtype.
-    const std::string multi = "ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq128";
-    for (int nodes : {2, 4, 8, 16, 32}) {
-      DdpRecipe m{multi,
-                  fmt::format("seq128 amp strong scaling {} nodes", nodes),
-                  fmt::format("/mixed_precision_strong_scaling/{}node", nodes),
-                  "ddp_strong_scaling",
-                  "bert-large.yaml",
-                  256,
-                  128,
-                  32 / nodes,
-                  "fp16",
-                  "adamw",
-                  "a100-hdr-rail",
-                  8,
-                  "batch 256 per GPU, accumulation 32 / nodes (entry: accumulation_steps_fp16); LAMB modelled as "
-                  "AdamW; fabric not stated: DGX A100 SuperPOD (8x HDR per node) assumed"};
-      m.nodes = nodes;
-      m.baseline_accumulation = 32;
-      r.push_back(m);
+    // DGX A100 multi-node strong scaling, mixed precision: the accumulated batch per GPU halves as the nodes double
+    // (accumulation = steps at 1 node / nodes, entry: accumulation_steps_fp16). TF32 rows are left out: dpsim has
+    // no TF32 dtype.
+    struct Phase {
+      std::string id;
+      int sequence_length, micro_batch, steps_at_one_node;
+    };
+    for (const Phase& ph : {Phase{"ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq128", 128, 256, 32},
+                            Phase{"ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq512", 512, 32, 128}}) {
+      for (int nodes : {2, 4, 8, 16, 32}) {
+        DdpRecipe m{ph.id,
+                    fmt::format("seq{} amp strong scaling {} nodes", ph.sequence_length, nodes),
+                    fmt::format("/mixed_precision_strong_scaling/{}node", nodes),
+                    "ddp_strong_scaling",
+                    "bert-large.yaml",
+                    ph.micro_batch,
+                    ph.sequence_length,
+                    ph.steps_at_one_node / nodes,
+                    "fp16",
+                    "adamw",
+                    "a100-hdr-rail",
+                    8,
+                    fmt::format("batch {} per GPU, accumulation {} / nodes; LAMB modelled as AdamW; fabric not "
+                                "stated: DGX A100 SuperPOD (8x HDR per node) assumed",
+                                ph.micro_batch, ph.steps_at_one_node)};
+        m.nodes = nodes;
+        m.baseline_accumulation = ph.steps_at_one_node;
+        r.push_back(m);
+      }
     }
     return r;
   }();
