@@ -87,12 +87,15 @@ void register_calibrate(CLI::App& app) {
     validation::CalibrateOptions o;
     o.name = a->name.empty() ? fs::path(a->output).stem().string() : a->name;
     for (const auto& f : a->fits) o.ranges.push_back(parse_fit(f));
+    const NcclModel nccl = load_nccl(data_root() / "data" / "nccl.yaml");
     if (!a->topology.empty()) {
-      o.target = validation::fit_target(load_topology(resolve_topology(a->topology, fs::current_path())));
-    } else if (!a->fabric.empty()) {
-      validation::FitTarget t;
-      t.fabric = a->fabric;
-      t.nodes = a->fabric == "net" ? 2 : 1;
+      o.target = validation::fit_target(load_topology(resolve_topology(a->topology, fs::current_path())), nccl);
+    } else {
+      validation::FitTarget t;  // fabric unknown: nvswitch unless --fabric says otherwise
+      if (!a->fabric.empty()) t.fabric = a->fabric;
+      t.nodes = t.fabric == "net" ? 2 : 1;
+      t.ring_fill = nccl.ring_fill;
+      t.nvls_fill = nccl.nvls_fill;
       o.target = t;
     }
     std::vector<Calibration> inputs;

@@ -58,10 +58,16 @@ CollectiveFit fit_allreduce(const std::vector<AllreduceRow>& all_rows, int world
   if (static_cast<int>(sizes.size()) < kMinFitSizes)
     throw InputError(fmt::format("too little data for the {}: {} distinct message size{} with a time; need at least {}",
                                  where, sizes.size(), sizes.size() == 1 ? "" : "s", kMinFitSizes));
+  // The fill the model adds on top of latency + S/B for this algorithm and protocol (see FitTarget).
+  const PipelineFill none{};
+  const PipelineFill& fill = target.nodes > 1 || range.protocol == "ll" ? none
+                             : range.algorithm == "nvls"                ? target.nvls_fill
+                             : range.algorithm == "ring"                ? target.ring_fill
+                                                                        : none;
   std::vector<double> x, t;
   for (const auto& r : rows) {
     x.push_back(ring_x(r.bytes, world_size));
-    t.push_back(r.time_s);
+    t.push_back(std::max(r.time_s - fill.seconds(r.bytes), 0.01 * r.time_s));
   }
   const LineFit lf = fit_line(x, t);
   if (!(lf.c > 0))
@@ -141,10 +147,12 @@ StepFit fit_step(const Scenario& s, const StepResult& m) {
   return f;
 }
 
-FitTarget fit_target(const Topology& topology) {
+FitTarget fit_target(const Topology& topology, const NcclModel& nccl) {
   const FabricSummary f = summarize_fabric(topology);
   FitTarget t;
   t.nodes = f.nodes;
+  t.ring_fill = nccl.ring_fill;
+  t.nvls_fill = nccl.nvls_fill;
   if (f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s) {
     t.fabric = "net";
     t.link_bytes_per_s = f.inter_ring_bytes_per_s;

@@ -26,6 +26,11 @@ struct FitTarget {
   std::string fabric = "nvswitch";  // nvswitch | pcie | nvlink_mesh | net
   int nodes = 1;
   double link_bytes_per_s = 0;  // nominal per direction, for bandwidth_efficiency (0: unknown)
+  // The model's pipeline fills (data/nccl.yaml). On one node the model adds them to latency + S/B, so the fit
+  // takes them off the measured times first: a calibrated latency and bandwidth then reproduce the sweep with
+  // the fill, not twice it. Across nodes the ring's fill hides behind the network and is not taken off.
+  PipelineFill ring_fill;
+  PipelineFill nvls_fill;
 };
 
 struct LineFit {
@@ -66,7 +71,8 @@ Calibration calibrate(const std::vector<Calibration>& inputs, const std::vector<
 //  residuals rms 1.2% max 3.4%; leave-one-out 4.1%"
 std::string describe_fit(const CollectiveFit& fit);
 
-// The fabric and nominal link bandwidth NCCL's ring sees on a topology (as the cost model uses them).
-FitTarget fit_target(const Topology& topology);
+// The fabric and nominal link bandwidth NCCL's ring sees on a topology (as the cost model uses them), and
+// the model's pipeline fills from `nccl`.
+FitTarget fit_target(const Topology& topology, const NcclModel& nccl);
 
 }  // namespace dpsim::validation
