@@ -653,7 +653,7 @@ std::string gnuplot_script(const ReferenceReport& r, const fs::path& data, const
   for (const auto& p : r.points) classes.insert(p.cls);
   std::string s = term + "\n";
   s += fmt::format("set output '{}'\n", out.string());
-  s += "set logscale xy\nset grid\nset key top left box opaque\nset size ratio -1\n";
+  s += "set logscale xy\nset format xy \"%g\"\nset grid\nset key top left box opaque\nset size ratio -1\n";
   s += "set title 'dpsim vs published measurements (all-reduce GB/s, times in s, speedups)'\n";
   s += "set xlabel 'published'\nset ylabel 'predicted by dpsim'\n";
   double lo = 1e300, hi = 0;
