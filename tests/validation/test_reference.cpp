@@ -73,10 +73,20 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
   CHECK(stats("multinode", "allreduce_latency").worst_abs == m(0.4194));
   // DDP: BERT-large weak scaling on the V100 mesh, ResNet-50 step time on 1..8 V100 (memory-bound layers
   // modelled), BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 and 512)
-  CHECK(stats("nvlink_mesh", "ddp_scaling").median_abs == m(0.0254));
-  CHECK(stats("nvlink_mesh", "ddp_scaling").worst_abs == m(0.0269));
+  // 8-GPU speedups on the V100 mesh: BERT-large and ResNet-50 FP32 within 3%; ResNet-50 AMP +15% (the measured
+  // loss, 6.9x, is outside DDP: input pipeline at 8k img/s)
+  CHECK(stats("nvlink_mesh", "ddp_scaling").count == 8);
+  CHECK(stats("nvlink_mesh", "ddp_scaling").median_abs == m(0.028));
+  CHECK(stats("nvlink_mesh", "ddp_scaling").worst_abs == m(0.151));
   CHECK(stats("nvlink_mesh", "ddp_step_time").count == 4);
   CHECK(stats("nvlink_mesh", "ddp_step_time").worst_abs == m(0.0671));
+  // ResNet-50 throughput (DeepLearningExamples): V100 FP32 -3.5..-9%; AMP over-predicted (+10..+52%, most on
+  // 8 GPUs and on A100): convolutions below the GEMM rate, the input pipeline
+  CHECK(stats("nvlink_mesh", "ddp_throughput").count == 8);
+  CHECK(stats("nvlink_mesh", "ddp_throughput").median_abs == m(0.096));
+  CHECK(stats("nvlink_mesh", "ddp_throughput").worst_abs == m(0.3098));
+  CHECK(stats("nvswitch", "ddp_throughput").worst_abs == m(0.5181));
+  CHECK(stats("nvswitch", "ddp_scaling").worst_abs == m(0.1845));
   CHECK(stats("multinode", "ddp_strong_scaling").count == 10);
   CHECK(stats("multinode", "ddp_strong_scaling").worst_abs == m(0.0471));
 }
@@ -88,7 +98,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK(t[0].met);
   CHECK(t[1].value == Approx(0.4103).margin(0.001));  // worst: target 15%, missed (A100 Azure 1 MiB latency floor)
   CHECK_FALSE(t[1].met);
-  CHECK(t[2].value == Approx(0.0236).margin(0.001));  // DDP median (18 numbers): target 8%, met
+  CHECK(t[2].value == Approx(0.0356).margin(0.001));  // DDP median (33 numbers): target 8%, met
   CHECK(t[2].met);
 }
 

@@ -350,6 +350,7 @@ struct DdpRecipe {
   int nodes = 1;
   // ddp_strong_scaling: the same global batch on 1 node with this accumulation; predicted = t(1 node) / t(nodes)
   int baseline_accumulation = 0;
+  std::string grad_dtype{};  // empty: as dtype (PyTorch AMP keeps fp32 parameters, so DDP reduces fp32 gradients)
 };
 
 // What each predictable entry states (the entry's workload/hardware blocks; quoted in the note).
@@ -376,6 +377,36 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                  512, 512, "fp32", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 512 steps = 4)"});
     r.push_back({bert, "seq512 amp speedup", "/seq512_weak_scaling_8gpu/amp", "ddp_scaling", "bert-large.yaml", 8, 512,
                  256, "fp16", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 256 steps = 8)"});
+    // DeepLearningExamples ResNet-50 v1.5 tables (1 and 8 GPUs, per-GPU batch fixed: weak scaling). Batch per GPU
+    // from the README's benchmark command (--platform DGX1V | DGXA100) and configs.yml: AMP 256, FP32 112 (DGX-1),
+    // NHWC. AMP: fp16 compute, fp32 parameters and gradients (torch.cuda.amp). TF32 (DGX A100) is left out: dpsim
+    // has no TF32 dtype. Optimizer SGD with momentum (configs.yml momentum 0.875).
+    struct Dle {
+      std::string id, topology, precision;
+      int batch;
+    };
+    for (const Dle& d : {Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-16gb", "v100-8x-nvlink-mesh", "fp32", 112},
+                         Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-16gb", "v100-8x-nvlink-mesh", "amp", 256},
+                         Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-32gb", "v100-8x-nvlink-mesh", "fp32", 112},
+                         Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-32gb", "v100-8x-nvlink-mesh", "amp", 256},
+                         Dle{"ddp-nvidia-dle-resnet50-dgxa100", "a100-8x-nvswitch", "amp", 256}}) {
+      const bool amp = d.precision == "amp";
+      const std::string note = fmt::format("resnet50, batch {} per GPU ({}; configs.yml), SGD+momentum, DALI input "
+                                           "not modelled",
+                                           d.batch, amp ? "AMP: fp16 compute, fp32 gradients" : "FP32");
+      for (int g : {1, 8}) {
+        DdpRecipe t{d.id, fmt::format("{} {} GPU img/s", d.precision, g),
+                    fmt::format("/throughput_img_per_s/{}_{}gpu", d.precision, g), "ddp_throughput", "resnet-50.yaml",
+                    d.batch, 1, 1, amp ? "fp16" : "fp32", "sgd_momentum", d.topology, g, note};
+        t.grad_dtype = "fp32";
+        r.push_back(t);
+      }
+      DdpRecipe s{d.id, fmt::format("{} 8-GPU speedup", d.precision),
+                  fmt::format("/strong_scaling_8gpu/{}", d.precision), "ddp_scaling", "resnet-50.yaml", d.batch, 1, 1,
+                  amp ? "fp16" : "fp32", "sgd_momentum", d.topology, 8, note};
+      s.grad_dtype = "fp32";
+      r.push_back(s);
+    }
     // DGX A100 multi-node strong scaling, mixed precision: the accumulated batch per GPU halves as the nodes double
     // (accumulation = steps at 1 node / nodes, entry: accumulation_steps_fp16). TF32 rows are left out: dpsim has
     // no TF32 dtype.
@@ -440,7 +471,7 @@ std::string scenario_yaml(const DdpRecipe& r, int nodes, int accumulation, const
       "  param_dtype: {}\n  grad_dtype: {}\n  optimizer: {}\n  activations: false\n"
       "ddp:\n  bucket_cap: 25MiB\n  first_bucket: 1MiB\ncluster:\n  topology: {}\n  nodes: {}\n  gpus_per_node: {}\n",
       r.entry, r.gpus_per_node, (ctx.root / "models" / r.model).string(), r.micro_batch, r.sequence_length,
-      accumulation, r.dtype, r.dtype, r.optimizer, resolve_topology(r.topology, ctx.root / "scenarios").string(), nodes,
+      accumulation, r.dtype, r.grad_dtype.empty() ? r.dtype : r.grad_dtype, r.optimizer, resolve_topology(r.topology, ctx.root / "scenarios").string(), nodes,
       r.gpus_per_node);
 }
 
@@ -464,6 +495,7 @@ StepResult predict_step(const DdpRecipe& r, int nodes, int accumulation, const C
 double predicted_value(const DdpRecipe& r, const Context& ctx, const ReferenceOptions& o, Scenario& s) {
   const StepResult res = predict_step(r, r.nodes, r.accumulation, ctx, o, s);
   if (r.kind == "ddp_scaling") return res.scaling_efficiency * s.world_size();
+  if (r.kind == "ddp_throughput") return res.samples_per_s;
   if (r.kind == "ddp_strong_scaling") {
     Scenario one;
     const StepResult base = predict_step(r, 1, r.baseline_accumulation, ctx, o, one);
@@ -496,7 +528,7 @@ void ddp_entry(const json& e, const std::string& file, const Context& ctx, const
     p.published = value->mid();
     p.published_low = value->low;
     p.published_high = value->high;
-    p.unit = r.kind == "ddp_step_time" ? "s" : "x";
+    p.unit = r.kind == "ddp_step_time" ? "s" : r.kind == "ddp_throughput" ? "samples/s" : "x";
     p.note = r.note;
     try {
       Scenario s;
