@@ -391,19 +391,40 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                          Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-32gb", "v100-8x-nvlink-mesh", "amp", 256},
                          Dle{"ddp-nvidia-dle-resnet50-dgxa100", "a100-8x-nvswitch", "amp", 256}}) {
       const bool amp = d.precision == "amp";
-      const std::string note = fmt::format("resnet50, batch {} per GPU ({}; configs.yml), SGD+momentum, DALI input "
-                                           "not modelled",
-                                           d.batch, amp ? "AMP: fp16 compute, fp32 gradients" : "FP32");
+      const std::string note = fmt::format(
+          "resnet50, batch {} per GPU ({}; configs.yml), SGD+momentum, DALI input "
+          "not modelled",
+          d.batch, amp ? "AMP: fp16 compute, fp32 gradients" : "FP32");
       for (int g : {1, 8}) {
-        DdpRecipe t{d.id, fmt::format("{} {} GPU img/s", d.precision, g),
-                    fmt::format("/throughput_img_per_s/{}_{}gpu", d.precision, g), "ddp_throughput", "resnet-50.yaml",
-                    d.batch, 1, 1, amp ? "fp16" : "fp32", "sgd_momentum", d.topology, g, note};
+        DdpRecipe t{d.id,
+                    fmt::format("{} {} GPU img/s", d.precision, g),
+                    fmt::format("/throughput_img_per_s/{}_{}gpu", d.precision, g),
+                    "ddp_throughput",
+                    "resnet-50.yaml",
+                    d.batch,
+                    1,
+                    1,
+                    amp ? "fp16" : "fp32",
+                    "sgd_momentum",
+                    d.topology,
+                    g,
+                    note};
         t.grad_dtype = "fp32";
         r.push_back(t);
       }
-      DdpRecipe s{d.id, fmt::format("{} 8-GPU speedup", d.precision),
-                  fmt::format("/strong_scaling_8gpu/{}", d.precision), "ddp_scaling", "resnet-50.yaml", d.batch, 1, 1,
-                  amp ? "fp16" : "fp32", "sgd_momentum", d.topology, 8, note};
+      DdpRecipe s{d.id,
+                  fmt::format("{} 8-GPU speedup", d.precision),
+                  fmt::format("/strong_scaling_8gpu/{}", d.precision),
+                  "ddp_scaling",
+                  "resnet-50.yaml",
+                  d.batch,
+                  1,
+                  1,
+                  amp ? "fp16" : "fp32",
+                  "sgd_momentum",
+                  d.topology,
+                  8,
+                  note};
       s.grad_dtype = "fp32";
       r.push_back(s);
     }
@@ -471,8 +492,8 @@ std::string scenario_yaml(const DdpRecipe& r, int nodes, int accumulation, const
       "  param_dtype: {}\n  grad_dtype: {}\n  optimizer: {}\n  activations: false\n"
       "ddp:\n  bucket_cap: 25MiB\n  first_bucket: 1MiB\ncluster:\n  topology: {}\n  nodes: {}\n  gpus_per_node: {}\n",
       r.entry, r.gpus_per_node, (ctx.root / "models" / r.model).string(), r.micro_batch, r.sequence_length,
-      accumulation, r.dtype, r.grad_dtype.empty() ? r.dtype : r.grad_dtype, r.optimizer, resolve_topology(r.topology, ctx.root / "scenarios").string(), nodes,
-      r.gpus_per_node);
+      accumulation, r.dtype, r.grad_dtype.empty() ? r.dtype : r.grad_dtype, r.optimizer,
+      resolve_topology(r.topology, ctx.root / "scenarios").string(), nodes, r.gpus_per_node);
 }
 
 // One step of the recipe's scenario on `nodes` nodes with `accumulation` micro-steps, simulated (or estimated).
