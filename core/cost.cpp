@@ -12,8 +12,8 @@ namespace dpsim {
 
 ComputeModel compute_model(const Scenario& s) {
   const GpuSpec& g = s.topology.gpu;
-  return {g.peak_flops_per_s(s.training.param_dtype), g.gemm_efficiency, g.memory_bandwidth_bytes_per_s,
-          g.memory_efficiency, s.nccl.overlap_slowdown};
+  const double peak = s.training.tf32 ? g.peak_tf32_flops_per_s : g.peak_flops_per_s(s.training.param_dtype);
+  return {peak, g.gemm_efficiency, g.memory_bandwidth_bytes_per_s, g.memory_efficiency, s.nccl.overlap_slowdown};
 }
 
 double memory_seconds(double bytes, const ComputeModel& m) {

@@ -119,8 +119,8 @@ GpuSpec load_gpu(const std::string& key) {
                                  guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));
   }
   const YNode& g = *entry;
-  g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "memory", "memory_bandwidth", "gemm_efficiency",
-                "memory_efficiency", "form_factor", "notes"});
+  g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "peak_tf32", "memory", "memory_bandwidth",
+                "gemm_efficiency", "memory_efficiency", "form_factor", "notes"});
   GpuSpec spec;
   spec.key = key;
   spec.name = g.at("name").as_string();
@@ -128,6 +128,7 @@ GpuSpec load_gpu(const std::string& key) {
   if (auto v = g.get("peak_bf16")) spec.peak_bf16_flops_per_s = v->as_flops();
   spec.peak_fp16_flops_per_s = g.at("peak_fp16").as_flops();
   spec.peak_fp32_flops_per_s = g.at("peak_fp32").as_flops();
+  if (auto v = g.get("peak_tf32")) spec.peak_tf32_flops_per_s = v->as_flops();
   spec.memory_bytes = g.at("memory").as_bytes();
   spec.memory_bandwidth_bytes_per_s = g.at("memory_bandwidth").as_bandwidth();
   spec.gemm_efficiency = fraction(g.at("gemm_efficiency"));

@@ -21,7 +21,7 @@ Dtype parse_dtype(const YNode& n) {
 
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
-                "activations"});
+                "activations", "tf32"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
   if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
@@ -34,6 +34,11 @@ Training parse_training(const YNode& n) {
         {{"adamw", Optimizer::adamw}, {"sgd_momentum", Optimizer::sgd_momentum}, {"sgd", Optimizer::sgd}});
   }
   if (auto v = n.get("activations")) t.activations = v->as_bool();
+  if (auto v = n.get("tf32")) {
+    t.tf32 = v->as_bool();
+    if (t.tf32 && t.param_dtype != Dtype::fp32)
+      v->fail(fmt::format("TF32 applies to fp32 matmuls; param_dtype is {}", to_string(t.param_dtype)));
+  }
   return t;
 }
 
@@ -129,6 +134,10 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   s.training = parse_training(root.at("training"));
   if (auto v = root.get("ddp")) s.ddp = parse_ddp(*v);
   s.topology = load_cluster(root.at("cluster"), dir);
+  if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
+    root.at("training")
+        .at("tf32")
+        .fail(fmt::format("{} has no TF32 tensor cores (data/gpus.yaml has no peak_tf32)", s.topology.gpu.name));
   if (auto v = root.get("collective")) s.collective = parse_collective(*v);
   if (auto v = root.get("validation")) {
     v->allow_only({"tolerance"});

@@ -13,6 +13,7 @@
 
 #include "device.hpp"
 #include "dpsim/backend/cuda.hpp"
+#include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 
 namespace dpsim::backend {
@@ -87,9 +88,9 @@ Calibration calibrate_on_gpus(const Scenario& scenario, const StepPlan& plan, co
                  {"git", git_revision()},
                  {"date", today()},
                  {"scenario", scenario.name},
-                 {"dtype", to_string(dtype)},
+                 {"dtype", std::string(to_string(dtype)) + (scenario.training.tf32 ? " (tf32)" : "")},
                  {"peak_from", scenario.topology.gpu.key}};
-  cal.peak_flops_per_s = scenario.topology.gpu.peak_flops_per_s(dtype);
+  cal.peak_flops_per_s = compute_model(scenario).peak_flops_per_s;  // the peak predict uses (TF32 when set)
   if (!same_gpu_model(scenario.topology.gpu.name, info.gpus[0].name))
     log << fmt::format(
         "dpsim measure --calibrate: note: efficiencies are relative to the scenario's {} peak, this GPU is a {}\n",
@@ -122,7 +123,7 @@ Calibration calibrate_on_gpus(const Scenario& scenario, const StepPlan& plan, co
     fill_random(elem, a, max_a, 11, 1.0f, stream);
     fill_random(elem, b, max_b, 12, 1.0f, stream);
     fill_random(elem, c, max_c, 13, 1.0f, stream);
-    LtMatmul lt(elem, 32u << 20, arena);
+    LtMatmul lt(elem, 32u << 20, arena, scenario.training.tf32);
     log << fmt::format("# GEMM ({}), {} shapes; efficiency of {:.0f} TFLOP/s\n", to_string(dtype), shapes.size(),
                        cal.peak_flops_per_s / 1e12);
     log << "#        m        n        k  batch    time(us)   TFLOP/s  efficiency\n";
@@ -251,7 +252,7 @@ Calibration calibrate_on_gpus(const Scenario& scenario, const StepPlan& plan, co
         void* c = arena.allocate(d * d * eb, "slowdown GEMM C");
         fill_random(elem, a, d * d, 61, 1.0f, s);
         fill_random(elem, b, d * d, 62, 1.0f, s);
-        LtMatmul lt(elem, 32u << 20, arena);
+        LtMatmul lt(elem, 32u << 20, arena, scenario.training.tf32);
         cudaStream_t cs = nullptr;
         check(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), "cudaStreamCreate");
         MatmulArgs x;

@@ -128,7 +128,7 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   s.act = s.arena.allocate(s.act_n * s.eb, "activations");
   s.buf_a = s.arena.allocate(s.buf_a_n * s.eb, "GEMM operand scratch");
   s.buf_c = s.arena.allocate(s.buf_c_n * s.eb, "GEMM output scratch");
-  s.lt = std::make_unique<LtMatmul>(s.elem, workspace, s.arena);
+  s.lt = std::make_unique<LtMatmul>(s.elem, workspace, s.arena, config.tf32);
 
   // Random (never zero) contents; rank-dependent gradients so the all-reduce averages real data.
   const uint64_t seed = config.seed;

@@ -233,6 +233,7 @@ StepResult measure_on_gpus(const Scenario& scenario, const StepPlan& plan, const
       cfg.world = world;
       cfg.nccl_comm = comms[i];
       cfg.dtype = scenario.training.param_dtype;
+      cfg.tf32 = scenario.training.tf32;
       cfg.optimizer = scenario.training.optimizer;
       cfg.watchdog_s = opt.watchdog_s;
       cfg.abort_flag = &failed;

@@ -97,8 +97,8 @@ int64_t alignment_of(const void* p) {
 }
 }  // namespace
 
-LtMatmul::LtMatmul(Elem elem, size_t workspace_bytes, DeviceArena& arena)
-    : elem_(elem), workspace_bytes_(workspace_bytes) {
+LtMatmul::LtMatmul(Elem elem, size_t workspace_bytes, DeviceArena& arena, bool tf32)
+    : elem_(elem), tf32_(tf32 && elem == Elem::fp32), workspace_bytes_(workspace_bytes) {
   check(cublasLtCreate(&handle_), "cublasLtCreate");
   workspace_ = arena.allocate(static_cast<int64_t>(workspace_bytes), "cuBLASLt workspace");
 }
@@ -134,7 +134,8 @@ LtMatmul::Plan& LtMatmul::plan_for(const MatmulArgs& x) {
 
   Plan p;
   const cudaDataType_t t = cuda_type(elem_);
-  check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  check(cublasLtMatmulDescCreate(&p.desc, tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        "cublasLtMatmulDescCreate");
   const cublasOperation_t op_first = x.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // cuBLAS A = our B
   const cublasOperation_t op_second = x.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
   check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "set TRANSA");

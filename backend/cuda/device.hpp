@@ -55,7 +55,8 @@ struct MatmulArgs {
 
 class LtMatmul {
  public:
-  LtMatmul(Elem elem, size_t workspace_bytes, DeviceArena& arena);
+  // tf32: fp32 operands multiplied on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)
+  LtMatmul(Elem elem, size_t workspace_bytes, DeviceArena& arena, bool tf32 = false);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -69,6 +70,7 @@ class LtMatmul {
   };
   Plan& plan_for(const MatmulArgs& args);
   Elem elem_;
+  bool tf32_ = false;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

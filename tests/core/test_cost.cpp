@@ -95,3 +95,11 @@ TEST_CASE("a scenario may use the first GPUs of a PCIe, mesh or NIC topology") {
   CHECK(ib.nics.size() == 4);
   CHECK(summarize_fabric(ib).inter_ring_bytes_per_s == Approx(200e9));
 }
+
+TEST_CASE("training.tf32 runs fp32 matmuls at the GPU's TF32 tensor-core rate") {
+  Scenario s = load_scenario(src("scenarios/bert-large-8xa100.yaml"));
+  s.training.param_dtype = Dtype::fp32;
+  CHECK(compute_model(s).peak_flops_per_s == Approx(19.5e12));  // CUDA-core FP32
+  s.training.tf32 = true;
+  CHECK(compute_model(s).peak_flops_per_s == Approx(156e12));  // A100 datasheet: TF32 156 TFLOPS dense
+}

@@ -34,14 +34,14 @@ ErrorStats stats(const std::string& cls, const std::string& kind) {
 // A change that moves any of these must update this test and the README together.
 TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
-  CHECK(r.entries == 46);
+  CHECK(r.entries == 48);
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
   for (const auto& s : r.skipped) {
     CHECK_FALSE(s.reason.empty());
     seen.insert(s.entry);
   }
-  CHECK(seen.size() == 46);
+  CHECK(seen.size() == 48);
   for (const auto& p : r.points) {
     CHECK(p.predicted > 0);
     CHECK(p.published > 0);
@@ -52,14 +52,14 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
   const auto m = [](double x) { return Approx(x).margin(0.001); };
   // NVSwitch, all-reduce busbw >= 256 MiB (H100/H200/A100 nccl-tests and torch sweeps): NVLS and ring plateaus,
   // A100 at its own NVLink3 ring efficiency (data/nccl.yaml ring_efficiency.by_arch)
-  CHECK(stats("nvswitch", "allreduce_busbw_large").count == 43);  // NVLS forced on 2-4 GPUs: not available
-  CHECK(stats("nvswitch", "allreduce_busbw_large").median_abs == m(0.0175));
-  CHECK(stats("nvswitch", "allreduce_busbw_large").worst_abs == m(0.0432));
-  // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills; worst: A100 (Azure, NCCL 2.18.5) at 1 MiB, where
-  // that machine's ~45 us per-call floor (LL) sets the time, not the fill
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").count == 32);
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.024));
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(0.4103));
+  CHECK(stats("nvswitch", "allreduce_busbw_large").count == 53);  // NVLS forced on 2-4 GPUs: not available
+  CHECK(stats("nvswitch", "allreduce_busbw_large").median_abs == m(0.0206));
+  CHECK(stats("nvswitch", "allreduce_busbw_large").worst_abs == m(0.0776));
+  // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills (the DGX H100 sweep, not fitted, within 5.2%); worst:
+  // A100 per-call floors far above NCCL's LL latency (Galvatron log, one process driving 8 GPUs: 79 us at 1 MiB)
+  CHECK(stats("nvswitch", "allreduce_busbw_mid").count == 48);
+  CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.0285));
+  CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(1.1932));
   // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry
   CHECK(stats("pcie", "allreduce_busbw_large").median_abs == m(0.0053));
   CHECK(stats("pcie", "allreduce_busbw_large").worst_abs == m(0.0089));
@@ -71,34 +71,36 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
   CHECK(stats("multinode", "allreduce_busbw_large").worst_abs == m(0.0011));
   // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 12 us, measured ~19-20 us
   CHECK(stats("multinode", "allreduce_latency").worst_abs == m(0.4194));
-  // DDP: BERT-large weak scaling on the V100 mesh, ResNet-50 step time on 1..8 V100 (memory-bound layers
-  // modelled), BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 and 512)
-  // 8-GPU speedups on the V100 mesh: BERT-large and ResNet-50 FP32 within 3%; ResNet-50 AMP +15% (the measured
-  // loss, 6.9x, is outside DDP: input pipeline at 8k img/s)
+  // DDP on the V100 mesh: 8-GPU speedups (BERT-large, ResNet-50 FP32 within 3%; AMP +15%: the measured loss is
+  // outside DDP), ResNet-50 step time on 1..8 V100, ResNet-50 throughput (FP32 -3.5..-9%, AMP over-predicted)
   CHECK(stats("nvlink_mesh", "ddp_scaling").count == 8);
   CHECK(stats("nvlink_mesh", "ddp_scaling").median_abs == m(0.028));
   CHECK(stats("nvlink_mesh", "ddp_scaling").worst_abs == m(0.151));
   CHECK(stats("nvlink_mesh", "ddp_step_time").count == 4);
   CHECK(stats("nvlink_mesh", "ddp_step_time").worst_abs == m(0.0671));
-  // ResNet-50 throughput (DeepLearningExamples): V100 FP32 -3.5..-9%; AMP over-predicted (+10..+52%, most on
-  // 8 GPUs and on A100): convolutions below the GEMM rate, the input pipeline
   CHECK(stats("nvlink_mesh", "ddp_throughput").count == 8);
   CHECK(stats("nvlink_mesh", "ddp_throughput").median_abs == m(0.096));
   CHECK(stats("nvlink_mesh", "ddp_throughput").worst_abs == m(0.3098));
-  CHECK(stats("nvswitch", "ddp_throughput").worst_abs == m(0.5181));
+  // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the GPU's
+  // one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
   CHECK(stats("nvswitch", "ddp_scaling").worst_abs == m(0.1845));
-  CHECK(stats("multinode", "ddp_strong_scaling").count == 10);
-  CHECK(stats("multinode", "ddp_strong_scaling").worst_abs == m(0.0471));
+  CHECK(stats("nvswitch", "ddp_throughput").count == 4);
+  CHECK(stats("nvswitch", "ddp_throughput").worst_abs == m(0.7496));
+  // BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 / 512, AMP / TF32): within 5% except TF32 seq 512 at
+  // 16 and 32 nodes (+12%, +27%: the source loses 22% there, more than any all-reduce on 8x HDR explains)
+  CHECK(stats("multinode", "ddp_strong_scaling").count == 20);
+  CHECK(stats("multinode", "ddp_strong_scaling").median_abs == m(0.0163));
+  CHECK(stats("multinode", "ddp_strong_scaling").worst_abs == m(0.2701));
 }
 
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 3);
-  CHECK(t[0].value == Approx(0.0209).margin(0.001));  // busbw >= 1 MiB median (87 numbers): target 5%, met
+  CHECK(t[0].value == Approx(0.0257).margin(0.001));  // busbw >= 1 MiB median (113 numbers): target 5%, met
   CHECK(t[0].met);
-  CHECK(t[1].value == Approx(0.4103).margin(0.001));  // worst: target 15%, missed (A100 Azure 1 MiB latency floor)
+  CHECK(t[1].value == Approx(1.1932).margin(0.001));  // worst: target 15%, missed (A100 per-call floors at 1-16 MiB)
   CHECK_FALSE(t[1].met);
-  CHECK(t[2].value == Approx(0.0356).margin(0.001));  // DDP median (33 numbers): target 8%, met
+  CHECK(t[2].value == Approx(0.0353).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
 }
 

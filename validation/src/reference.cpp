@@ -350,6 +350,7 @@ struct DdpRecipe {
   int nodes = 1;
   // ddp_strong_scaling: the same global batch on 1 node with this accumulation; predicted = t(1 node) / t(nodes)
   int baseline_accumulation = 0;
+  bool tf32 = false;         // fp32 matmuls on TF32 tensor cores (training.tf32)
   std::string grad_dtype{};  // empty: as dtype (PyTorch AMP keeps fp32 parameters, so DDP reduces fp32 gradients)
 };
 
@@ -379,8 +380,8 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                  256, "fp16", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 256 steps = 8)"});
     // DeepLearningExamples ResNet-50 v1.5 tables (1 and 8 GPUs, per-GPU batch fixed: weak scaling). Batch per GPU
     // from the README's benchmark command (--platform DGX1V | DGXA100) and configs.yml: AMP 256, FP32 112 (DGX-1),
-    // NHWC. AMP: fp16 compute, fp32 parameters and gradients (torch.cuda.amp). TF32 (DGX A100) is left out: dpsim
-    // has no TF32 dtype. Optimizer SGD with momentum (configs.yml momentum 0.875).
+    // NHWC. AMP: fp16 compute, fp32 parameters and gradients (torch.cuda.amp). TF32 (DGX A100): fp32 on TF32
+    // tensor cores. Optimizer SGD with momentum (configs.yml momentum 0.875).
     struct Dle {
       std::string id, topology, precision;
       int batch;
@@ -389,12 +390,17 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                          Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-16gb", "v100-8x-nvlink-mesh", "amp", 256},
                          Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-32gb", "v100-8x-nvlink-mesh", "fp32", 112},
                          Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-32gb", "v100-8x-nvlink-mesh", "amp", 256},
-                         Dle{"ddp-nvidia-dle-resnet50-dgxa100", "a100-8x-nvswitch", "amp", 256}}) {
+                         Dle{"ddp-nvidia-dle-resnet50-dgxa100", "a100-8x-nvswitch", "amp", 256},
+                         Dle{"ddp-nvidia-dle-resnet50-dgxa100", "a100-8x-nvswitch", "tf32", 256}}) {
       const bool amp = d.precision == "amp";
+      const bool tf32 = d.precision == "tf32";
       const std::string note = fmt::format(
           "resnet50, batch {} per GPU ({}; configs.yml), SGD+momentum, DALI input "
           "not modelled",
-          d.batch, amp ? "AMP: fp16 compute, fp32 gradients" : "FP32");
+          d.batch,
+          amp    ? "AMP: fp16 compute, fp32 gradients"
+          : tf32 ? "TF32: fp32 on TF32 tensor cores"
+                 : "FP32");
       for (int g : {1, 8}) {
         DdpRecipe t{d.id,
                     fmt::format("{} {} GPU img/s", d.precision, g),
@@ -410,6 +416,7 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                     g,
                     note};
         t.grad_dtype = "fp32";
+        t.tf32 = tf32;
         r.push_back(t);
       }
       DdpRecipe s{d.id,
@@ -426,35 +433,41 @@ const std::vector<DdpRecipe>& ddp_recipes() {
                   8,
                   note};
       s.grad_dtype = "fp32";
+      s.tf32 = tf32;
       r.push_back(s);
     }
-    // DGX A100 multi-node strong scaling, mixed precision: the accumulated batch per GPU halves as the nodes double
-    // (accumulation = steps at 1 node / nodes, entry: accumulation_steps_fp16). TF32 rows are left out: dpsim has
-    // no TF32 dtype.
+    // DGX A100 multi-node strong scaling: the accumulated batch per GPU halves as the nodes double (accumulation =
+    // steps at 1 node / nodes; entry: accumulated_batch_per_gpu, accumulation_steps_fp16). Mixed precision: fp16
+    // gradients (DeepLearningExamples BERT all-reduces in fp16 after accumulation). TF32: fp32 on TF32 tensor cores,
+    // batch 126 (seq 128, as printed; the accumulated column says 8192 = 64 steps of 128) and 16 (seq 512).
     struct Phase {
-      std::string id;
+      std::string id, precision;
       int sequence_length, micro_batch, steps_at_one_node;
     };
-    for (const Phase& ph : {Phase{"ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq128", 128, 256, 32},
-                            Phase{"ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq512", 512, 32, 128}}) {
+    const std::string s128 = "ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq128";
+    const std::string s512 = "ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq512";
+    for (const Phase& ph : {Phase{s128, "amp", 128, 256, 32}, Phase{s512, "amp", 512, 32, 128},
+                            Phase{s128, "tf32", 128, 126, 64}, Phase{s512, "tf32", 512, 16, 256}}) {
+      const bool tf32 = ph.precision == "tf32";
       for (int nodes : {2, 4, 8, 16, 32}) {
         DdpRecipe m{ph.id,
-                    fmt::format("seq{} amp strong scaling {} nodes", ph.sequence_length, nodes),
-                    fmt::format("/mixed_precision_strong_scaling/{}node", nodes),
+                    fmt::format("seq{} {} strong scaling {} nodes", ph.sequence_length, ph.precision, nodes),
+                    fmt::format("/{}_strong_scaling/{}node", tf32 ? "tf32" : "mixed_precision", nodes),
                     "ddp_strong_scaling",
                     "bert-large.yaml",
                     ph.micro_batch,
                     ph.sequence_length,
                     ph.steps_at_one_node / nodes,
-                    "fp16",
+                    tf32 ? "fp32" : "fp16",
                     "adamw",
                     "a100-hdr-rail",
                     8,
-                    fmt::format("batch {} per GPU, accumulation {} / nodes; LAMB modelled as AdamW; fabric not "
+                    fmt::format("batch {} per GPU, accumulation {} / nodes, {}; LAMB modelled as AdamW; fabric not "
                                 "stated: DGX A100 SuperPOD (8x HDR per node) assumed",
-                                ph.micro_batch, ph.steps_at_one_node)};
+                                ph.micro_batch, ph.steps_at_one_node, tf32 ? "TF32" : "fp16")};
         m.nodes = nodes;
         m.baseline_accumulation = ph.steps_at_one_node;
+        m.tf32 = tf32;
         r.push_back(m);
       }
     }
@@ -489,10 +502,10 @@ std::string not_predictable_reason(const json& e) {
 std::string scenario_yaml(const DdpRecipe& r, int nodes, int accumulation, const Context& ctx) {
   return fmt::format(
       "name: ref-{}-{}\nmodel: {}\ntraining:\n  micro_batch: {}\n  sequence_length: {}\n  gradient_accumulation: {}\n"
-      "  param_dtype: {}\n  grad_dtype: {}\n  optimizer: {}\n  activations: false\n"
+      "  param_dtype: {}\n  grad_dtype: {}\n  tf32: {}\n  optimizer: {}\n  activations: false\n"
       "ddp:\n  bucket_cap: 25MiB\n  first_bucket: 1MiB\ncluster:\n  topology: {}\n  nodes: {}\n  gpus_per_node: {}\n",
       r.entry, r.gpus_per_node, (ctx.root / "models" / r.model).string(), r.micro_batch, r.sequence_length,
-      accumulation, r.dtype, r.grad_dtype.empty() ? r.dtype : r.grad_dtype, r.optimizer,
+      accumulation, r.dtype, r.grad_dtype.empty() ? r.dtype : r.grad_dtype, r.tf32, r.optimizer,
       resolve_topology(r.topology, ctx.root / "scenarios").string(), nodes, r.gpus_per_node);
 }
 

@@ -32,6 +32,7 @@ struct GpuSpec {
   double peak_bf16_flops_per_s = 0;  // 0: the GPU has no such unit
   double peak_fp16_flops_per_s = 0;
   double peak_fp32_flops_per_s = 0;
+  double peak_tf32_flops_per_s = 0;  // TF32 tensor cores (fp32 matmuls with allow_tf32); 0: none
   double memory_bytes = 0;
   double memory_bandwidth_bytes_per_s = 0;
   double gemm_efficiency = 0;    // achieved / peak for large GEMMs
@@ -200,6 +201,7 @@ struct Training {
   Dtype grad_dtype = Dtype::bf16;
   Optimizer optimizer = Optimizer::adamw;
   bool activations = true;
+  bool tf32 = false;  // fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
 };
 
 struct Ddp {

@@ -33,6 +33,7 @@ struct CudaExecutorConfig {
   int world = 1;
   void* nccl_comm = nullptr;  // ncclComm_t; nullptr: world 1 without NCCL (tests)
   Dtype dtype = Dtype::bf16;
+  bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (scenario training.tf32)
   Optimizer optimizer = Optimizer::adamw;
   double watchdog_s = 300;
   uint64_t seed = 1234;
