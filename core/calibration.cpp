@@ -275,6 +275,9 @@ nlohmann::json calibration_context(const Calibration& calibration) {
 
 void apply_calibration(Scenario& s, const Calibration& c) {
   if (c.gemm_efficiency > 0) s.topology.gpu.gemm_efficiency = c.gemm_efficiency;
+  for (const auto& g : c.gemm)  // per-shape efficiencies measured in the scenario's dtype
+    if (g.efficiency > 0 && g.dtype == to_string(s.training.param_dtype))
+      s.topology.gpu.gemm_efficiency_by_shape[{g.m, g.n, g.k, g.batch}] = g.efficiency;
   if (c.memory_efficiency > 0) s.topology.gpu.memory_efficiency = c.memory_efficiency;
   if (c.overlap_slowdown > 0) s.nccl.overlap_slowdown = c.overlap_slowdown;
   const std::string intra = to_string(s.topology.intra.kind);

@@ -4,8 +4,10 @@
 
 #include "dpsim/backend/calibration.hpp"
 #include "dpsim/calibration.hpp"
+#include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
 
 using namespace dpsim;
 
@@ -74,6 +76,29 @@ TEST_CASE("apply_calibration overrides the fitted constants and records name and
   const auto ctx = calibration_context(c);
   CHECK(ctx["name"] == "h100-box");
   CHECK(ctx["hash"] == calibration_hash(c));
+}
+
+TEST_CASE("per-shape GEMM efficiencies of a calibration time the plan's GEMMs of those shapes") {
+  Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-8xh100.yaml");
+  const StepPlan plan = make_step_plan(s);
+  const PlanOp* op = nullptr;
+  for (const auto& o : plan.ops)
+    if (o.kind == OpKind::matmul && o.gemms.size() == 1 && o.forward_bytes == 0) op = &o;
+  REQUIRE(op != nullptr);
+  const GemmShape g = op->gemms[0];
+  const double before_fwd = forward_seconds(*op, compute_model(s));
+  const double before_bwd = backward_seconds(*op, compute_model(s));
+  Calibration c;
+  c.name = "shapes";
+  // the forward shape measured at half the GPU's efficiency, dX and dW at the GPU's, another dtype ignored
+  const double eff = s.topology.gpu.gemm_efficiency;
+  c.gemm.push_back({g.m, g.n, g.k, g.batch, "bf16", 1e-3, 1e15, eff / 2});
+  c.gemm.push_back({g.m, g.k, g.n, g.batch, "bf16", 1e-3, 1e15, eff});
+  c.gemm.push_back({g.k, g.n, g.m, g.batch, "fp32", 1e-3, 1e15, eff / 4});
+  apply_calibration(s, c);
+  CHECK(s.topology.gpu.gemm_efficiency_by_shape.size() == 2);
+  CHECK(forward_seconds(*op, compute_model(s)) == Approx(2 * before_fwd));
+  CHECK(backward_seconds(*op, compute_model(s)) == Approx(before_bwd));
 }
 
 TEST_CASE("a PCIe fit leaves an NVSwitch scenario's ring efficiency alone") {

@@ -1,6 +1,9 @@
 #pragma once
 // Cost formulas shared by the estimator and the simulator: compute time of plan operations and
 // NCCL's alpha-beta cost of an all-reduce with its algorithm/protocol choice (data/nccl.yaml).
+#include <array>
+#include <map>
+
 #include "dpsim/plan.hpp"
 #include "dpsim/scenario.hpp"
 
@@ -12,6 +15,7 @@ struct ComputeModel {
   double memory_bandwidth_bytes_per_s = 0;
   double memory_efficiency = 0;
   double overlap_slowdown = 1;  // multiply compute time while a collective runs beside it
+  std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape{};  // calibrated; see GpuSpec
 };
 
 ComputeModel compute_model(const Scenario& scenario);

@@ -37,6 +37,9 @@ struct GpuSpec {
   double memory_bandwidth_bytes_per_s = 0;
   double gemm_efficiency = 0;    // achieved / peak for large GEMMs
   double memory_efficiency = 0;  // achieved / peak HBM bandwidth for streaming kernels
+  // Calibrated GEMM efficiency per shape {m, n, k, batch} (as the plan has them, micro-batch included), from
+  // `dpsim measure --calibrate` through a calibration; shapes not listed use gemm_efficiency.
+  std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape;
   double peak_flops_per_s(Dtype dtype) const;
 };
 
