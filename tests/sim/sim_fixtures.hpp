@@ -71,6 +71,7 @@ inline Scenario scenario_on(const Topology& t, Algorithm a = Algorithm::ring, Pr
   s.nccl = load_nccl(data_root() / "data" / "nccl.yaml");
   s.nccl.framework_launch_overhead_s = 0;  // NCCL-level checks: nccl-tests timings exclude PyTorch's launch
   s.collective = {a, p};
+  if (!(t.gpu.peak_bf16_flops_per_s > 0)) s.training.param_dtype = s.training.grad_dtype = Dtype::fp16;  // Volta
   return s;
 }
 

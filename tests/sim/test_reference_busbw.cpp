@@ -117,9 +117,12 @@ std::vector<Point> load_points() {
 //   latency model (2(n-1) hops, x1.4 multi-node Simple "plateau effect", data/nccl.yaml) still charges ~290 us.
 // - 8x A100, Galvatron's nccl-tests log, 1..64 MiB: one process drives all 8 GPUs (nGpus 8) and the per-call floor is
 //   ~70 us (79 us at 1 MiB), far above NCCL's ring/LL latency (15 us); from 128 MiB the ring plateau and fill fit.
-constexpr int kKnownMisses = 7;
+// - 8x V100 (HGX-1, 2019 log, one process driving 8 GPUs): 1..4 MiB under a ~48 us per-call floor (model 15 us);
+//   32..64 MiB -11%: this NCCL reaches its plateau earlier than the ring fill fitted on A100 / NCCL 2.18 says.
+constexpr int kKnownMisses = 12;
 bool known_miss(const Point& p) {
   if (p.id.rfind("ar-a100-3node-24gpu-4xHDR-128MB", 0) == 0) return true;
+  if (p.id.rfind("ar-v100-sxm2-16gb-8gpu-hybrid-cube-mesh-nccltests-sweep", 0) == 0) return p.bytes <= 64.0 * (1 << 20);
   return p.id.rfind("ar-a100-sxm4-40gb-dgx-8gpu-nccltests-sweep-galvatron", 0) == 0 && p.bytes <= 64.0 * (1 << 20);
 }
 

@@ -34,14 +34,14 @@ ErrorStats stats(const std::string& cls, const std::string& kind) {
 // A change that moves any of these must update this test and the README together.
 TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
-  CHECK(r.entries == 48);
+  CHECK(r.entries == 51);
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
   for (const auto& s : r.skipped) {
     CHECK_FALSE(s.reason.empty());
     seen.insert(s.entry);
   }
-  CHECK(seen.size() == 48);
+  CHECK(seen.size() == 51);
   for (const auto& p : r.points) {
     CHECK(p.predicted > 0);
     CHECK(p.published > 0);
@@ -60,6 +60,12 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
   CHECK(stats("nvswitch", "allreduce_busbw_mid").count == 48);
   CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.0285));
   CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(1.1932));
+  // V100 NVLink mesh (HGX-1 sweep, OCI 1 GiB point): plateau within 2.3% (ring_efficiency.nvlink_mesh comes from the
+  // OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%)
+  CHECK(stats("nvlink_mesh", "allreduce_busbw_large").worst_abs == m(0.023));
+  CHECK(stats("nvlink_mesh", "allreduce_busbw_mid").count == 8);
+  CHECK(stats("nvlink_mesh", "allreduce_busbw_mid").median_abs == m(0.1115));
+  CHECK(stats("nvlink_mesh", "allreduce_busbw_mid").worst_abs == m(0.45));
   // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry
   CHECK(stats("pcie", "allreduce_busbw_large").median_abs == m(0.0053));
   CHECK(stats("pcie", "allreduce_busbw_large").worst_abs == m(0.0089));
@@ -75,12 +81,12 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
   // outside DDP), ResNet-50 step time on 1..8 V100, ResNet-50 throughput (FP32 -3.5..-9%, AMP over-predicted)
   CHECK(stats("nvlink_mesh", "ddp_scaling").count == 8);
   CHECK(stats("nvlink_mesh", "ddp_scaling").median_abs == m(0.028));
-  CHECK(stats("nvlink_mesh", "ddp_scaling").worst_abs == m(0.151));
+  CHECK(stats("nvlink_mesh", "ddp_scaling").worst_abs == m(0.1512));
   CHECK(stats("nvlink_mesh", "ddp_step_time").count == 4);
-  CHECK(stats("nvlink_mesh", "ddp_step_time").worst_abs == m(0.0671));
+  CHECK(stats("nvlink_mesh", "ddp_step_time").worst_abs == m(0.0675));
   CHECK(stats("nvlink_mesh", "ddp_throughput").count == 8);
   CHECK(stats("nvlink_mesh", "ddp_throughput").median_abs == m(0.096));
-  CHECK(stats("nvlink_mesh", "ddp_throughput").worst_abs == m(0.3098));
+  CHECK(stats("nvlink_mesh", "ddp_throughput").worst_abs == m(0.31));
   // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the GPU's
   // one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
   CHECK(stats("nvswitch", "ddp_scaling").worst_abs == m(0.1845));
@@ -96,11 +102,11 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 3);
-  CHECK(t[0].value == Approx(0.0257).margin(0.001));  // busbw >= 1 MiB median (113 numbers): target 5%, met
+  CHECK(t[0].value == Approx(0.026).margin(0.001));  // busbw >= 1 MiB median (122 numbers): target 5%, met
   CHECK(t[0].met);
   CHECK(t[1].value == Approx(1.1932).margin(0.001));  // worst: target 15%, missed (A100 per-call floors at 1-16 MiB)
   CHECK_FALSE(t[1].met);
-  CHECK(t[2].value == Approx(0.0353).margin(0.001));  // DDP median (46 numbers): target 8%, met
+  CHECK(t[2].value == Approx(0.0352).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
 }
 
