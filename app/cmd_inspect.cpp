@@ -1,4 +1,4 @@
-// dpsim inspect model FILE: parameter count by tensor, with totals.
+// dpsim inspect model FILE: parameter count by tensor, with totals. (inspect topology: cmd_inspect_topology.cpp)
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -37,6 +37,7 @@ void register_inspect(CLI::App& app) {
     rows.push_back({"total", format_count(static_cast<double>(total)), "100%"});
     emit(fmt::format("{} ({})\n", model.name, model.file) + render_table(rows), "");
   });
+  register_inspect_topology(*inspect);
 }
 
 }  // namespace dpsim::app

@@ -191,6 +191,16 @@ NcclModel load_nccl(const fs::path& file) {
   return m;
 }
 
+Topology sized_topology(Topology t, int nodes, int gpus_per_node, const std::string& what) {
+  if (nodes < 1 || gpus_per_node < 1 || static_cast<long long>(nodes) * gpus_per_node > (1 << 20))
+    throw InputError(fmt::format("{}: {} nodes x {} GPUs: each must be >= 1, together at most 1,048,576", what, nodes,
+                                 gpus_per_node));
+  t.nodes = nodes;
+  t = keep_first_gpus(std::move(t), gpus_per_node);
+  validate_topology(t, [&](const std::string& msg) { throw InputError(fmt::format("{}: {}", what, msg)); });
+  return t;
+}
+
 fs::path resolve_topology(const std::string& name_or_path, const fs::path& scenario_dir) {
   const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml");
   if (is_path) {

@@ -26,6 +26,14 @@ check estimate-nofit 0 "NO: short by" -- "$dpsim" estimate "$s/llama3.1-8b-8xh10
 check estimate-json 0 '"parameters": 8030261248' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json
 check estimate-pcie 0 "ideal ring at 32.0 GB/s +878" -- "$dpsim" estimate "$s/llama3.1-8b-8xpcie4.yaml"
 check inspect 0 "total +8,030,261,248" -- "$dpsim" inspect model "$src/models/llama-3.1-8b.yaml"
+# inspect topology: the nccl-tests-like table (NVLS from 2 MiB on 8 H200, the A100 ring plateau near its measured
+# 232.5 GB/s), a resized multi-node cluster, and a size the topology cannot have.
+check inspect-topology-nvls 0 "^2MiB +2097152 +nvls/simple" -- "$dpsim" inspect topology h200-8x-nvswitch --min-bytes 1MiB --max-bytes 4MiB
+check inspect-topology-a100 0 "^8GiB .*ring/simple .* 23[0-4]\.[0-9]{2}$" -- "$dpsim" inspect topology a100-8x-nvswitch --min-bytes 8GiB --max-bytes 8GiB
+check inspect-topology-nodes 0 "4 nodes x 8 = 32" -- "$dpsim" inspect topology h100-ib-rail --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
+check inspect-topology-json 0 '"busbw_GBps"' -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 4 --json
+check inspect-topology-too-many 2 "GPU 8 is behind 0 PCIe switches" -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 12
+check inspect-topology-bad-size 2 "--min-bytes: \"lots\" is not a message size" -- "$dpsim" inspect topology pcie4-8x --min-bytes lots
 check help 0 "estimate" -- "$dpsim" --help
 check estimate-help 0 "--json" -- "$dpsim" estimate --help
 check bad-input-exit-2 2 "training.micro_bach: unknown key" -- "$dpsim" estimate "$src/tests/bad-inputs/unknown-key.yaml"

@@ -17,6 +17,10 @@ ModelSpec load_model(const std::filesystem::path& file);  // models/*.yaml or a 
 GpuSpec load_gpu(const std::string& key);                 // from data/gpus.yaml
 NcclModel load_nccl(const std::filesystem::path& file);
 
+// The topology on `nodes` nodes of its first `gpus_per_node` GPUs (keep_first_gpus), checked as a scenario's
+// cluster block is; errors are InputErrors starting with `what` (the option or key that asked for the size).
+Topology sized_topology(Topology topology, int nodes, int gpus_per_node, const std::string& what);
+
 // Resolve a topology by name ("h100-8x-nvswitch") or path, relative to a scenario file.
 std::filesystem::path resolve_topology(const std::string& name_or_path, const std::filesystem::path& scenario_dir);
 
