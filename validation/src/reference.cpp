@@ -401,40 +401,18 @@ const std::vector<DdpRecipe>& ddp_recipes() {
           amp    ? "AMP: fp16 compute, fp32 gradients"
           : tf32 ? "TF32: fp32 on TF32 tensor cores"
                  : "FP32");
-      for (int g : {1, 8}) {
-        DdpRecipe t{d.id,
-                    fmt::format("{} {} GPU img/s", d.precision, g),
-                    fmt::format("/throughput_img_per_s/{}_{}gpu", d.precision, g),
-                    "ddp_throughput",
-                    "resnet-50.yaml",
-                    d.batch,
-                    1,
-                    1,
-                    amp ? "fp16" : "fp32",
-                    "sgd_momentum",
-                    d.topology,
-                    g,
-                    note};
-        t.grad_dtype = "fp32";
-        t.tf32 = tf32;
-        r.push_back(t);
-      }
-      DdpRecipe s{d.id,
-                  fmt::format("{} 8-GPU speedup", d.precision),
-                  fmt::format("/strong_scaling_8gpu/{}", d.precision),
-                  "ddp_scaling",
-                  "resnet-50.yaml",
-                  d.batch,
-                  1,
-                  1,
-                  amp ? "fp16" : "fp32",
-                  "sgd_momentum",
-                  d.topology,
-                  8,
-                  note};
-      s.grad_dtype = "fp32";
-      s.tf32 = tf32;
-      r.push_back(s);
+      auto add = [&](const std::string& label, const std::string& path, const std::string& kind, int gpus) {
+        DdpRecipe x{d.id,           label,      path, kind, "resnet-50.yaml", d.batch, 1, 1, amp ? "fp16" : "fp32",
+                    "sgd_momentum", d.topology, gpus, note};
+        x.grad_dtype = "fp32";
+        x.tf32 = tf32;
+        r.push_back(x);
+      };
+      for (int g : {1, 8})
+        add(fmt::format("{} {} GPU img/s", d.precision, g),
+            fmt::format("/throughput_img_per_s/{}_{}gpu", d.precision, g), "ddp_throughput", g);
+      add(fmt::format("{} 8-GPU speedup", d.precision), fmt::format("/strong_scaling_8gpu/{}", d.precision),
+          "ddp_scaling", 8);
     }
     // DGX A100 multi-node strong scaling: the accumulated batch per GPU halves as the nodes double (accumulation =
     // steps at 1 node / nodes; entry: accumulated_batch_per_gpu, accumulation_steps_fp16). Mixed precision: fp16
