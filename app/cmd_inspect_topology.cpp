@@ -54,6 +54,11 @@ double size_option(const std::string& text, const char* option) {
 
 void run(const TopologyArgs& a) {
   const std::filesystem::path file = resolve_topology(a.topology, std::filesystem::current_path());
+  std::error_code ec;
+  const bool is_path = a.topology.find('/') != std::string::npos || a.topology.ends_with(".yaml");
+  if (!is_path && !std::filesystem::exists(file, ec))
+    throw InputError(
+        fmt::format("inspect topology: no topology named \"{}\" (shipped: {})", a.topology, shipped_topologies()));
   Topology t = load_topology(file);
   t = sized_topology(t, a.nodes > 0 ? a.nodes : t.nodes, a.gpus_per_node > 0 ? a.gpus_per_node : t.gpus_per_node,
                      "inspect topology (--nodes, --gpus-per-node)");

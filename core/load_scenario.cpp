@@ -13,6 +13,18 @@ namespace dpsim {
 
 namespace fs = std::filesystem;
 
+std::string shipped_topologies() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(data_root() / "topologies", ec)) {
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 namespace {
 
 Dtype parse_dtype(const YNode& n) {
@@ -69,18 +81,6 @@ Collective parse_collective(const YNode& n) {
                                        {"simple", Protocol::simple}});
   }
   return c;
-}
-
-std::string shipped_topologies() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(data_root() / "topologies", ec)) {
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 Topology load_cluster(const YNode& n, const fs::path& dir) {

@@ -21,6 +21,9 @@ NcclModel load_nccl(const std::filesystem::path& file);
 // cluster block is; errors are InputErrors starting with `what` (the option or key that asked for the size).
 Topology sized_topology(Topology topology, int nodes, int gpus_per_node, const std::string& what);
 
+// The names of the shipped topologies (topologies/*.yaml), comma-separated, for error messages.
+std::string shipped_topologies();
+
 // Resolve a topology by name ("h100-8x-nvswitch") or path, relative to a scenario file.
 std::filesystem::path resolve_topology(const std::string& name_or_path, const std::filesystem::path& scenario_dir);
 
