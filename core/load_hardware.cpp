@@ -26,9 +26,10 @@ fs::path data_root() {
 
 namespace {
 
-Arch parse_arch(const YNode& n) {
-  return n.as_enum<Arch>(
-      {{"volta", Arch::volta}, {"ampere", Arch::ampere}, {"ada", Arch::ada}, {"hopper", Arch::hopper}});
+// A GPU architecture named by `text` (a value, or a map key) at `where`.
+Arch parse_arch(const YNode& where, const std::string& text) {
+  if (const auto a = arch_named(text)) return *a;
+  where.fail("\"" + text + "\" is not one of: volta, ampere, ada, hopper");
 }
 
 double fraction(const YNode& n) {
@@ -74,18 +75,9 @@ Algorithm parse_algorithm_key(const YNode& parent, const std::string& key) {
   parent.fail(fmt::format("unknown algorithm \"{}\" (expected ring, tree or nvls)", key));
 }
 
-// A map key naming a GPU architecture (ll_max_busbw, ring_efficiency.by_arch).
-Arch parse_arch_key(const YNode& parent, const std::string& key) {
-  if (key == "volta") return Arch::volta;
-  if (key == "ampere") return Arch::ampere;
-  if (key == "ada") return Arch::ada;
-  if (key != "hopper") parent.at(key).fail("unknown GPU architecture \"" + key + "\" (volta, ampere, ada, hopper)");
-  return Arch::hopper;
-}
-
 std::map<Arch, double> parse_arch_bandwidths(const YNode& n) {
   std::map<Arch, double> out;
-  for (const auto& key : n.keys()) out[parse_arch_key(n, key)] = n.at(key).as_bandwidth();
+  for (const auto& key : n.keys()) out[parse_arch(n.at(key), key)] = n.at(key).as_bandwidth();
   return out;
 }
 
@@ -124,7 +116,7 @@ GpuSpec load_gpu(const std::string& key) {
   GpuSpec spec;
   spec.key = key;
   spec.name = g.at("name").as_string();
-  spec.arch = parse_arch(g.at("arch"));
+  spec.arch = parse_arch(g.at("arch"), g.at("arch").as_string());
   if (auto v = g.get("peak_bf16")) spec.peak_bf16_flops_per_s = v->as_flops();
   spec.peak_fp16_flops_per_s = g.at("peak_fp16").as_flops();
   spec.peak_fp32_flops_per_s = g.at("peak_fp32").as_flops();
@@ -178,7 +170,7 @@ NcclModel load_nccl(const fs::path& file) {
     for (const auto& key : by_arch->keys()) {
       const YNode classes = by_arch->at(key);
       classes.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net"});
-      auto& out = m.ring_efficiency_by_arch[parse_arch_key(*by_arch, key)];
+      auto& out = m.ring_efficiency_by_arch[parse_arch(by_arch->at(key), key)];
       for (const auto& c : classes.keys()) out[c] = fraction(classes.at(c));
     }
   }
@@ -191,13 +183,15 @@ NcclModel load_nccl(const fs::path& file) {
   return m;
 }
 
-Topology sized_topology(Topology t, int nodes, int gpus_per_node, const std::string& what) {
+Topology sized_topology(Topology t, int nodes, int gpus_per_node, const std::function<void(const std::string&)>& fail) {
   if (nodes < 1 || gpus_per_node < 1 || static_cast<long long>(nodes) * gpus_per_node > (1 << 20))
-    throw InputError(fmt::format("{}: {} nodes x {} GPUs: each must be >= 1, together at most 1,048,576", what, nodes,
-                                 gpus_per_node));
+    fail(
+        fmt::format("{} nodes x {} GPUs: each must be at least 1, and together at most the 1,048,576 GPUs dpsim "
+                    "simulates",
+                    nodes, gpus_per_node));
   t.nodes = nodes;
   t = keep_first_gpus(std::move(t), gpus_per_node);
-  validate_topology(t, [&](const std::string& msg) { throw InputError(fmt::format("{}: {}", what, msg)); });
+  validate_topology(t, fail);
   return t;
 }
 

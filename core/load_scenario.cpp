@@ -13,6 +13,8 @@ namespace dpsim {
 
 namespace fs = std::filesystem;
 
+namespace {
+
 std::string shipped_topologies() {
   std::vector<std::string> names;
   std::error_code ec;
@@ -24,8 +26,6 @@ std::string shipped_topologies() {
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
-
-namespace {
 
 Dtype parse_dtype(const YNode& n) {
   return n.as_enum<Dtype>({{"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp32", Dtype::fp32}});
@@ -83,19 +83,32 @@ Collective parse_collective(const YNode& n) {
   return c;
 }
 
+}  // namespace
+
+fs::path find_topology(const std::string& name_or_path, const fs::path& dir) {
+  const fs::path file = resolve_topology(name_or_path, dir);
+  std::error_code ec;
+  if (fs::exists(file, ec)) return file;
+  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml");
+  if (is_path) throw InputError(fmt::format("topology file {} does not exist", file.lexically_normal().string()));
+  throw InputError(fmt::format("no topology named \"{}\" (shipped: {})", name_or_path, shipped_topologies()));
+}
+
+namespace {
+
 Topology load_cluster(const YNode& n, const fs::path& dir) {
   n.allow_only({"topology", "nodes", "gpus_per_node", "gpu", "nic_bandwidth", "oversubscription"});
   const YNode name = n.at("topology");
-  const fs::path file = resolve_topology(name.as_string(), dir);
-  std::error_code ec;
-  if (!fs::exists(file, ec)) {
-    const bool is_path = name.as_string().find('/') != std::string::npos || name.as_string().ends_with(".yaml");
-    if (is_path) name.fail(fmt::format("topology file {} does not exist", file.lexically_normal().string()));
-    name.fail(fmt::format("no topology named \"{}\" (shipped: {})", name.as_string(), shipped_topologies()));
+  fs::path file;
+  try {
+    file = find_topology(name.as_string(), dir);
+  } catch (const InputError& e) {
+    name.fail(e.what());
   }
   Topology t = load_topology(file);
-  if (auto v = n.get("nodes")) t.nodes = static_cast<int>(v->as_int(1, 1 << 20));
-  if (auto v = n.get("gpus_per_node")) t = keep_first_gpus(std::move(t), static_cast<int>(v->as_int(1, 1024)));
+  const int nodes = n.has("nodes") ? static_cast<int>(n.at("nodes").as_int(1, 1 << 20)) : t.nodes;
+  const int gpus_per_node =
+      n.has("gpus_per_node") ? static_cast<int>(n.at("gpus_per_node").as_int(1, 1024)) : t.gpus_per_node;
   if (auto v = n.get("gpu")) {
     try {
       t.gpu = load_gpu(v->as_string());
@@ -111,11 +124,8 @@ Topology load_cluster(const YNode& n, const fs::path& dir) {
     t.network.oversubscription = v->as_positive_number();
     if (t.network.oversubscription < 1) v->fail("must be >= 1 (1 = full bisection)");
   }
-  if (static_cast<long long>(t.nodes) * t.gpus_per_node > (1 << 20)) {
-    n.fail(fmt::format("{} nodes x {} GPUs is more than the 1,048,576 GPUs dpsim simulates", t.nodes, t.gpus_per_node));
-  }
-  validate_topology(t, [&](const std::string& msg) { n.fail(msg + " (topology " + file.filename().string() + ")"); });
-  return t;
+  return sized_topology(std::move(t), nodes, gpus_per_node,
+                        [&](const std::string& msg) { n.fail(msg + " (topology " + file.filename().string() + ")"); });
 }
 
 }  // namespace

@@ -36,6 +36,12 @@ const char* to_string(Algorithm algorithm) {
   return "?";
 }
 
+std::optional<Algorithm> algorithm_named(std::string_view name) {
+  for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::nvls})
+    if (name == to_string(a)) return a;
+  return std::nullopt;
+}
+
 const char* to_string(Protocol protocol) {
   switch (protocol) {
     case Protocol::automatic: return "auto";
@@ -54,6 +60,12 @@ const char* to_string(Arch arch) {
     case Arch::hopper: return "hopper";
   }
   return "?";
+}
+
+std::optional<Arch> arch_named(std::string_view name) {
+  for (Arch a : {Arch::volta, Arch::ampere, Arch::ada, Arch::hopper})
+    if (name == to_string(a)) return a;
+  return std::nullopt;
 }
 
 const char* to_string(IntraKind kind) {

@@ -85,6 +85,18 @@ std::string format_bytes(double bytes) {
   return fmt::format("{:.0f} B", bytes);
 }
 
+std::string format_size_label(double bytes) {
+  const double l = std::log2(bytes);
+  if (bytes >= 1 && l == std::floor(l)) {
+    const int e = static_cast<int>(l);
+    if (e >= 30) return fmt::format("{}GiB", 1ll << (e - 30));
+    if (e >= 20) return fmt::format("{}MiB", 1ll << (e - 20));
+    if (e >= 10) return fmt::format("{}KiB", 1ll << (e - 10));
+    return fmt::format("{}B", 1ll << e);
+  }
+  return fmt::format("{:.0f}B", bytes);
+}
+
 std::string format_bandwidth(double bytes_per_s) { return fmt::format("{:.1f} GB/s", bytes_per_s / 1e9); }
 
 std::string format_seconds(double seconds) {

@@ -6,66 +6,35 @@
 
 namespace dpsim::backend {
 
+// Each launch is recorded with the fields its kind uses (designated initializers, in Launch's member order).
 void DryRunExecutor::gemm(const GemmCall& call) {
-  Launch l;
-  l.type = Launch::Type::gemm;
-  l.gemm_call = call;
-  launches_.push_back(l);
+  launches_.push_back({.type = Launch::Type::gemm, .gemm_call = call});
 }
 
 void DryRunExecutor::batched_gemm(const GemmCall& call) {
-  Launch l;
-  l.type = Launch::Type::batched_gemm;
-  l.gemm_call = call;
-  launches_.push_back(l);
+  launches_.push_back({.type = Launch::Type::batched_gemm, .gemm_call = call});
 }
 
 void DryRunExecutor::memory_kernel(const MemoryCall& call) {
-  Launch l;
-  l.type = Launch::Type::memory;
-  l.memory_call = call;
-  launches_.push_back(l);
+  launches_.push_back({.type = Launch::Type::memory, .memory_call = call});
 }
 
 void DryRunExecutor::record_event(Stream stream, EventRef event) {
-  Launch l;
-  l.type = Launch::Type::record;
-  l.stream = stream;
-  l.event = event;
-  l.bucket = event.bucket;
-  launches_.push_back(l);
+  launches_.push_back({.type = Launch::Type::record, .stream = stream, .event = event, .bucket = event.bucket});
 }
 
 void DryRunExecutor::stream_wait(Stream waiter, EventRef event) {
-  Launch l;
-  l.type = Launch::Type::wait;
-  l.stream = waiter;
-  l.event = event;
-  l.bucket = event.bucket;
-  launches_.push_back(l);
+  launches_.push_back({.type = Launch::Type::wait, .stream = waiter, .event = event, .bucket = event.bucket});
 }
 
 void DryRunExecutor::allreduce_bucket(int bucket) {
-  Launch l;
-  l.type = Launch::Type::allreduce;
-  l.stream = Stream::comm;
-  l.bucket = bucket;
-  launches_.push_back(l);
+  launches_.push_back({.type = Launch::Type::allreduce, .stream = Stream::comm, .bucket = bucket});
 }
 
-void DryRunExecutor::optimizer_step() {
-  Launch l;
-  l.type = Launch::Type::optimizer;
-  launches_.push_back(l);
-}
+void DryRunExecutor::optimizer_step() { launches_.push_back({.type = Launch::Type::optimizer}); }
 
 void DryRunExecutor::mark(Stream stream, Mark mark, int index) {
-  Launch l;
-  l.type = Launch::Type::mark;
-  l.stream = stream;
-  l.mark_kind = mark;
-  l.index = index;
-  launches_.push_back(l);
+  launches_.push_back({.type = Launch::Type::mark, .stream = stream, .mark_kind = mark, .index = index});
 }
 
 namespace {

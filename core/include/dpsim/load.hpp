@@ -2,6 +2,7 @@
 // YAML loading: the only code in the project that sees yaml-cpp. Every error is an InputError
 // naming file, line and key path.
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "dpsim/scenario.hpp"
@@ -17,12 +18,14 @@ ModelSpec load_model(const std::filesystem::path& file);  // models/*.yaml or a 
 GpuSpec load_gpu(const std::string& key);                 // from data/gpus.yaml
 NcclModel load_nccl(const std::filesystem::path& file);
 
-// The topology on `nodes` nodes of its first `gpus_per_node` GPUs (keep_first_gpus), checked as a scenario's
-// cluster block is; errors are InputErrors starting with `what` (the option or key that asked for the size).
-Topology sized_topology(Topology topology, int nodes, int gpus_per_node, const std::string& what);
+// The topology on `nodes` nodes of its first `gpus_per_node` GPUs (keep_first_gpus), checked (at most 2^20
+// GPUs, every GPU reachable, NICs for multi-node); `fail` reports what is wrong and must throw.
+Topology sized_topology(Topology topology, int nodes, int gpus_per_node,
+                        const std::function<void(const std::string&)>& fail);
 
-// The names of the shipped topologies (topologies/*.yaml), comma-separated, for error messages.
-std::string shipped_topologies();
+// The topology file that a shipped name ("h100-8x-nvswitch") or a path (relative to `dir`) names. A name that is
+// not shipped, or a path that does not exist, is an InputError that says so (and lists the shipped names).
+std::filesystem::path find_topology(const std::string& name_or_path, const std::filesystem::path& dir);
 
 // Resolve a topology by name ("h100-8x-nvswitch") or path, relative to a scenario file.
 std::filesystem::path resolve_topology(const std::string& name_or_path, const std::filesystem::path& scenario_dir);

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dpsim {
@@ -20,8 +21,10 @@ int dtype_bytes(Dtype dtype);
 const char* to_string(Dtype dtype);
 const char* to_string(Optimizer optimizer);
 const char* to_string(Algorithm algorithm);
+std::optional<Algorithm> algorithm_named(std::string_view name);  // inverse of to_string ("auto", "ring", ...)
 const char* to_string(Protocol protocol);
 const char* to_string(Arch arch);
+std::optional<Arch> arch_named(std::string_view name);  // inverse of to_string ("volta", "ampere", ...)
 
 // ---- hardware ---------------------------------------------------------------------------------
 

@@ -16,5 +16,7 @@ std::string format_bytes(double bytes);
 std::string format_bandwidth(double bytes_per_s);
 std::string format_seconds(double seconds);
 std::string format_count(double count);  // 8,030,261,248
+// A message size as nccl-tests sweeps label it: powers of two in binary units ("1MiB", "8GiB"), others in bytes.
+std::string format_size_label(double bytes);
 
 }  // namespace dpsim

@@ -130,9 +130,9 @@ struct Launch {
   enum class Type { gemm, batched_gemm, memory, record, wait, allreduce, optimizer, mark };
   Type type = Type::gemm;
   Stream stream = Stream::compute;
-  GemmCall gemm_call;
-  MemoryCall memory_call;
-  EventRef event;
+  GemmCall gemm_call{};
+  MemoryCall memory_call{};
+  EventRef event{};
   int bucket = -1;
   Mark mark_kind = Mark::step_begin;
   int index = 0;
