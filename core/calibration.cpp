@@ -208,18 +208,30 @@ YAML::Node load_text(const std::string& text, const std::string& file) {
   }
 }
 
-nlohmann::json to_json_node(const YAML::Node& node) {
+std::string pointer_token(const std::string& key) {  // RFC 6901: "~" -> "~0", "/" -> "~1"
+  std::string out;
+  for (char c : key) out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  return out;
+}
+
+// `pointer` is the node's JSON pointer; `lines` (may be null) receives its 1-based line.
+nlohmann::json to_json_node(const YAML::Node& node, const std::string& pointer, YamlLines* lines) {
+  if (lines != nullptr && node.Mark().line >= 0) (*lines)[pointer] = node.Mark().line + 1;
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined: return nullptr;
     case YAML::NodeType::Sequence: {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(to_json_node(item));
+      for (const auto& item : node)
+        out.push_back(to_json_node(item, pointer + "/" + std::to_string(out.size()), lines));
       return out;
     }
     case YAML::NodeType::Map: {
       nlohmann::json out = nlohmann::json::object();
-      for (const auto& kv : node) out[kv.first.Scalar()] = to_json_node(kv.second);
+      for (const auto& kv : node) {
+        const std::string& key = kv.first.Scalar();
+        out[key] = to_json_node(kv.second, pointer + "/" + pointer_token(key), lines);
+      }
       return out;
     }
     case YAML::NodeType::Scalar: break;
@@ -321,13 +333,13 @@ void apply_calibration(Scenario& s, const Calibration& c) {
     s.nccl.version += fmt::format(" + calibration {} {}", c.name.empty() ? "(unnamed)" : c.name, calibration_hash(c));
 }
 
-nlohmann::json read_yaml_as_json(const std::filesystem::path& file) {
+nlohmann::json read_yaml_as_json(const std::filesystem::path& file, YamlLines* lines) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file.string(), 0, "", "cannot be read");
   std::stringstream buffer;
   buffer << in.rdbuf();
   const YAML::Node root = load_text(buffer.str(), file.string());
-  return to_json_node(root);
+  return to_json_node(root, "", lines);
 }
 
 }  // namespace dpsim

@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
+#include "dpsim/error.hpp"
 #include "dpsim/validation/reference.hpp"
 
 using namespace dpsim::validation;
@@ -119,4 +122,94 @@ TEST_CASE("reference CSV and gnuplot script") {
   CHECK(gp.find("set logscale xy") != std::string::npos);
   CHECK(gp.find("1.1*x") != std::string::npos);
   CHECK_THROWS(gnuplot_script(report(), "/tmp/p.csv", "/tmp/p.pdf"));
+}
+
+namespace {
+// A one-entry reference folder whose DDP entry predicts with `predict` (YAML, indented under scenario:).
+std::filesystem::path one_ddp_entry(const std::string& name, const std::string& predict) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dpsim-ref-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ddp.yaml") << "- id: t\n"
+                                     "  kind: ddp_step_time\n"
+                                     "  measured:\n"
+                                     "    sec_per_iter: {1gpu: 0.1, 8gpu: 0.104}\n"
+                                     "  scenario:\n"
+                                     "    topology: v100-8x-nvlink-mesh\n"
+                                  << predict;
+  return dir;
+}
+const std::string kScenario =
+    std::string(DPSIM_SOURCE_DIR) + "/validation/reference/scenarios/pytorch-ddp-benchmark-resnet50-v100.yaml";
+std::string error_of(const std::filesystem::path& dir) {
+  try {
+    score_reference(dir);
+  } catch (const dpsim::InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("reference set: a DDP entry's predict block names the scenario and overrides of each number") {
+  const auto dir = one_ddp_entry("ok",
+                                 "    predict:\n"
+                                 "      scenario: " +
+                                     kScenario +
+                                     "\n"
+                                     "      numbers:\n"
+                                     "        - {label: one, kind: ddp_step_time, measured: [sec_per_iter, 1gpu],"
+                                     " set: {cluster.gpus_per_node: 1}}\n"
+                                     "        - {label: eight, kind: ddp_step_time, measured: [sec_per_iter, 8gpu]}\n");
+  const ReferenceReport r = score_reference(dir);
+  REQUIRE(r.points.size() == 2);
+  CHECK(r.points[0].gpus_per_node == 1);
+  CHECK(r.points[1].gpus_per_node == 8);
+  CHECK(r.points[0].published == 0.1);
+  // The same scenarios as the shipped entry's 1M/1G and 1M/8G numbers: the same predictions.
+  for (const auto& shipped : report().points) {
+    if (shipped.entry != "ddp-dgx1-v100-resnet50-bs32-1to16gpu") continue;
+    if (shipped.label == "1M/1G s/iter") CHECK(shipped.predicted == r.points[0].predicted);
+    if (shipped.label == "1M/8G s/iter") CHECK(shipped.predicted == r.points[1].predicted);
+  }
+  CHECK(r.points[1].predicted > r.points[0].predicted);  // 8 GPUs pay the all-reduce
+}
+
+TEST_CASE("reference set: a malformed predict block names the file, line and key path") {
+  const std::string head = "    predict:\n      scenario: " + kScenario + "\n      numbers:\n";
+  SECTION("unknown kind") {
+    const std::string msg = error_of(
+        one_ddp_entry("kind", head + "        - {label: a, kind: ddp_speed, measured: [sec_per_iter, 1gpu]}\n"));
+    CHECK_THAT(msg, Catch::Contains("ddp.yaml:10: [0].scenario.predict.numbers[0].kind"));
+    CHECK_THAT(msg, Catch::Contains("\"ddp_speed\" is not one of"));
+  }
+  SECTION("strong scaling without its 1-node baseline") {
+    const std::string msg = error_of(one_ddp_entry(
+        "base", head + "        - {label: a, kind: ddp_strong_scaling, measured: [sec_per_iter, 8gpu]}\n"));
+    CHECK_THAT(msg, Catch::Contains("ddp.yaml:10: [0].scenario.predict.numbers[0]: \"baseline\""));
+  }
+  SECTION("unknown key") {
+    const std::string msg = error_of(one_ddp_entry(
+        "key", head + "        - {label: a, kind: ddp_step_time, measured: [sec_per_iter, 1gpu], sett: {}}\n"));
+    CHECK_THAT(msg, Catch::Contains("numbers[0].sett: unknown key \"sett\""));
+  }
+  SECTION("a scenario file that does not exist") {
+    const std::string msg =
+        error_of(one_ddp_entry("file",
+                               "    predict:\n      scenario: nowhere.yaml\n      numbers:\n"
+                               "        - {label: a, kind: ddp_step_time, measured: [sec_per_iter, 1gpu]}\n"));
+    CHECK_THAT(msg, Catch::Contains("ddp.yaml:8: [0].scenario.predict.scenario: scenario file"));
+  }
+  SECTION("a scenario on another topology than the entry's") {
+    const std::string msg = error_of(
+        one_ddp_entry("topo", head + "        - {label: a, kind: ddp_step_time, measured: [sec_per_iter, 1gpu],"
+                                     " set: {cluster.topology: a100-8x-nvswitch}}\n"));
+    CHECK_THAT(msg, Catch::Contains("runs on topology a100-8x-nvswitch, but the entry maps to v100-8x-nvlink-mesh"));
+  }
+  SECTION("an override the scenario refuses") {
+    const std::string msg =
+        error_of(one_ddp_entry("set", head + "        - {label: a, kind: ddp_step_time, measured: [sec_per_iter, 1gpu],"
+                                             " set: {training.micro_batch: -3}}\n"));
+    CHECK_THAT(msg, Catch::Contains("training.micro_batch"));
+  }
 }

@@ -2,6 +2,8 @@
 // on the entry's mapped topology, and summarise the errors per interconnect class and kind.
 #include "dpsim/validation/reference.hpp"
 
+#include "reference_internal.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -20,11 +22,8 @@
 #include "dpsim/calibration.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
-#include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
-#include "dpsim/plan.hpp"
 #include "dpsim/result.hpp"
-#include "dpsim/sim/simulate.hpp"
 #include "dpsim/units.hpp"
 
 namespace dpsim::validation {
@@ -48,12 +47,7 @@ double parse_size_label(const std::string& raw) {
   return std::exp2(std::round(std::log2(bytes)));  // nccl-tests labels: decimal-rounded powers of two
 }
 
-namespace {
-
-struct Range {
-  double low = 0, high = 0;
-  double mid() const { return 0.5 * (low + high); }
-};
+namespace detail {
 
 std::optional<Range> parse_published(const json& v) {
   if (v.is_number()) return Range{v.get<double>(), v.get<double>()};
@@ -75,6 +69,18 @@ std::string str(const json& j, const char* key) {
   const json& v = j[key];
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
+
+std::string class_of(const Topology& t) { return t.nodes > 1 ? "multinode" : to_string(t.intra.kind); }
+
+}  // namespace detail
+
+namespace {
+
+using detail::class_of;
+using detail::Context;
+using detail::parse_published;
+using detail::Range;
+using detail::str;
 
 std::optional<int> as_int(const json& j, const char* key) {
   if (j.is_object() && j.contains(key) && j[key].is_number_integer()) return j[key].get<int>();
@@ -135,16 +141,6 @@ Topology resized(Topology t, int nodes, int gpus_per_node) {
   t.nodes = nodes;
   return keep_first_gpus(std::move(t), gpus_per_node);
 }
-
-std::string class_of(const Topology& t) { return t.nodes > 1 ? "multinode" : to_string(t.intra.kind); }
-
-struct Context {
-  NcclModel nccl;
-  fs::path root;
-  // DDP scenarios already predicted, by their YAML text: a strong-scaling baseline serves five entries, and a
-  // throughput and a speedup number of one table share their 8-GPU step.
-  mutable std::map<std::string, std::pair<Scenario, StepResult>> predicted;
-};
 
 Topology topology_named(const std::string& name, const Context& ctx) {
   return load_topology(resolve_topology(name, ctx.root / "scenarios"));
@@ -315,244 +311,6 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
   }
 }
 
-// ---- DDP entries ------------------------------------------------------------------------------
-
-// One DDP number an entry publishes, with everything the entry states that a scenario needs.
-struct DdpRecipe {
-  std::string entry;
-  std::string label;
-  std::string published_path;  // JSON pointer into `measured`
-  std::string kind;            // ddp_step_time | ddp_scaling | ddp_strong_scaling
-  std::string model;           // models/*.yaml
-  int micro_batch = 1;
-  int sequence_length = 1;
-  int accumulation = 1;
-  std::string dtype;
-  std::string optimizer;
-  std::string topology;
-  int gpus_per_node = 8;
-  std::string note;
-  int nodes = 1;
-  // ddp_strong_scaling: the same global batch on 1 node with this accumulation; predicted = t(1 node) / t(nodes)
-  int baseline_accumulation = 0;
-  bool tf32 = false;         // fp32 matmuls on TF32 tensor cores (training.tf32)
-  std::string grad_dtype{};  // empty: as dtype (PyTorch AMP keeps fp32 parameters, so DDP reduces fp32 gradients)
-};
-
-// What each predictable entry states (the entry's workload/hardware blocks; quoted in the note).
-const std::vector<DdpRecipe>& ddp_recipes() {
-  static const std::vector<DdpRecipe> recipes = [] {
-    std::vector<DdpRecipe> r;
-    const std::string rn = "ddp-dgx1-v100-resnet50-bs32-1to16gpu";
-    const std::string rn_note =
-        "resnet50, batch 32 per GPU, fp32 (entry: 'default; not stated'); optimizer SGD+momentum assumed";
-    for (const auto& [label, g] :
-         std::vector<std::pair<std::string, int>>{{"1M/1G", 1}, {"1M/2G", 2}, {"1M/4G", 4}, {"1M/8G", 8}})
-      r.push_back({rn, label + " s/iter", "/sec_per_iter_p50/" + std::regex_replace(label, std::regex("/"), "~1"),
-                   "ddp_step_time", "resnet-50.yaml", 32, 1, 1, "fp32", "sgd_momentum", "v100-8x-nvlink-mesh", g,
-                   rn_note});
-    const std::string bert = "ddp-nvidia-dle-bert-large-pretrain-dgx1-v100-32g";
-    const std::string bert_note =
-        "weak scaling 8 GPUs = 8 x scaling_efficiency; LAMB modelled as AdamW (same state); batch column is the "
-        "accumulated batch per GPU";
-    r.push_back({bert, "seq128 fp32 speedup", "/seq128_weak_scaling_8gpu/fp32", "ddp_scaling", "bert-large.yaml", 32,
-                 128, 128, "fp32", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (4096 / 128 steps = 32)"});
-    r.push_back({bert, "seq128 amp speedup", "/seq128_weak_scaling_8gpu/amp", "ddp_scaling", "bert-large.yaml", 64, 128,
-                 64, "fp16", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (4096 / 64 steps = 64)"});
-    r.push_back({bert, "seq512 fp32 speedup", "/seq512_weak_scaling_8gpu/fp32", "ddp_scaling", "bert-large.yaml", 4,
-                 512, 512, "fp32", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 512 steps = 4)"});
-    r.push_back({bert, "seq512 amp speedup", "/seq512_weak_scaling_8gpu/amp", "ddp_scaling", "bert-large.yaml", 8, 512,
-                 256, "fp16", "adamw", "v100-8x-nvlink-mesh", 8, bert_note + " (2048 / 256 steps = 8)"});
-    // DeepLearningExamples ResNet-50 v1.5 tables (1 and 8 GPUs, per-GPU batch fixed: weak scaling). Batch per GPU
-    // from the README's benchmark command (--platform DGX1V | DGXA100) and configs.yml: AMP 256, FP32 112 (DGX-1),
-    // NHWC. AMP: fp16 compute, fp32 parameters and gradients (torch.cuda.amp). TF32 (DGX A100): fp32 on TF32
-    // tensor cores. Optimizer SGD with momentum (configs.yml momentum 0.875).
-    struct Dle {
-      std::string id, topology, precision;
-      int batch;
-    };
-    for (const Dle& d : {Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-16gb", "v100-8x-nvlink-mesh", "fp32", 112},
-                         Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-16gb", "v100-8x-nvlink-mesh", "amp", 256},
-                         Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-32gb", "v100-8x-nvlink-mesh", "fp32", 112},
-                         Dle{"ddp-nvidia-dle-resnet50-dgx1-v100-32gb", "v100-8x-nvlink-mesh", "amp", 256},
-                         Dle{"ddp-nvidia-dle-resnet50-dgxa100", "a100-8x-nvswitch", "amp", 256},
-                         Dle{"ddp-nvidia-dle-resnet50-dgxa100", "a100-8x-nvswitch", "tf32", 256}}) {
-      const bool amp = d.precision == "amp";
-      const bool tf32 = d.precision == "tf32";
-      const std::string note = fmt::format(
-          "resnet50, batch {} per GPU ({}; configs.yml), SGD+momentum, DALI input "
-          "not modelled",
-          d.batch,
-          amp    ? "AMP: fp16 compute, fp32 gradients"
-          : tf32 ? "TF32: fp32 on TF32 tensor cores"
-                 : "FP32");
-      auto add = [&](const std::string& label, const std::string& path, const std::string& kind, int gpus) {
-        DdpRecipe x{d.id,           label,      path, kind, "resnet-50.yaml", d.batch, 1, 1, amp ? "fp16" : "fp32",
-                    "sgd_momentum", d.topology, gpus, note};
-        x.grad_dtype = "fp32";
-        x.tf32 = tf32;
-        r.push_back(x);
-      };
-      for (int g : {1, 8})
-        add(fmt::format("{} {} GPU img/s", d.precision, g),
-            fmt::format("/throughput_img_per_s/{}_{}gpu", d.precision, g), "ddp_throughput", g);
-      add(fmt::format("{} 8-GPU speedup", d.precision), fmt::format("/strong_scaling_8gpu/{}", d.precision),
-          "ddp_scaling", 8);
-    }
-    // DGX A100 multi-node strong scaling: the accumulated batch per GPU halves as the nodes double (accumulation =
-    // steps at 1 node / nodes; entry: accumulated_batch_per_gpu, accumulation_steps_fp16). Mixed precision: fp16
-    // gradients (DeepLearningExamples BERT all-reduces in fp16 after accumulation). TF32: fp32 on TF32 tensor cores,
-    // batch 126 (seq 128, as printed; the accumulated column says 8192 = 64 steps of 128) and 16 (seq 512).
-    struct Phase {
-      std::string id, precision;
-      int sequence_length, micro_batch, steps_at_one_node;
-    };
-    const std::string s128 = "ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq128";
-    const std::string s512 = "ddp-nvidia-dle-bert-large-pretrain-dgxa100-1to32node-seq512";
-    for (const Phase& ph : {Phase{s128, "amp", 128, 256, 32}, Phase{s512, "amp", 512, 32, 128},
-                            Phase{s128, "tf32", 128, 126, 64}, Phase{s512, "tf32", 512, 16, 256}}) {
-      const bool tf32 = ph.precision == "tf32";
-      for (int nodes : {2, 4, 8, 16, 32}) {
-        DdpRecipe m{ph.id,
-                    fmt::format("seq{} {} strong scaling {} nodes", ph.sequence_length, ph.precision, nodes),
-                    fmt::format("/{}_strong_scaling/{}node", tf32 ? "tf32" : "mixed_precision", nodes),
-                    "ddp_strong_scaling",
-                    "bert-large.yaml",
-                    ph.micro_batch,
-                    ph.sequence_length,
-                    ph.steps_at_one_node / nodes,
-                    tf32 ? "fp32" : "fp16",
-                    "adamw",
-                    "a100-hdr-rail",
-                    8,
-                    fmt::format("batch {} per GPU, accumulation {} / nodes, {}; LAMB modelled as AdamW; fabric not "
-                                "stated: DGX A100 SuperPOD (8x HDR per node) assumed",
-                                ph.micro_batch, ph.steps_at_one_node, tf32 ? "TF32" : "fp16")};
-        m.nodes = nodes;
-        m.baseline_accumulation = ph.steps_at_one_node;
-        m.tf32 = tf32;
-        r.push_back(m);
-      }
-    }
-    return r;
-  }();
-  return recipes;
-}
-
-std::string zoo_model(const std::string& model) {
-  std::string m = model;
-  std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (m.find("resnext") != std::string::npos) return "";
-  if (m.find("resnet-50") != std::string::npos || m.find("resnet50") != std::string::npos) return "resnet-50.yaml";
-  if (m.find("bert-large") != std::string::npos) return "bert-large.yaml";
-  if (m.find("llama 3.1 8b") != std::string::npos) return "llama-3.1-8b.yaml";
-  if (m == "gpt2") return "gpt2-124m.yaml";
-  return "";
-}
-
-std::string not_predictable_reason(const json& e) {
-  const json& w = e.contains("workload") ? e["workload"] : json::object();
-  const std::string fw = str(e["software"], "framework");
-  if (fw.find("FSDP") != std::string::npos)
-    return "not predictable: FSDP, not DDP (and the sequence length is not stated)";
-  const std::string model = str(w, "model");
-  if (zoo_model(model).empty()) return fmt::format("not predictable: model \"{}\" is not in models/", model);
-  if (!(w.contains("batch_per_gpu") && w["batch_per_gpu"].is_number()))
-    return fmt::format("not predictable: batch per GPU not stated (\"{}\")", str(w, "batch_per_gpu"));
-  return "not predictable: no recipe for this entry yet";
-}
-
-std::string scenario_yaml(const DdpRecipe& r, int nodes, int accumulation, const Context& ctx) {
-  return fmt::format(
-      "name: ref-{}-{}\nmodel: {}\ntraining:\n  micro_batch: {}\n  sequence_length: {}\n  gradient_accumulation: {}\n"
-      "  param_dtype: {}\n  grad_dtype: {}\n  tf32: {}\n  optimizer: {}\n  activations: false\n"
-      "ddp:\n  bucket_cap: 25MiB\n  first_bucket: 1MiB\ncluster:\n  topology: {}\n  nodes: {}\n  gpus_per_node: {}\n",
-      r.entry, r.gpus_per_node, (ctx.root / "models" / r.model).string(), r.micro_batch, r.sequence_length,
-      accumulation, r.dtype, r.grad_dtype.empty() ? r.dtype : r.grad_dtype, r.tf32, r.optimizer,
-      resolve_topology(r.topology, ctx.root / "scenarios").string(), nodes, r.gpus_per_node);
-}
-
-// One step of the recipe's scenario on `nodes` nodes with `accumulation` micro-steps, simulated (or estimated).
-StepResult predict_step(const DdpRecipe& r, int nodes, int accumulation, const Context& ctx, const ReferenceOptions& o,
-                        Scenario& s) {
-  const std::string yaml = scenario_yaml(r, nodes, accumulation, ctx);
-  if (const auto hit = ctx.predicted.find(yaml); hit != ctx.predicted.end()) {
-    s = hit->second.first;
-    return hit->second.second;
-  }
-  const fs::path dir = fs::temp_directory_path() / fmt::format("dpsim-reference-{}", ::getpid());
-  fs::create_directories(dir);
-  const fs::path f = dir / "scenario.yaml";
-  write_file_atomic(f, yaml);
-  s = load_scenario(f);
-  fs::remove_all(dir);
-  const StepPlan plan = make_step_plan(s);
-  StepResult res;
-  if (o.simulate_ddp) {
-    SimOptions so;
-    so.progress = false;
-    so.trace_ranks = 0;
-    res = simulate(s, plan, so);
-  } else {
-    res = estimate(s, plan).result;
-  }
-  ctx.predicted.emplace(yaml, std::make_pair(s, res));
-  return res;
-}
-
-double predicted_value(const DdpRecipe& r, const Context& ctx, const ReferenceOptions& o, Scenario& s) {
-  const StepResult res = predict_step(r, r.nodes, r.accumulation, ctx, o, s);
-  if (r.kind == "ddp_scaling") return res.scaling_efficiency * s.world_size();
-  if (r.kind == "ddp_throughput") return res.samples_per_s;
-  if (r.kind == "ddp_strong_scaling") {
-    Scenario one;
-    const StepResult base = predict_step(r, 1, r.baseline_accumulation, ctx, o, one);
-    return base.step_time_s / res.step_time_s;  // the same global batch per optimizer step
-  }
-  return res.step_time_s;
-}
-
-void ddp_entry(const json& e, const std::string& file, const Context& ctx, const ReferenceOptions& o,
-               ReferenceReport& out) {
-  const std::string id = str(e, "id");
-  bool any = false;
-  for (const auto& r : ddp_recipes()) {
-    if (r.entry != id) continue;
-    any = true;
-    const json::json_pointer ptr(r.published_path);
-    const auto value = e["measured"].contains(ptr) ? parse_published(e["measured"][ptr]) : std::nullopt;
-    if (!value) {
-      out.skipped.push_back({id, file, r.label + ": the number is not in the entry"});
-      continue;
-    }
-    ReferencePoint p;
-    p.entry = id;
-    p.file = file;
-    p.label = r.label;
-    p.kind = r.kind;
-    p.topology = r.topology;
-    p.nodes = r.nodes;
-    p.gpus_per_node = r.gpus_per_node;
-    p.published = value->mid();
-    p.published_low = value->low;
-    p.published_high = value->high;
-    p.unit = r.kind == "ddp_step_time" ? "s" : r.kind == "ddp_throughput" ? "samples/s" : "x";
-    p.note = r.note;
-    try {
-      Scenario s;
-      p.predicted = predicted_value(r, ctx, o, s);
-      p.predicted_by = o.simulate_ddp ? "simulate" : "estimate";
-      p.cls = class_of(s.topology);
-    } catch (const std::exception& ex) {
-      out.skipped.push_back({id, file, fmt::format("{}: not predictable: {}", r.label, ex.what())});
-      continue;
-    }
-    p.rel_error = relative_error_to_range(p.predicted, value->low, value->high);
-    out.points.push_back(p);
-  }
-  if (!any) out.skipped.push_back({id, file, not_predictable_reason(e)});
-}
-
 }  // namespace
 
 ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) {
@@ -568,10 +326,12 @@ ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) 
   ctx.root = data_root();
   ctx.nccl = load_nccl(ctx.root / "data" / "nccl.yaml");
   for (const auto& path : files) {
-    const json entries = read_yaml_as_json(path);
+    YamlLines lines;
+    const json entries = read_yaml_as_json(path, &lines);
     const std::string file = path.filename().string();
     if (!entries.is_array()) throw InputError(path.string(), 0, "", "expected a list of reference entries");
-    for (const auto& e : entries) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const json& e = entries[i];
       ++out.entries;
       const std::string id = str(e, "id");
       if (!e.contains("scenario") || !e["scenario"].is_object()) {
@@ -583,12 +343,12 @@ ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) 
         out.skipped.push_back({id, file, topo});
         continue;
       }
-      const std::string kind = str(e, "kind");
+      if (str(e, "kind").rfind("allreduce", 0) != 0) {
+        detail::ddp_entry(e, {path, &lines, "/" + std::to_string(i)}, ctx, o, out);
+        continue;
+      }
       try {
-        if (kind.rfind("allreduce", 0) == 0)
-          allreduce_entry(e, file, topology_named(topo, ctx), ctx, out);
-        else
-          ddp_entry(e, file, ctx, o, out);
+        allreduce_entry(e, file, topology_named(topo, ctx), ctx, out);
       } catch (const std::exception& ex) {
         out.skipped.push_back({id, file, std::string("not predictable: ") + ex.what()});
       }

@@ -95,7 +95,9 @@ void apply_calibration(Scenario& scenario, const Calibration& calibration);
 
 // A YAML file as JSON (plain scalars that read as numbers or booleans become numbers or booleans;
 // quoted scalars stay strings). For readers outside core, where yaml-cpp is not used: the published
-// reference set (validation/reference/*.yaml). Errors name the file and line.
-nlohmann::json read_yaml_as_json(const std::filesystem::path& file);
+// reference set (validation/reference/*.yaml). Errors name the file and line. `lines`, when given, maps the JSON
+// pointer of every node ("/3/scenario/predict") to its 1-based line, so a reader can name the line of a bad value.
+using YamlLines = std::map<std::string, int>;
+nlohmann::json read_yaml_as_json(const std::filesystem::path& file, YamlLines* lines = nullptr);
 
 }  // namespace dpsim

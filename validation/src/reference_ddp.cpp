@@ -1,0 +1,232 @@
+// DDP entries of the published reference set: each scored number names, in the entry's scenario.predict block,
+// the scenario file and the overrides that reproduce what the source states (model, batch, precision,
+// accumulation, GPUs), and which of its numbers it predicts. dpsim simulates that scenario and compares.
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dpsim/error.hpp"
+#include "dpsim/estimate.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
+#include "dpsim/sim/simulate.hpp"
+#include "dpsim/sweep_spec.hpp"
+#include "dpsim/validation/compare.hpp"
+#include "reference_internal.hpp"
+
+namespace dpsim::validation::detail {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::set<std::string> kDdpKinds{"ddp_step_time", "ddp_scaling", "ddp_throughput", "ddp_strong_scaling"};
+
+// One DDP number an entry publishes and the scenario that predicts it.
+struct DdpNumber {
+  std::string label;
+  std::string kind;  // one of kDdpKinds
+  std::vector<std::string> measured;
+  fs::path scenario;
+  std::vector<Override> set;       // the predict block's, then the number's
+  std::vector<Override> baseline;  // ddp_strong_scaling: on top of `set`, the 1-node run at the same global batch
+  std::string note;
+};
+
+// Reads a predict block; every error names the file, the line and the key path.
+class PredictReader {
+ public:
+  explicit PredictReader(const EntrySite& site) : site_(site) {}
+
+  [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
+    int line = 0;
+    if (site_.lines != nullptr)
+      if (const auto it = site_.lines->find(pointer); it != site_.lines->end()) line = it->second;
+    throw InputError(site_.file.string(), line, key_path(pointer), message);
+  }
+
+  const json& object(const json& j, const std::string& pointer, std::initializer_list<const char*> allowed) const {
+    if (!j.is_object()) fail(pointer, "expected a mapping");
+    for (const auto& [key, value] : j.items()) {
+      bool known = false;
+      std::string names;
+      for (const char* a : allowed) {
+        known = known || key == a;
+        names += names.empty() ? a : std::string(", ") + a;
+      }
+      if (!known) fail(pointer + "/" + key, fmt::format("unknown key \"{}\" (allowed: {})", key, names));
+    }
+    return j;
+  }
+
+  std::string text(const json& j, const std::string& pointer, const char* key) const {
+    if (!j.contains(key)) fail(pointer, fmt::format("\"{}\" is required", key));
+    if (!j[key].is_string() || j[key].get<std::string>().empty())
+      fail(pointer + "/" + key, "expected a non-empty text");
+    return j[key].get<std::string>();
+  }
+
+  // {key.path: value, ...} as scenario overrides (the value's YAML text).
+  std::vector<Override> overrides(const json& j, const std::string& pointer) const {
+    if (!j.is_object()) fail(pointer, "expected a mapping of scenario key paths to values");
+    std::vector<Override> out;
+    for (const auto& [key, value] : j.items()) {
+      if (value.is_object() || value.is_array() || value.is_null())
+        fail(pointer + "/" + key, "expected a single value (number, size, name, true/false)");
+      out.push_back({key, value.is_string() ? value.get<std::string>() : value.dump()});
+    }
+    return out;
+  }
+
+ private:
+  // "/12/scenario/predict/numbers/3/kind" -> "[12].scenario.predict.numbers[3].kind"
+  static std::string key_path(const std::string& pointer) {
+    std::string out;
+    size_t start = 1;
+    while (start <= pointer.size()) {
+      const size_t end = std::min(pointer.find('/', start), pointer.size());
+      const std::string token = pointer.substr(start, end - start);
+      const bool index = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
+      out += index ? "[" + token + "]" : (out.empty() ? "" : ".") + token;
+      start = end + 1;
+    }
+    return out;
+  }
+  const EntrySite& site_;
+};
+
+std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) {
+  const PredictReader r(site);
+  const std::string at = site.pointer + "/scenario/predict";
+  r.object(predict, at, {"scenario", "note", "set", "numbers"});
+  const fs::path scenario = site.file.parent_path() / r.text(predict, at, "scenario");
+  std::error_code ec;
+  if (!fs::is_regular_file(scenario, ec))
+    r.fail(at + "/scenario", fmt::format("scenario file {} does not exist", scenario.string()));
+  const std::string note = predict.contains("note") ? r.text(predict, at, "note") : "";
+  const std::vector<Override> common =
+      predict.contains("set") ? r.overrides(predict["set"], at + "/set") : std::vector<Override>{};
+  if (!predict.contains("numbers") || !predict["numbers"].is_array() || predict["numbers"].empty())
+    r.fail(at, "\"numbers\" must list at least one published number to predict");
+  std::vector<DdpNumber> out;
+  for (size_t i = 0; i < predict["numbers"].size(); ++i) {
+    const std::string p = at + "/numbers/" + std::to_string(i);
+    const json& n = r.object(predict["numbers"][i], p, {"label", "kind", "measured", "set", "baseline", "note"});
+    DdpNumber d{r.text(n, p, "label"), r.text(n, p, "kind"), {}, scenario, common, {}, note};
+    if (kDdpKinds.count(d.kind) == 0)
+      r.fail(p + "/kind", fmt::format("\"{}\" is not one of: ddp_step_time, ddp_scaling, ddp_throughput, "
+                                      "ddp_strong_scaling",
+                                      d.kind));
+    if (!n.contains("measured") || !n["measured"].is_array() || n["measured"].empty())
+      r.fail(p, "\"measured\" must list the keys of the number under the entry's measured block");
+    for (const auto& k : n["measured"]) d.measured.push_back(k.is_string() ? k.get<std::string>() : k.dump());
+    if (n.contains("set"))
+      for (const Override& o : r.overrides(n["set"], p + "/set")) d.set.push_back(o);
+    if (n.contains("baseline")) d.baseline = r.overrides(n["baseline"], p + "/baseline");
+    if ((d.kind == "ddp_strong_scaling") != n.contains("baseline"))
+      r.fail(p,
+             "\"baseline\" (the 1-node run at the same global batch) is required for, and only for, "
+             "ddp_strong_scaling");
+    if (n.contains("note")) d.note = r.text(n, p, "note");
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// The scenario with its overrides, simulated (or estimated); each distinct one once.
+StepResult predict_step(const fs::path& file, const std::vector<Override>& set, const Context& ctx,
+                        const ReferenceOptions& o, Scenario& s) {
+  std::string key = file.string();
+  for (const Override& x : set) key += "\n" + x.key_path + "=" + x.value;
+  if (const auto hit = ctx.predicted.find(key); hit != ctx.predicted.end()) {
+    s = hit->second.first;
+    return hit->second.second;
+  }
+  s = load_scenario(file, set);
+  const StepPlan plan = make_step_plan(s);
+  StepResult res;
+  if (o.simulate_ddp) {
+    SimOptions so;
+    so.progress = false;
+    so.trace_ranks = 0;
+    res = simulate(s, plan, so);
+  } else {
+    res = estimate(s, plan).result;
+  }
+  ctx.predicted.emplace(key, std::make_pair(s, res));
+  return res;
+}
+
+double predicted_value(const DdpNumber& d, const Context& ctx, const ReferenceOptions& o, Scenario& s) {
+  const StepResult res = predict_step(d.scenario, d.set, ctx, o, s);
+  if (d.kind == "ddp_scaling") return res.scaling_efficiency * s.world_size();
+  if (d.kind == "ddp_throughput") return res.samples_per_s;
+  if (d.kind == "ddp_strong_scaling") {
+    std::vector<Override> base = d.set;
+    base.insert(base.end(), d.baseline.begin(), d.baseline.end());
+    Scenario one;
+    return predict_step(d.scenario, base, ctx, o, one).step_time_s / res.step_time_s;  // same global batch
+  }
+  return res.step_time_s;
+}
+
+}  // namespace
+
+void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const ReferenceOptions& o,
+               ReferenceReport& out) {
+  const std::string id = str(e, "id");
+  const std::string file = site.file.filename().string();
+  const json& scenario = e["scenario"];
+  if (!scenario.contains("predict")) {
+    const std::string why = str(scenario, "not_predictable");
+    out.skipped.push_back(
+        {id, file, "not predictable: " + (why.empty() ? std::string("no scenario.predict block") : why)});
+    return;
+  }
+  const std::string topology = str(scenario, "topology");
+  for (const DdpNumber& d : read_predict(scenario["predict"], site)) {
+    json::json_pointer ptr;
+    for (const auto& k : d.measured) ptr /= k;
+    const auto value = e["measured"].contains(ptr) ? parse_published(e["measured"][ptr]) : std::nullopt;
+    if (!value) {
+      out.skipped.push_back({id, file, d.label + ": the number is not in the entry"});
+      continue;
+    }
+    ReferencePoint p;
+    p.entry = id;
+    p.file = file;
+    p.label = d.label;
+    p.kind = d.kind;
+    p.topology = topology;
+    p.published = value->mid();
+    p.published_low = value->low;
+    p.published_high = value->high;
+    p.unit = d.kind == "ddp_step_time" ? "s" : d.kind == "ddp_throughput" ? "samples/s" : "x";
+    p.note = d.note;
+    Scenario s;
+    try {
+      p.predicted = predicted_value(d, ctx, o, s);
+    } catch (const InputError&) {
+      throw;  // the reference set's own scenario or overrides are wrong: say so, do not skip
+    } catch (const std::exception& ex) {
+      out.skipped.push_back({id, file, fmt::format("{}: not predictable: {}", d.label, ex.what())});
+      continue;
+    }
+    if (fs::path(s.topology.file).stem().string() != topology)
+      PredictReader(site).fail(site.pointer + "/scenario/predict/scenario",
+                               fmt::format("{} runs on topology {}, but the entry maps to {}", d.scenario.string(),
+                                           fs::path(s.topology.file).stem().string(), topology));
+    p.nodes = s.topology.nodes;
+    p.gpus_per_node = s.topology.gpus_per_node;
+    p.predicted_by = o.simulate_ddp ? "simulate" : "estimate";
+    p.cls = class_of(s.topology);
+    p.rel_error = relative_error_to_range(p.predicted, value->low, value->high);
+    out.points.push_back(p);
+  }
+}
+
+}  // namespace dpsim::validation::detail
