@@ -77,8 +77,8 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--topology", a->topology,
                   "Topology the data was measured on: sets the fabric and its nominal link bandwidth");
   cmd->add_option("--fabric", a->fabric,
-                  "nvswitch | pcie | nvlink_mesh | net, when no --topology is given (efficiency then unknown)")
-      ->check(CLI::IsMember({"nvswitch", "pcie", "nvlink_mesh", "net"}));
+                  "nvswitch | pcie | nvlink_mesh | net | efa, when no --topology is given (efficiency then unknown)")
+      ->check(CLI::IsMember({"nvswitch", "pcie", "nvlink_mesh", "net", "efa"}));
   cmd->add_option("--scenario", a->scenario, "Scenario of the measured step JSON inputs (FLOPs per phase)");
   cmd->add_option(
       "--fit", a->fits,
@@ -93,7 +93,7 @@ void register_calibrate(CLI::App& app) {
     } else {
       validation::FitTarget t;  // fabric unknown: nvswitch unless --fabric says otherwise
       if (!a->fabric.empty()) t.fabric = a->fabric;
-      t.nodes = t.fabric == "net" ? 2 : 1;
+      t.nodes = t.fabric == "net" || t.fabric == "efa" ? 2 : 1;
       t.ring_fill = nccl.ring_fill;
       t.nvls_fill = nccl.nvls_fill;
       o.target = t;

@@ -93,7 +93,7 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl,
       f.intra_class, f.intra_ring_bytes_per_s / 1e9, fb.intra_efficiency);
   if (t.nodes > 1)
     out += fmt::format("  between nodes   {:.1f} GB/s per node per direction (all its NICs), x {:.3f}\n",
-                       f.inter_ring_bytes_per_s / 1e9, nccl.ring_efficiency_for("net", f.arch));
+                       f.inter_ring_bytes_per_s / 1e9, nccl.ring_efficiency_for(f.net_class, f.arch));
   out += fmt::format("  NVLS            {}\n", fb.nvls                 ? "yes"
                                                : f.nvls && f.nodes > 1 ? "no (across nodes dpsim models ring and tree)"
                                                : f.nvls                ? "no (fewer than nvls_min_gpus GPUs)"

@@ -105,7 +105,7 @@ Calibration from_node(const YNode& root) {
                     "rms_relative_residual", "max_relative_residual", "loo_relative_error"});
       CollectiveFit x;
       x.fabric = f.at("fabric").as_enum<std::string>(
-          {{"nvswitch", "nvswitch"}, {"pcie", "pcie"}, {"nvlink_mesh", "nvlink_mesh"}, {"net", "net"}});
+          {{"nvswitch", "nvswitch"}, {"pcie", "pcie"}, {"nvlink_mesh", "nvlink_mesh"}, {"net", "net"}, {"efa", "efa"}});
       if (auto a = f.get("algorithm"))
         x.algorithm = a->as_enum<std::string>({{"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}});
       x.protocol = f.at("protocol").as_enum<std::string>({{"ll", "ll"}, {"ll128", "ll128"}, {"simple", "simple"}});
@@ -294,10 +294,11 @@ void apply_calibration(Scenario& s, const Calibration& c) {
   if (c.overlap_slowdown > 0) s.nccl.overlap_slowdown = c.overlap_slowdown;
   const std::string intra = to_string(s.topology.intra.kind);
   for (const auto& f : c.fits) {
-    const bool matches = f.fabric == intra || (f.fabric == "net" && s.topology.nodes > 1);
+    const bool inter = f.fabric == s.topology.network.ring_class();
+    const bool matches = f.fabric == intra || (inter && s.topology.nodes > 1);
     if (!matches || f.world_size < 2) continue;
     const Protocol p = f.protocol == "ll" ? Protocol::ll : f.protocol == "ll128" ? Protocol::ll128 : Protocol::simple;
-    const Fabric fabric = f.fabric == "net" ? Fabric::net : f.fabric == "pcie" ? Fabric::pcie : Fabric::nvlink;
+    const Fabric fabric = inter ? Fabric::net : f.fabric == "pcie" ? Fabric::pcie : Fabric::nvlink;
     auto set = [p](ProtoValues& v, double x) {
       (p == Protocol::ll ? v.ll : p == Protocol::ll128 ? v.ll128 : v.simple) = std::max(0.0, x);
     };

@@ -142,6 +142,7 @@ FabricSummary summarize_fabric(const Topology& t) {
   f.world = t.world_size();
   f.arch = t.gpu.arch;
   f.intra_class = to_string(t.intra.kind);
+  f.net_class = t.network.ring_class();
   f.nvls = t.intra.kind == IntraKind::nvswitch && t.intra.nvls;
   switch (t.intra.kind) {
     case IntraKind::nvswitch:
@@ -192,7 +193,7 @@ double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
 double ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
   const double intra = intra_ring_busbw(f, nccl);
   if (f.nodes == 1) return intra;
-  return std::min(intra, f.inter_ring_bytes_per_s * nccl.ring_efficiency_for("net", f.arch));
+  return std::min(intra, f.inter_ring_bytes_per_s * nccl.ring_efficiency_for(f.net_class, f.arch));
 }
 
 double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
@@ -228,7 +229,7 @@ Candidate ring_candidate(double bytes, Protocol p, const FabricSummary& f, const
   const int inter_steps = f.nodes > 1 ? 2 * (f.nodes - 1) : 0;
   double intra_lat = intra->get(p);
   if (f.nodes > 1) intra_lat = std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? 3 : 1));
-  const double inter_lat = f.nodes > 1 ? net->get(p) : 0.0;
+  const double inter_lat = f.nodes > 1 ? net->get(p) + nccl.net_plugin_latency(f.net_class) : 0.0;
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
   if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
   const double sent = ring_bytes_sent_per_gpu(bytes, n);
@@ -252,7 +253,8 @@ Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const
   const ProtoValues* net = latency_table(nccl, Fabric::net, Algorithm::tree);
   if (!intra || !net || intra->get(p) < 0 || net->get(p) < 0) return {};
   const double latency = base_latency(nccl, Algorithm::tree, p) +
-                         2.0 * ((f.gpus_per_node - 1) * intra->get(p) + std::log2(f.nodes) * net->get(p));
+                         2.0 * ((f.gpus_per_node - 1) * intra->get(p) +
+                                std::log2(f.nodes) * (net->get(p) + nccl.net_plugin_latency(f.net_class)));
   const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl) * tree_correction(nccl, p, bytes);
   // A double binary tree moves the same 2(n-1)/n * S per GPU as the ring (reduce up, broadcast down, each
   // half of the data on each tree); NCCL's "algBw = busBw / 2" counts its busBw over both trees.

@@ -132,8 +132,9 @@ NcclModel load_nccl(const fs::path& file) {
   const YNode root = YNode::load_file(file);
   root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
                    "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
-                   "net_overhead", "tree_correction_factor", "ring_efficiency", "overlap_slowdown",
-                   "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill", "ring_fill", "framework_launch_overhead"});
+                   "net_overhead", "net_plugin_latency", "tree_correction_factor", "ring_efficiency",
+                   "overlap_slowdown", "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill", "ring_fill",
+                   "framework_launch_overhead"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
@@ -160,16 +161,20 @@ NcclModel load_nccl(const fs::path& file) {
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
   m.net_overhead_s = root.at("net_overhead").as_seconds();
+  if (auto v = root.get("net_plugin_latency")) {
+    v->allow_only({"net", "efa"});
+    for (const auto& key : v->keys()) m.net_plugin_latency_s[key] = v->at(key).as_seconds();
+  }
   m.framework_launch_overhead_s = root.at("framework_launch_overhead").as_seconds();
   const YNode ring = root.at("ring_efficiency");
-  ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "by_arch"});
+  ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa", "by_arch"});
   for (const auto& key : ring.keys()) {
     if (key != "by_arch") m.ring_efficiency[key] = fraction(ring.at(key));
   }
   if (auto by_arch = ring.get("by_arch")) {
     for (const auto& key : by_arch->keys()) {
       const YNode classes = by_arch->at(key);
-      classes.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net"});
+      classes.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa"});
       auto& out = m.ring_efficiency_by_arch[parse_arch(by_arch->at(key), key)];
       for (const auto& c : classes.keys()) out[c] = fraction(classes.at(c));
     }
@@ -254,7 +259,7 @@ IntraNode parse_intra(const YNode& n, int gpus_per_node) {
 }
 
 Network parse_network(const YNode& n) {
-  n.allow_only({"kind", "link_latency", "oversubscription", "leaf_radix"});
+  n.allow_only({"kind", "transport", "link_latency", "oversubscription", "leaf_radix"});
   Network net;
   net.kind = n.at("kind").as_enum<NetworkKind>({{"none", NetworkKind::none},
                                                 {"single_switch", NetworkKind::single_switch},
@@ -266,6 +271,8 @@ Network parse_network(const YNode& n) {
     if (net.oversubscription < 1) v->fail("must be >= 1 (1 = full bisection)");
   }
   if (auto v = n.get("leaf_radix")) net.leaf_radix = static_cast<int>(v->as_int(1, 1 << 20));
+  if (auto v = n.get("transport"))
+    net.transport = v->as_enum<NetTransport>({{"infiniband", NetTransport::infiniband}, {"efa", NetTransport::efa}});
   return net;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "dpsim/error.hpp"
 
 namespace dpsim {
@@ -87,6 +89,14 @@ const char* to_string(NetworkKind kind) {
   return "?";
 }
 
+const char* to_string(NetTransport transport) {
+  switch (transport) {
+    case NetTransport::infiniband: return "infiniband";
+    case NetTransport::efa: return "efa";
+  }
+  return "?";
+}
+
 const char* to_string(Fabric fabric) {
   switch (fabric) {
     case Fabric::nvlink: return "nvlink";
@@ -127,7 +137,16 @@ double NcclModel::ring_efficiency_for(const std::string& fabric_class, Arch arch
   if (const auto a = ring_efficiency_by_arch.find(arch); a != ring_efficiency_by_arch.end()) {
     if (const auto e = a->second.find(fabric_class); e != a->second.end()) return e->second;
   }
-  return ring_efficiency.at(fabric_class);
+  const auto it = ring_efficiency.find(fabric_class);
+  if (it == ring_efficiency.end())
+    throw InputError(fmt::format("{}: ring_efficiency.{}: missing (a topology uses that fabric class)",
+                                 file.empty() ? std::string("data/nccl.yaml") : file, fabric_class));
+  return it->second;
+}
+
+double NcclModel::net_plugin_latency(const std::string& net_class) const {
+  const auto it = net_plugin_latency_s.find(net_class);
+  return it == net_plugin_latency_s.end() ? 0.0 : it->second;
 }
 
 void NcclModel::set_ring_efficiency(const std::string& fabric_class, double efficiency) {

@@ -289,7 +289,7 @@ Platform::Platform(const Scenario& scenario, bool reduced) : impl_(std::make_uni
 
   // NICs and the fabric.
   if (nodes_ > 1) {
-    const double eff = efficiency(scenario, "net");
+    const double eff = efficiency(scenario, scenario.topology.network.ring_class());
     m.nic.resize(static_cast<size_t>(nodes_));
     for (int v = 0; v < nodes_; ++v)
       for (int c = 0; c < channels_; ++c)

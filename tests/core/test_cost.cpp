@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "dpsim/cost.hpp"
@@ -102,4 +103,31 @@ TEST_CASE("training.tf32 runs fp32 matmuls at the GPU's TF32 tensor-core rate") 
   CHECK(compute_model(s).peak_flops_per_s == Approx(19.5e12));  // CUDA-core FP32
   s.training.tf32 = true;
   CHECK(compute_model(s).peak_flops_per_s == Approx(156e12));  // A100 datasheet: TF32 156 TFLOPS dense
+}
+
+TEST_CASE("AWS EFA: its own ring efficiency and the plugin's per-hop latency (network.transport: efa)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const Topology efa = load_topology(src("topologies/aws-p5-efa.yaml"));
+  Topology ib = load_topology(src("topologies/h100-ib-cluster.yaml"));
+  ib.nodes = efa.nodes;
+  const FabricSummary fe = summarize_fabric(efa), fi = summarize_fabric(ib);
+  CHECK(fe.net_class == "efa");
+  CHECK(fi.net_class == "net");
+  CHECK(fe.inter_ring_bytes_per_s == fi.inter_ring_bytes_per_s);  // the same 3.2 Tb/s per node
+  const Collective ring{Algorithm::ring, Protocol::simple};
+  const double big = 64.0 * (1LL << 30);  // on the plateau: latency and fill are < 1%
+  CHECK(allreduce_cost(big, fe, nccl, ring).busbw_bytes_per_s ==
+        Approx(400e9 * nccl.ring_efficiency.at("efa")).epsilon(0.01));
+  // on IB the NICs reach 0.96 x 400 GB/s, more than the NVSwitch ring's 0.82 x 450: the node bounds it
+  CHECK(allreduce_cost(big, fi, nccl, ring).busbw_bytes_per_s ==
+        Approx(std::min(400e9 * nccl.ring_efficiency.at("net"), 450e9 * 0.82)).epsilon(0.01));
+  // Small messages pay the plugin's latency on every inter-node step (2 tree levels on 4 nodes, both ways)
+  const Collective tree_ll{Algorithm::tree, Protocol::ll};
+  const double extra = allreduce_cost(8, fe, nccl, tree_ll).latency_s - allreduce_cost(8, fi, nccl, tree_ll).latency_s;
+  CHECK(extra == Approx(2 * 2 * nccl.net_plugin_latency("efa")));
+  CHECK(nccl.net_plugin_latency("net") == 0);
+  // A NCCL model without an EFA efficiency cannot price an EFA fabric: a clear error, not a crash
+  NcclModel no_efa = nccl;
+  no_efa.ring_efficiency.erase("efa");
+  CHECK_THROWS_WITH(allreduce_cost(big, fe, no_efa, ring), Catch::Contains("ring_efficiency.efa: missing"));
 }

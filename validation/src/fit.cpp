@@ -154,7 +154,7 @@ FitTarget fit_target(const Topology& topology, const NcclModel& nccl) {
   t.ring_fill = nccl.ring_fill;
   t.nvls_fill = nccl.nvls_fill;
   if (f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s) {
-    t.fabric = "net";
+    t.fabric = f.net_class;
     t.link_bytes_per_s = f.inter_ring_bytes_per_s;
   } else {
     t.fabric = f.intra_class;

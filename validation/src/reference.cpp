@@ -70,7 +70,10 @@ std::string str(const json& j, const char* key) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-std::string class_of(const Topology& t) { return t.nodes > 1 ? "multinode" : to_string(t.intra.kind); }
+std::string class_of(const Topology& t) {
+  if (t.nodes == 1) return to_string(t.intra.kind);
+  return t.network.transport == NetTransport::efa ? "multinode_efa" : "multinode";
+}
 
 }  // namespace detail
 
@@ -170,6 +173,7 @@ void predict_allreduce(const RawPoint& r, const Topology& base, const Context& c
   p.predicted_by = fmt::format("allreduce_cost {}/{}{}", to_string(c.algorithm), to_string(c.protocol),
                                torch_timed ? " + PyTorch launch" : "");
   const double time_s = c.time_s + (torch_timed ? ctx.nccl.framework_launch_overhead_s : 0.0);
+  p.torch_timed = torch_timed;
   if (r.kind_hint == "busbw") {
     p.predicted = ring_bytes_sent_per_gpu(r.bytes, f.world) / time_s / 1e9;
     p.unit = "GB/s";

@@ -26,7 +26,7 @@ std::optional<Range> parse_published(const nlohmann::json& v);
 // A key's value as text ("" when absent; non-strings as JSON).
 std::string str(const nlohmann::json& j, const char* key);
 
-// nvswitch | nvlink_mesh | pcie | multinode
+// nvswitch | nvlink_mesh | pcie | multinode (InfiniBand / RoCE) | multinode_efa
 std::string class_of(const Topology& t);
 
 struct Context {

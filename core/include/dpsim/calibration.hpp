@@ -41,7 +41,7 @@ struct AllreduceRow {
 
 // A least-squares fit of t = latency_s + S * 2(n-1)/n / busbw over the sizes of one sweep.
 struct CollectiveFit {
-  std::string fabric = "nvswitch";  // nvswitch | pcie | nvlink_mesh | net (the slowest hop of the ring)
+  std::string fabric = "nvswitch";  // nvswitch | pcie | nvlink_mesh | net | efa (the slowest hop of the ring)
   std::string algorithm = "ring";   // ring | tree | nvls: what NCCL ran (nccl-tests logs do not say; given by the user)
   std::string protocol = "simple";  // ll | ll128 | simple: the protocol NCCL runs at these sizes
   int world_size = 0;

@@ -29,7 +29,8 @@ struct FabricSummary {
   int gpus_per_node = 1;
   int world = 1;
   Arch arch = Arch::hopper;
-  std::string intra_class;  // nvswitch | pcie | nvlink_mesh
+  std::string intra_class;        // nvswitch | pcie | nvlink_mesh
+  std::string net_class = "net";  // net (InfiniBand / RoCE) | efa: the inter-node ring_efficiency class
   bool nvls = false;
   double intra_ring_bytes_per_s = 0;  // slowest intra-node ring edge, per direction, nominal
   double inter_ring_bytes_per_s = 0;  // what one node can push to the next (all its NICs), nominal

@@ -53,8 +53,12 @@ struct Link {
 
 enum class IntraKind { nvswitch, pcie, nvlink_mesh };
 enum class NetworkKind { none, single_switch, fat_tree, rail_optimized };
+// The inter-node transport NCCL runs over: InfiniBand / RoCE verbs, or AWS EFA (libfabric SRD through the
+// aws-ofi-nccl plugin). Each has its own measured ring efficiency (data/nccl.yaml ring_efficiency.net / .efa).
+enum class NetTransport { infiniband, efa };
 const char* to_string(IntraKind kind);
 const char* to_string(NetworkKind kind);
+const char* to_string(NetTransport transport);
 
 struct PcieSwitch {
   std::string name;
@@ -88,6 +92,9 @@ struct Network {
   double link_latency_s = 0;    // per switch hop
   double oversubscription = 1;  // fat_tree: leaf down:up ratio
   int leaf_radix = 0;           // nodes per leaf (fat_tree) or per rail switch group
+  NetTransport transport = NetTransport::infiniband;
+  // The ring_efficiency class of the inter-node links: "net" (InfiniBand / RoCE) or "efa".
+  const char* ring_class() const { return transport == NetTransport::efa ? "efa" : "net"; }
 };
 
 struct Topology {
@@ -145,6 +152,10 @@ struct NcclModel {
   std::map<Protocol, std::vector<double>> tree_correction;
   double ring_simple_plateau_latency_factor = 1;
   double net_overhead_s = 0;
+  // Latency the network plugin reports to NCCL, added to every inter-node step (NCCL's graph.latencyInter), per
+  // inter-node ring_efficiency class ("efa"); absent: 0 (NCCL's own IB transport reports none).
+  std::map<std::string, double> net_plugin_latency_s;
+  double net_plugin_latency(const std::string& net_class) const;
   double framework_launch_overhead_s = 0;  // PyTorch launch of one collective (per DDP bucket)
   // measured ring bus bandwidth / nominal link bandwidth, per fabric kind
   std::map<std::string, double> ring_efficiency;  // keys: nvswitch, pcie, nvlink_mesh, net

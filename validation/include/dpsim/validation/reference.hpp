@@ -24,6 +24,7 @@ struct ReferencePoint {
   int gpus_per_node = 1;
   double bytes = 0;          // all-reduce message size (0 for DDP)
   std::string algorithm;     // requested: auto | ring | tree | nvls
+  bool torch_timed = false;  // all-reduce timed through torch.distributed: includes PyTorch's launch of each call
   double published = 0;      // the value read in the source (midpoint of a range)
   double published_low = 0;  // = published unless the source gives a range ("365-370")
   double published_high = 0;
