@@ -76,6 +76,19 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
   return out;
 }
 
+// AWS EFA: the model's EFA efficiency is fitted on the 8 GiB plateau, but the one published multi-node EFA sweep
+// (p5, 4-32 nodes, validation/README.md) ran 1.2-2x slower than predicted between 32 MiB and 4 GiB: say what half
+// the EFA bandwidth would do to this step.
+std::string efa_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  const char* net = s.topology.network.ring_class();
+  Scenario slower = s;
+  slower.nccl.set_ring_efficiency(net, s.nccl.ring_efficiency_for(net, s.topology.gpu.arch) / 2);
+  return fmt::format(
+      "EFA: predicted from its 8 GiB plateau; the one published multi-node p5 sweep ran 1.2-2x slower than that "
+      "between 32 MiB and 4 GiB (smaller sizes unmeasured). With half the EFA bandwidth: {}.",
+      gain(r, evaluate(slower)));
+}
+
 }  // namespace
 
 std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
@@ -92,6 +105,8 @@ std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Ev
         format_seconds(r.forward_s), format_seconds(r.backward_s), 100.0 * (r.forward_s + r.backward_s) / r.step_time_s,
         100.0 * r.exposed_comm_s / r.step_time_s, 100.0 * r.scaling_efficiency));
   }
+  if (s.topology.nodes > 1 && s.topology.network.transport == NetTransport::efa)
+    out.push_back(efa_advice(s, r, evaluate));
   if (!r.buckets.empty()) {
     const auto& last = r.buckets.back();
     if (last.end_s - last.start_s > 0.5 * r.exposed_comm_s && r.exposed_comm_s > 0) {

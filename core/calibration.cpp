@@ -326,8 +326,10 @@ void apply_calibration(Scenario& s, const Calibration& c) {
         a /= s.nccl.ring_simple_plateau_latency_factor;
       const Fabric intra_fabric = intra == "pcie" ? Fabric::pcie : Fabric::nvlink;
       const double intra_hop = s.nccl.hw_latency_s[intra_fabric][Algorithm::ring].get(p);
+      // the model adds the network plugin's latency to every inter-node step: keep it out of NCCL's NET hop
       set(s.nccl.hw_latency_s[Fabric::net][Algorithm::ring],
-          (a - base - (steps - inter_steps) * intra_hop) / inter_steps);
+          (a - base - (steps - inter_steps) * intra_hop) / inter_steps -
+              s.nccl.net_plugin_latency(s.topology.network.ring_class()));
     }
   }
   if (!c.name.empty() || !c.fits.empty() || c.gemm_efficiency > 0 || c.overlap_slowdown > 0)

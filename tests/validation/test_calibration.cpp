@@ -125,3 +125,26 @@ TEST_CASE("read_yaml_as_json keeps quoted numbers as strings") {
   CHECK(j[0]["measured"][0]["busbw_GBps"].get<double>() == Approx(25.72));
   CHECK(j[0]["hardware"]["count"].get<int>() == 4);
 }
+
+TEST_CASE("a calibrated multi-node ring latency is reproduced on EFA (the plugin latency is not counted twice)") {
+  Topology t = load_topology(std::filesystem::path(DPSIM_SOURCE_DIR) / "topologies/aws-p5-efa.yaml");
+  t.nodes = 4;
+  Scenario s;
+  s.topology = t;
+  s.nccl = load_nccl(std::filesystem::path(DPSIM_SOURCE_DIR) / "data/nccl.yaml");
+  Calibration c;
+  CollectiveFit f;
+  f.fabric = "efa";
+  f.protocol = "simple";
+  f.world_size = 32;
+  f.nodes = 4;
+  f.latency_s = 700e-6;  // 32 ranks: 56 NVLink hops and 6 EFA hops
+  f.busbw_bytes_per_s = 300e9;
+  f.bandwidth_efficiency = 0.75;
+  f.points = 6;
+  c.fits.push_back(f);
+  apply_calibration(s, c);
+  CHECK(s.nccl.ring_efficiency.at("efa") == Approx(0.75));
+  const auto cost = allreduce_cost(64, summarize_fabric(s.topology), s.nccl, {Algorithm::ring, Protocol::simple});
+  CHECK(cost.latency_s == Approx(700e-6));
+}
