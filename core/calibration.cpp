@@ -299,15 +299,13 @@ void apply_calibration(Scenario& s, const Calibration& c) {
     if (!matches || f.world_size < 2) continue;
     const Protocol p = f.protocol == "ll" ? Protocol::ll : f.protocol == "ll128" ? Protocol::ll128 : Protocol::simple;
     const Fabric fabric = inter ? Fabric::net : f.fabric == "pcie" ? Fabric::pcie : Fabric::nvlink;
-    auto set = [p](ProtoValues& v, double x) {
-      (p == Protocol::ll ? v.ll : p == Protocol::ll128 ? v.ll128 : v.simple) = std::max(0.0, x);
-    };
+    auto set = [&s, p](Fabric on, Algorithm a, double x) { s.nccl.set_hw_latency(on, a, p, std::max(0.0, x)); };
     if (f.algorithm == "nvls") {
       // NVLS algbw = busbw * n / (2(n-1)) is flat in the GPU count (data/nccl.yaml).
       const double n = f.world_size;
       if (f.link_bytes_per_s > 0)
         s.nccl.nvls_algbw_per_link = f.busbw_bytes_per_s * n / (2.0 * (n - 1)) / f.link_bytes_per_s;
-      set(s.nccl.hw_latency_s[Fabric::nvlink][Algorithm::nvls], f.latency_s);
+      set(Fabric::nvlink, Algorithm::nvls, f.latency_s);
       continue;
     }
     if (f.algorithm != "ring") continue;  // tree fits are reported, not applied
@@ -318,16 +316,17 @@ void apply_calibration(Scenario& s, const Calibration& c) {
     const double base = base_it == s.nccl.base_latency_s.end() ? 0.0 : base_it->second.get(p);
     const int steps = 2 * (f.world_size - 1);
     if (f.nodes <= 1) {
-      set(s.nccl.hw_latency_s[fabric][Algorithm::ring], (f.latency_s - base) / steps);
+      set(fabric, Algorithm::ring, (f.latency_s - base) / steps);
     } else {
       const int inter_steps = 2 * (f.nodes - 1);
       double a = f.latency_s;
       if (p == Protocol::simple && s.nccl.ring_simple_plateau_latency_factor > 0)
         a /= s.nccl.ring_simple_plateau_latency_factor;
       const Fabric intra_fabric = intra == "pcie" ? Fabric::pcie : Fabric::nvlink;
-      const double intra_hop = s.nccl.hw_latency_s[intra_fabric][Algorithm::ring].get(p);
+      const auto intra_hops = s.nccl.hw_latency(intra_fabric, Algorithm::ring, s.topology.gpu.arch);
+      const double intra_hop = intra_hops ? intra_hops->get(p) : 0.0;
       // the model adds the network plugin's latency to every inter-node step: keep it out of NCCL's NET hop
-      set(s.nccl.hw_latency_s[Fabric::net][Algorithm::ring],
+      set(Fabric::net, Algorithm::ring,
           (a - base - (steps - inter_steps) * intra_hop) / inter_steps -
               s.nccl.net_plugin_latency(s.topology.network.ring_class()));
     }

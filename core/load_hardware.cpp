@@ -75,6 +75,33 @@ Algorithm parse_algorithm_key(const YNode& parent, const std::string& key) {
   parent.fail(fmt::format("unknown algorithm \"{}\" (expected ring, tree or nvls)", key));
 }
 
+constexpr std::pair<const char*, Fabric> kFabricKeys[] = {
+    {"nvlink", Fabric::nvlink}, {"pcie", Fabric::pcie}, {"net", Fabric::net}};
+
+// hw_latency.by_arch: {ampere: {nvlink: {ring: {ll: 2.7us}}}}
+std::map<Arch, std::map<Fabric, std::map<Algorithm, std::map<Protocol, double>>>> parse_hw_latency_by_arch(
+    const YNode& n) {
+  std::map<Arch, std::map<Fabric, std::map<Algorithm, std::map<Protocol, double>>>> out;
+  for (const auto& arch_key : n.keys()) {
+    const YNode fabrics = n.at(arch_key);
+    fabrics.allow_only({"nvlink", "pcie", "net"});
+    auto& by_fabric = out[parse_arch(fabrics, arch_key)];
+    for (const auto& [key, fabric] : kFabricKeys) {
+      const auto f = fabrics.get(key);
+      if (!f) continue;
+      for (const auto& algo : f->keys()) {
+        const YNode protos = f->at(algo);
+        protos.allow_only({"ll", "ll128", "simple"});
+        auto& to = by_fabric[fabric][parse_algorithm_key(*f, algo)];
+        for (const auto& [name, p] :
+             {std::pair{"ll", Protocol::ll}, {"ll128", Protocol::ll128}, {"simple", Protocol::simple}})
+          if (auto x = protos.get(name)) to[p] = x->as_seconds();
+      }
+    }
+  }
+  return out;
+}
+
 std::map<Arch, double> parse_arch_bandwidths(const YNode& n) {
   std::map<Arch, double> out;
   for (const auto& key : n.keys()) out[parse_arch(n.at(key), key)] = n.at(key).as_bandwidth();
@@ -141,12 +168,12 @@ NcclModel load_nccl(const fs::path& file) {
   const YNode base = root.at("base_latency");
   for (const auto& key : base.keys()) m.base_latency_s[parse_algorithm_key(base, key)] = parse_proto(base.at(key));
   const YNode hw = root.at("hw_latency");
-  hw.allow_only({"nvlink", "pcie", "net"});
-  for (const auto& [key, fabric] :
-       {std::pair{"nvlink", Fabric::nvlink}, {"pcie", Fabric::pcie}, {"net", Fabric::net}}) {
+  hw.allow_only({"nvlink", "pcie", "net", "by_arch"});
+  for (const auto& [key, fabric] : kFabricKeys) {
     const YNode f = hw.at(key);
     for (const auto& algo : f.keys()) m.hw_latency_s[fabric][parse_algorithm_key(f, algo)] = parse_proto(f.at(algo));
   }
+  if (auto by_arch = hw.get("by_arch")) m.hw_latency_by_arch_s = parse_hw_latency_by_arch(*by_arch);
   const YNode eff = root.at("protocol_efficiency");
   eff.allow_only({"ll", "ll128", "simple"});
   m.protocol_efficiency = {fraction(eff.at("ll")), fraction(eff.at("ll128")), fraction(eff.at("simple"))};

@@ -144,6 +144,32 @@ double NcclModel::ring_efficiency_for(const std::string& fabric_class, Arch arch
   return it->second;
 }
 
+std::optional<ProtoValues> NcclModel::hw_latency(Fabric fabric, Algorithm algorithm, Arch arch) const {
+  const auto hw = hw_latency_s.find(fabric);
+  if (hw == hw_latency_s.end()) return std::nullopt;
+  const auto a = hw->second.find(algorithm);
+  if (a == hw->second.end()) return std::nullopt;
+  ProtoValues v = a->second;
+  if (const auto by = hw_latency_by_arch_s.find(arch); by != hw_latency_by_arch_s.end()) {
+    if (const auto f = by->second.find(fabric); f != by->second.end()) {
+      if (const auto g = f->second.find(algorithm); g != f->second.end()) {
+        for (const auto& [p, x] : g->second) (p == Protocol::ll ? v.ll : p == Protocol::ll128 ? v.ll128 : v.simple) = x;
+      }
+    }
+  }
+  return v;
+}
+
+void NcclModel::set_hw_latency(Fabric fabric, Algorithm algorithm, Protocol protocol, double seconds) {
+  ProtoValues& v = hw_latency_s[fabric][algorithm];
+  (protocol == Protocol::ll ? v.ll : protocol == Protocol::ll128 ? v.ll128 : v.simple) = seconds;
+  for (auto& [arch, by_fabric] : hw_latency_by_arch_s) {
+    if (const auto f = by_fabric.find(fabric); f != by_fabric.end()) {
+      if (const auto g = f->second.find(algorithm); g != f->second.end()) g->second.erase(protocol);
+    }
+  }
+}
+
 double NcclModel::net_plugin_latency(const std::string& net_class) const {
   const auto it = net_plugin_latency_s.find(net_class);
   return it == net_plugin_latency_s.end() ? 0.0 : it->second;

@@ -131,3 +131,23 @@ TEST_CASE("AWS EFA: its own ring efficiency and the plugin's per-hop latency (ne
   no_efa.ring_efficiency.erase("efa");
   CHECK_THROWS_WITH(allreduce_cost(big, fe, no_efa, ring), Catch::Contains("ring_efficiency.efa: missing"));
 }
+
+TEST_CASE("Ampere's NVLink LL hop latency is its own (data/nccl.yaml hw_latency.by_arch); a calibration replaces it") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const Topology a100 = load_topology(src("topologies/a100-8x-nvswitch.yaml"));
+  const Topology h100 = load_topology(src("topologies/h100-8x-nvswitch.yaml"));
+  const Collective ring_ll{Algorithm::ring, Protocol::ll};
+  // 8 GPUs: LL base 6.6 us + 14 hops; NCCL's table has 0.6 us per hop, the A100 sweep 2.6 us
+  CHECK(allreduce_cost(8, summarize_fabric(h100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 0.6e-6));
+  CHECK(allreduce_cost(8, summarize_fabric(a100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 2.6e-6));
+  // so on A100 NCCL's LL128 (40.6 us) is the small-message floor, as the Azure sweep measures (41.9-44.8 us)
+  const auto a = allreduce_cost(1024, summarize_fabric(a100), nccl, {});
+  CHECK(a.protocol == Protocol::ll128);
+  CHECK(a.time_s == Approx(40.6e-6).epsilon(0.01));
+  // a calibrated hop replaces the shipped value for every architecture
+  NcclModel calibrated = nccl;
+  calibrated.set_hw_latency(Fabric::nvlink, Algorithm::ring, Protocol::ll, 1e-6);
+  CHECK(calibrated.hw_latency(Fabric::nvlink, Algorithm::ring, Arch::ampere)->ll == 1e-6);
+  CHECK(calibrated.hw_latency(Fabric::nvlink, Algorithm::ring, Arch::ampere)->ll128 ==
+        nccl.hw_latency(Fabric::nvlink, Algorithm::ring, Arch::ampere)->ll128);
+}

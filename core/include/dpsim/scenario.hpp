@@ -140,6 +140,12 @@ struct NcclModel {
   std::map<Algorithm, ProtoValues> base_latency_s;
   // [fabric][algorithm] -> per-protocol latency; missing = algorithm unavailable on that fabric
   std::map<Fabric, std::map<Algorithm, ProtoValues>> hw_latency_s;
+  // Measured per-architecture replacements of single hw_latency_s entries ([arch][fabric][algorithm][protocol]).
+  std::map<Arch, std::map<Fabric, std::map<Algorithm, std::map<Protocol, double>>>> hw_latency_by_arch_s;
+  // hw_latency_s[fabric][algorithm] with the architecture's replacements; nullopt: unavailable on that fabric.
+  std::optional<ProtoValues> hw_latency(Fabric fabric, Algorithm algorithm, Arch arch) const;
+  // A calibrated per-hop latency: replaces the shipped value and every architecture's replacement of it.
+  void set_hw_latency(Fabric fabric, Algorithm algorithm, Protocol protocol, double seconds);
   ProtoValues protocol_efficiency;
   std::map<Arch, double> ll_max_busbw_bytes_per_s;
   std::map<Arch, double> per_channel_max_ll128_busbw_bytes_per_s;
