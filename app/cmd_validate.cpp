@@ -29,6 +29,7 @@ struct ValidateArgs {
   std::string reference;
   std::string csv;
   std::string plot;
+  std::string markdown;
   std::string output;
   double tolerance = -1;
   bool estimate_ddp = false;
@@ -59,9 +60,13 @@ void run_reference(const ValidateArgs& a) {
   const auto report = validation::score_reference(a.reference, o);
   if (!a.csv.empty()) write_file_atomic(a.csv, validation::reference_csv(report));
   if (!a.plot.empty()) validation::plot_reference(report, a.plot);
+  if (!a.markdown.empty())
+    write_file_atomic(a.markdown,
+                      validation::reference_markdown(report, load_nccl(data_root() / "data" / "nccl.yaml").version));
   std::string text = validation::render_reference(report);
   if (!a.csv.empty()) text += "\nCSV: " + a.csv + "\n";
   if (!a.plot.empty()) text += "Plot: " + a.plot + "\n";
+  if (!a.markdown.empty()) text += "Markdown: " + a.markdown + "\n";
   emit(text, a.output);
 }
 
@@ -131,6 +136,8 @@ void register_validate(CLI::App& app) {
   cmd->add_option("--csv", a->csv, "With --reference: write every scored number to this CSV");
   cmd->add_option("--plot", a->plot,
                   "With --reference: log-log plot predicted vs published (.png or .svg, needs gnuplot)");
+  cmd->add_option("--markdown", a->markdown,
+                  "With --reference: write the error tables as Markdown (validation/reference-errors.md)");
   cmd->add_flag("--estimate-ddp", a->estimate_ddp,
                 "With --reference: predict DDP entries in closed form instead of simulating");
   cmd->add_option("-o,--output", a->output, "Write the report to this file (atomically) instead of stdout");
@@ -143,7 +150,8 @@ void register_validate(CLI::App& app) {
       run_reference(*a);
       return;
     }
-    if (!a->csv.empty() || !a->plot.empty()) throw InputError("validate: --csv and --plot go with --reference");
+    if (!a->csv.empty() || !a->plot.empty() || !a->markdown.empty())
+      throw InputError("validate: --csv, --plot and --markdown go with --reference");
     if (a->measured.empty())
       throw InputError("validate: give --measured FILE (with SCENARIO or --predicted FILE), or --reference DIR");
     if (a->scenario.empty() == a->predicted.empty())

@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
 #include "dpsim/validation/reference.hpp"
 
 using namespace dpsim::validation;
@@ -223,4 +225,16 @@ TEST_CASE("reference set: a malformed predict block names the file, line and key
                                              " set: {training.micro_batch: -3}}\n"));
     CHECK_THAT(msg, Catch::Contains("training.micro_batch"));
   }
+}
+
+TEST_CASE("validation/reference-errors.md is what the model predicts now") {
+  const auto root = std::filesystem::path(DPSIM_SOURCE_DIR);
+  std::ifstream in(root / "validation/reference-errors.md");
+  std::stringstream committed;
+  committed << in.rdbuf();
+  const std::string now = reference_markdown(report(), dpsim::load_nccl(root / "data/nccl.yaml").version);
+  INFO("regenerate: dpsim validate --reference validation/reference --markdown validation/reference-errors.md");
+  CHECK(committed.str() == now);
+  CHECK_THAT(now, Catch::Contains("| class | kind | n |"));
+  CHECK_THAT(now, Catch::Contains("\\|error\\|"));  // a "|" inside a cell does not split it
 }

@@ -72,6 +72,8 @@ std::vector<TargetCheck> check_targets(const ReferenceReport& report);
 
 std::string render_reference(const ReferenceReport& report);  // points, skipped, summary, targets
 std::string reference_csv(const ReferenceReport& report);
+// validation/reference-errors.md: targets, errors per class and kind, every number, what was skipped.
+std::string reference_markdown(const ReferenceReport& report, const std::string& nccl_version);
 std::string gnuplot_script(const ReferenceReport& report, const std::filesystem::path& data_file,
                            const std::filesystem::path& out);
 // Write a log-log plot of predicted vs published with y = x and a +-10% band (PNG or SVG by extension) through gnuplot.
