@@ -173,10 +173,6 @@ namespace {
 
 Fabric intra_fabric(const FabricSummary& f) { return f.intra_class == "pcie" ? Fabric::pcie : Fabric::nvlink; }
 
-std::optional<ProtoValues> latency_table(const NcclModel& nccl, Fabric fabric, Algorithm algorithm, Arch arch) {
-  return nccl.hw_latency(fabric, algorithm, arch);
-}
-
 double base_latency(const NcclModel& nccl, Algorithm a, Protocol p) {
   const auto it = nccl.base_latency_s.find(a);
   return it == nccl.base_latency_s.end() ? 0.0 : std::max(0.0, it->second.get(p));
@@ -218,8 +214,8 @@ struct Candidate {
 
 Candidate ring_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   const Fabric fabric = f.nodes == 1 ? intra_fabric(f) : Fabric::net;
-  const auto intra = latency_table(nccl, intra_fabric(f), Algorithm::ring, f.arch);
-  const auto net = latency_table(nccl, Fabric::net, Algorithm::ring, f.arch);
+  const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::ring, f.arch);
+  const auto net = nccl.hw_latency(Fabric::net, Algorithm::ring, f.arch);
   if (!intra || intra->get(p) < 0 || (fabric == Fabric::net && (!net || net->get(p) < 0))) return {};
   const int n = f.world;
   const int steps = 2 * (n - 1);
@@ -246,8 +242,8 @@ Candidate ring_candidate(double bytes, Protocol p, const FabricSummary& f, const
 
 Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   if (f.nodes < 2) return {};  // single node: NCCL's tree degenerates to a chain; the ring or NVLS wins
-  const auto intra = latency_table(nccl, intra_fabric(f), Algorithm::tree, f.arch);
-  const auto net = latency_table(nccl, Fabric::net, Algorithm::tree, f.arch);
+  const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::tree, f.arch);
+  const auto net = nccl.hw_latency(Fabric::net, Algorithm::tree, f.arch);
   if (!intra || !net || intra->get(p) < 0 || net->get(p) < 0) return {};
   const double latency = base_latency(nccl, Algorithm::tree, p) +
                          2.0 * ((f.gpus_per_node - 1) * intra->get(p) +
@@ -260,7 +256,7 @@ Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const
 
 Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   if (!f.nvls || f.nodes > 1 || p != Protocol::simple || f.gpus_per_node < nccl.nvls_min_gpus) return {};
-  const auto lat = latency_table(nccl, Fabric::nvlink, Algorithm::nvls, f.arch);
+  const auto lat = nccl.hw_latency(Fabric::nvlink, Algorithm::nvls, f.arch);
   if (!lat || lat->get(p) < 0) return {};
   const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count
   const double latency = lat->get(p);
