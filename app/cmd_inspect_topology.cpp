@@ -76,6 +76,9 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl,
           {"intra_ring_GBps_nominal", f.intra_ring_bytes_per_s / 1e9},
           {"intra_ring_efficiency", fb.intra_efficiency},
           {"inter_node_GBps_nominal", t.nodes > 1 ? f.inter_ring_bytes_per_s / 1e9 : 0.0},
+          {"inter_node_transport", to_string(t.network.transport)},
+          {"inter_node_efficiency", t.nodes > 1 ? nccl.ring_efficiency_for(f.net_class, f.arch) : 0.0},
+          {"net_plugin_latency_s", nccl.net_plugin_latency(f.net_class)},
           {"nvls", fb.nvls},
           {"nccl_model_version", nccl.version},
           {"allreduce", out}};
@@ -91,9 +94,14 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl,
   out += fmt::format(
       "  in a node       {}: ring {:.1f} GB/s per GPU per direction nominal, x {:.3f} measured efficiency\n",
       f.intra_class, f.intra_ring_bytes_per_s / 1e9, fb.intra_efficiency);
-  if (t.nodes > 1)
-    out += fmt::format("  between nodes   {:.1f} GB/s per node per direction (all its NICs), x {:.3f}\n",
-                       f.inter_ring_bytes_per_s / 1e9, nccl.ring_efficiency_for(f.net_class, f.arch));
+  if (t.nodes > 1) {
+    const double plugin_s = nccl.net_plugin_latency(f.net_class);
+    out += fmt::format(
+        "  between nodes   {}: {:.1f} GB/s per node per direction (all its NICs), x {:.3f}{}\n",
+        to_string(t.network.transport), f.inter_ring_bytes_per_s / 1e9, nccl.ring_efficiency_for(f.net_class, f.arch),
+        plugin_s > 0 ? fmt::format(", +{} per inter-node step (network plugin)", format_seconds(plugin_s))
+                     : std::string());
+  }
   out += fmt::format("  NVLS            {}\n", fb.nvls                 ? "yes"
                                                : f.nvls && f.nodes > 1 ? "no (across nodes dpsim models ring and tree)"
                                                : f.nvls                ? "no (fewer than nvls_min_gpus GPUs)"
