@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "dpsim/cost.hpp"
@@ -132,19 +135,34 @@ TEST_CASE("AWS EFA: its own ring efficiency and the plugin's per-hop latency (ne
   CHECK_THROWS_WITH(allreduce_cost(big, fe, no_efa, ring), Catch::Contains("ring_efficiency.efa: missing"));
 }
 
-TEST_CASE("Ampere's NVLink LL hop latency is its own (data/nccl.yaml hw_latency.by_arch); a calibration replaces it") {
-  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+TEST_CASE("a per-architecture hop latency replaces NCCL's for that GPU only; a calibration replaces both") {
+  NcclModel nccl = load_nccl(src("data/nccl.yaml"));
   const Topology a100 = load_topology(src("topologies/a100-8x-nvswitch.yaml"));
   const Topology h100 = load_topology(src("topologies/h100-8x-nvswitch.yaml"));
   const Collective ring_ll{Algorithm::ring, Protocol::ll};
-  // 8 GPUs: LL base 6.6 us + 14 hops; NCCL's table has 0.6 us per hop, the A100 sweep 2.6 us
+  // 8 GPUs: LL base 6.6 us + 14 hops of NCCL's 0.6 us on both
+  CHECK(allreduce_cost(8, summarize_fabric(a100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 0.6e-6));
+  // hw_latency.by_arch: {ampere: {nvlink: {ring: {ll: 2.6us}}}} (the Azure A100 VM's floor), read from YAML
+  {
+    std::ifstream in(src("data/nccl.yaml"));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string yaml = text.str();
+    const std::string key = "\nhw_latency:\n";
+    REQUIRE(yaml.find(key) != std::string::npos);
+    yaml.replace(yaml.find(key), key.size(), key + "  by_arch: {ampere: {nvlink: {ring: {ll: 2.6us}}}}\n");
+    const auto file = std::filesystem::temp_directory_path() / "dpsim-nccl-by-arch.yaml";
+    std::ofstream(file) << yaml;
+    nccl = load_nccl(file);
+    std::filesystem::remove(file);
+  }
   CHECK(allreduce_cost(8, summarize_fabric(h100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 0.6e-6));
   CHECK(allreduce_cost(8, summarize_fabric(a100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 2.6e-6));
-  // so on A100 NCCL's LL128 (40.6 us) is the small-message floor, as the Azure sweep measures (41.9-44.8 us)
+  // then NCCL's LL128 (40.6 us) is the A100's small-message floor
   const auto a = allreduce_cost(1024, summarize_fabric(a100), nccl, {});
   CHECK(a.protocol == Protocol::ll128);
   CHECK(a.time_s == Approx(40.6e-6).epsilon(0.01));
-  // a calibrated hop replaces the shipped value for every architecture
+  // a calibrated hop replaces the shipped value for every architecture, and only that protocol's
   NcclModel calibrated = nccl;
   calibrated.set_hw_latency(Fabric::nvlink, Algorithm::ring, Protocol::ll, 1e-6);
   CHECK(calibrated.hw_latency(Fabric::nvlink, Algorithm::ring, Arch::ampere)->ll == 1e-6);

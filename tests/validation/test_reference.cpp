@@ -60,12 +60,12 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
   CHECK(stats("nvswitch", "allreduce_busbw_large").count == 53);  // NVLS forced on 2-4 GPUs: not available
   CHECK(stats("nvswitch", "allreduce_busbw_large").median_abs == m(0.0206));
   CHECK(stats("nvswitch", "allreduce_busbw_large").worst_abs == m(0.0776));
-  // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills (the DGX H100 sweep, not fitted, within 5.2%); the Ampere
-  // LL hop latency (data/nccl.yaml hw_latency.by_arch) fitted on the Azure A100 sweep's 1..64 KiB floor brings its
-  // 1..2 MiB points within 9%; worst: Galvatron's log (one process driving 8 GPUs: 79 us at 1 MiB) +42..+55%
+  // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills (the DGX H100 sweep, not fitted, within 5.2%); worst:
+  // A100 per-call floors far above NCCL's LL latency (Azure VMs ~43 us; Galvatron's log, one process driving 8 GPUs:
+  // 79 us at 1 MiB). A bare-metal A100 log (not citable) floors at 18-24 us, so no Ampere latency is shipped.
   CHECK(stats("nvswitch", "allreduce_busbw_mid").count == 48);
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.0271));
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(0.552));
+  CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.0285));
+  CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(1.1932));
   // V100 NVLink mesh (HGX-1 sweep, OCI 1 GiB point): plateau within 2.3% (ring_efficiency.nvlink_mesh comes from the
   // OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%)
   CHECK(stats("nvlink_mesh", "allreduce_busbw_large").worst_abs == m(0.023));
@@ -117,10 +117,10 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 3);
-  CHECK(t[0].value == Approx(0.0314).margin(0.001));  // busbw >= 1 MiB median (159 numbers): target 5%, met
+  CHECK(t[0].value == Approx(0.0342).margin(0.001));  // busbw >= 1 MiB median (159 numbers): target 5%, met
   CHECK(t[0].met);
-  CHECK(t[1].value == Approx(0.9989).margin(0.001));  // worst: target 15%, missed (EFA below its plateau, +100%
-                                                      // at 64 MiB on 32 p5 nodes; one-process A100 log +55%)
+  CHECK(t[1].value == Approx(1.1932).margin(0.001));  // worst: target 15%, missed (A100 per-call floors at 1-16
+                                                      // MiB: +119%; EFA below its plateau: up to +100%)
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.0352).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
