@@ -238,3 +238,17 @@ TEST_CASE("validation/reference-errors.md is what the model predicts now") {
   CHECK_THAT(now, Catch::Contains("| class | kind | n |"));
   CHECK_THAT(now, Catch::Contains("\\|error\\|"));  // a "|" inside a cell does not split it
 }
+
+TEST_CASE("reference set: a predicted number the entry does not publish is skipped with why") {
+  const auto dir = one_ddp_entry("absent",
+                                 "    predict:\n"
+                                 "      scenario: " +
+                                     kScenario +
+                                     "\n"
+                                     "      numbers:\n"
+                                     "        - {label: gone, kind: ddp_step_time, measured: [sec_per_iter, 4gpu]}\n");
+  const ReferenceReport r = score_reference(dir);
+  CHECK(r.points.empty());
+  REQUIRE(r.skipped.size() == 1);
+  CHECK(r.skipped[0].reason == "gone: the number is not in the entry");
+}

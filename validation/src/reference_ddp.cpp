@@ -191,7 +191,8 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
   for (const DdpNumber& d : read_predict(scenario["predict"], site)) {
     json::json_pointer ptr;
     for (const auto& k : d.measured) ptr /= k;
-    const auto value = e["measured"].contains(ptr) ? parse_published(e["measured"][ptr]) : std::nullopt;
+    const bool has = e.contains("measured") && e["measured"].contains(ptr);
+    const auto value = has ? parse_published(e["measured"][ptr]) : std::nullopt;
     if (!value) {
       out.skipped.push_back({id, file, d.label + ": the number is not in the entry"});
       continue;
