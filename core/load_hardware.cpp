@@ -79,23 +79,19 @@ constexpr std::pair<const char*, Fabric> kFabricKeys[] = {
     {"nvlink", Fabric::nvlink}, {"pcie", Fabric::pcie}, {"net", Fabric::net}};
 
 // hw_latency.by_arch: {ampere: {nvlink: {ring: {ll: 2.7us}}}}
-std::map<Arch, std::map<Fabric, std::map<Algorithm, std::map<Protocol, double>>>> parse_hw_latency_by_arch(
-    const YNode& n) {
-  std::map<Arch, std::map<Fabric, std::map<Algorithm, std::map<Protocol, double>>>> out;
+std::map<std::tuple<Arch, Fabric, Algorithm, Protocol>, double> parse_hw_latency_by_arch(const YNode& n) {
+  std::map<std::tuple<Arch, Fabric, Algorithm, Protocol>, double> out;
   for (const auto& arch_key : n.keys()) {
     const YNode fabrics = n.at(arch_key);
     fabrics.allow_only({"nvlink", "pcie", "net"});
-    auto& by_fabric = out[parse_arch(fabrics, arch_key)];
+    const Arch arch = parse_arch(fabrics, arch_key);
     for (const auto& [key, fabric] : kFabricKeys) {
       const auto f = fabrics.get(key);
       if (!f) continue;
       for (const auto& algo : f->keys()) {
-        const YNode protos = f->at(algo);
-        protos.allow_only({"ll", "ll128", "simple"});
-        auto& to = by_fabric[fabric][parse_algorithm_key(*f, algo)];
-        for (const auto& [name, p] :
-             {std::pair{"ll", Protocol::ll}, {"ll128", Protocol::ll128}, {"simple", Protocol::simple}})
-          if (auto x = protos.get(name)) to[p] = x->as_seconds();
+        const ProtoValues v = parse_proto(f->at(algo));  // -1: not given
+        for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple})
+          if (v.get(p) >= 0) out[{arch, fabric, parse_algorithm_key(*f, algo), p}] = v.get(p);
       }
     }
   }

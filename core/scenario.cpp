@@ -150,24 +150,19 @@ std::optional<ProtoValues> NcclModel::hw_latency(Fabric fabric, Algorithm algori
   const auto a = hw->second.find(algorithm);
   if (a == hw->second.end()) return std::nullopt;
   ProtoValues v = a->second;
-  if (const auto by = hw_latency_by_arch_s.find(arch); by != hw_latency_by_arch_s.end()) {
-    if (const auto f = by->second.find(fabric); f != by->second.end()) {
-      if (const auto g = f->second.find(algorithm); g != f->second.end()) {
-        for (const auto& [p, x] : g->second) (p == Protocol::ll ? v.ll : p == Protocol::ll128 ? v.ll128 : v.simple) = x;
-      }
-    }
+  for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
+    if (const auto x = hw_latency_by_arch_s.find({arch, fabric, algorithm, p}); x != hw_latency_by_arch_s.end())
+      v.at(p) = x->second;
   }
   return v;
 }
 
 void NcclModel::set_hw_latency(Fabric fabric, Algorithm algorithm, Protocol protocol, double seconds) {
-  ProtoValues& v = hw_latency_s[fabric][algorithm];
-  (protocol == Protocol::ll ? v.ll : protocol == Protocol::ll128 ? v.ll128 : v.simple) = seconds;
-  for (auto& [arch, by_fabric] : hw_latency_by_arch_s) {
-    if (const auto f = by_fabric.find(fabric); f != by_fabric.end()) {
-      if (const auto g = f->second.find(algorithm); g != f->second.end()) g->second.erase(protocol);
-    }
-  }
+  hw_latency_s[fabric][algorithm].at(protocol) = seconds;
+  std::erase_if(hw_latency_by_arch_s, [&](const auto& entry) {
+    const auto& [arch, f, a, p] = entry.first;
+    return f == fabric && a == algorithm && p == protocol;
+  });
 }
 
 double NcclModel::net_plugin_latency(const std::string& net_class) const {
@@ -181,6 +176,14 @@ void NcclModel::set_ring_efficiency(const std::string& fabric_class, double effi
 }
 
 double ProtoValues::get(Protocol protocol) const {
+  switch (protocol) {
+    case Protocol::ll: return ll;
+    case Protocol::ll128: return ll128;
+    default: return simple;
+  }
+}
+
+double& ProtoValues::at(Protocol protocol) {
   switch (protocol) {
     case Protocol::ll: return ll;
     case Protocol::ll128: return ll128;

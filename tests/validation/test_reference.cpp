@@ -53,65 +53,62 @@ TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   }
 }
 
+namespace {
+struct Reached {
+  const char* cls;
+  const char* kind;
+  int count;
+  double median_abs, worst_abs;
+};
+}  // namespace
+
 TEST_CASE("reference set: errors per interconnect class as reached") {
-  const auto m = [](double x) { return Approx(x).margin(0.001); };
-  // NVSwitch, all-reduce busbw >= 256 MiB (H100/H200/A100 nccl-tests and torch sweeps): NVLS and ring plateaus,
-  // A100 at its own NVLink3 ring efficiency (data/nccl.yaml ring_efficiency.by_arch)
-  CHECK(stats("nvswitch", "allreduce_busbw_large").count == 53);  // NVLS forced on 2-4 GPUs: not available
-  CHECK(stats("nvswitch", "allreduce_busbw_large").median_abs == m(0.0206));
-  CHECK(stats("nvswitch", "allreduce_busbw_large").worst_abs == m(0.0776));
-  // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills (the DGX H100 sweep, not fitted, within 5.2%); worst:
-  // A100 per-call floors far above NCCL's LL latency (Azure VMs ~43 us; Galvatron's log, one process driving 8 GPUs:
-  // 79 us at 1 MiB). A bare-metal A100 log (not citable) floors at 18-24 us, so no Ampere latency is shipped.
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").count == 48);
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").median_abs == m(0.0285));
-  CHECK(stats("nvswitch", "allreduce_busbw_mid").worst_abs == m(1.1932));
-  // V100 NVLink mesh (HGX-1 sweep, OCI 1 GiB point): plateau within 2.3% (ring_efficiency.nvlink_mesh comes from the
-  // OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%)
-  CHECK(stats("nvlink_mesh", "allreduce_busbw_large").worst_abs == m(0.023));
-  CHECK(stats("nvlink_mesh", "allreduce_busbw_mid").count == 8);
-  CHECK(stats("nvlink_mesh", "allreduce_busbw_mid").median_abs == m(0.1115));
-  CHECK(stats("nvlink_mesh", "allreduce_busbw_mid").worst_abs == m(0.45));
-  // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry
-  CHECK(stats("pcie", "allreduce_busbw_large").median_abs == m(0.0053));
-  CHECK(stats("pcie", "allreduce_busbw_large").worst_abs == m(0.0089));
-  // Multi-node: 1 GPU per node tree sweep (H100, 2 MiB..32 MiB), 3 A100 nodes x 4 HDR at 128 MB (NCCL's ring
-  // latency still charged on the NIC plateau), 2 DGX A100 x 8 HDR (192 GB/s)
-  CHECK(stats("multinode", "allreduce_busbw_mid").count == 8);
-  CHECK(stats("multinode", "allreduce_busbw_mid").median_abs == m(0.072));
-  CHECK(stats("multinode", "allreduce_busbw_mid").worst_abs == m(0.1044));
-  CHECK(stats("multinode", "allreduce_busbw_large").worst_abs == m(0.0011));
-  // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 12 us, measured ~19-20 us
-  CHECK(stats("multinode", "allreduce_latency").worst_abs == m(0.4194));
-  // AWS p5 over EFA, 4..32 nodes (one benchmark repository, aws-ofi-nccl tuner plugin), 32 MiB..8 GiB: the 8 GiB
-  // plateau is where ring_efficiency.efa is fitted (within 1% at 4..16 nodes, +10% at 32); below it the measured
-  // busbw is 1.2-2x lower, in size steps the model does not have. p5en at 16 nodes, 16 GiB (not fitted): -4%.
-  CHECK(stats("multinode_efa", "allreduce_busbw_large").count == 25);
-  CHECK(stats("multinode_efa", "allreduce_busbw_large").median_abs == m(0.192));
-  CHECK(stats("multinode_efa", "allreduce_busbw_large").worst_abs == m(0.983));
-  CHECK(stats("multinode_efa", "allreduce_busbw_mid").count == 12);
-  CHECK(stats("multinode_efa", "allreduce_busbw_mid").median_abs == m(0.780));
-  CHECK(stats("multinode_efa", "allreduce_busbw_mid").worst_abs == m(0.999));
-  // DDP on the V100 mesh: 8-GPU speedups (BERT-large, ResNet-50 FP32 within 3%; AMP +15%: the measured loss is
-  // outside DDP), ResNet-50 step time on 1..8 V100, ResNet-50 throughput (FP32 -3.5..-9%, AMP over-predicted)
-  CHECK(stats("nvlink_mesh", "ddp_scaling").count == 8);
-  CHECK(stats("nvlink_mesh", "ddp_scaling").median_abs == m(0.028));
-  CHECK(stats("nvlink_mesh", "ddp_scaling").worst_abs == m(0.1512));
-  CHECK(stats("nvlink_mesh", "ddp_step_time").count == 4);
-  CHECK(stats("nvlink_mesh", "ddp_step_time").worst_abs == m(0.0675));
-  CHECK(stats("nvlink_mesh", "ddp_throughput").count == 8);
-  CHECK(stats("nvlink_mesh", "ddp_throughput").median_abs == m(0.096));
-  CHECK(stats("nvlink_mesh", "ddp_throughput").worst_abs == m(0.31));
-  // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the GPU's
-  // one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
-  CHECK(stats("nvswitch", "ddp_scaling").worst_abs == m(0.1845));
-  CHECK(stats("nvswitch", "ddp_throughput").count == 4);
-  CHECK(stats("nvswitch", "ddp_throughput").worst_abs == m(0.7496));
-  // BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 / 512, AMP / TF32): within 5% except TF32 seq 512 at
-  // 16 and 32 nodes (+12%, +27%: the source loses 22% there, more than any all-reduce on 8x HDR explains)
-  CHECK(stats("multinode", "ddp_strong_scaling").count == 20);
-  CHECK(stats("multinode", "ddp_strong_scaling").median_abs == m(0.0163));
-  CHECK(stats("multinode", "ddp_strong_scaling").worst_abs == m(0.2701));
+  const Reached reached[] = {
+      // NVSwitch, all-reduce busbw >= 256 MiB (H100/H200/A100 nccl-tests and torch sweeps): NVLS and ring plateaus,
+      // A100 at its own NVLink3 ring efficiency (data/nccl.yaml ring_efficiency.by_arch); NVLS forced on 2-4 GPUs:
+      // not available, not counted
+      {"nvswitch", "allreduce_busbw_large", 53, 0.0206, 0.0776},
+      // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills (the DGX H100 sweep, not fitted, within 5.2%); worst:
+      // A100 per-call floors far above NCCL's LL latency (Azure VMs ~43 us; Galvatron's log, one process driving 8
+      // GPUs: 79 us at 1 MiB). A bare-metal A100 log (not citable) floors at 18-24 us: no Ampere latency is shipped.
+      {"nvswitch", "allreduce_busbw_mid", 48, 0.0285, 1.1932},
+      // V100 NVLink mesh (HGX-1 sweep, OCI 1 GiB point): plateau within 2.3% (ring_efficiency.nvlink_mesh comes from
+      // the OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%)
+      {"nvlink_mesh", "allreduce_busbw_large", 1, 0.023, 0.023},
+      {"nvlink_mesh", "allreduce_busbw_mid", 8, 0.1115, 0.45},
+      // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry
+      {"pcie", "allreduce_busbw_large", 3, 0.0053, 0.0089},
+      // Multi-node: 1 GPU per node tree sweep (H100, 2 MiB..32 MiB), 3 A100 nodes x 4 HDR at 128 MB (NCCL's ring
+      // latency still charged on the NIC plateau), 2 DGX A100 x 8 HDR (192 GB/s)
+      {"multinode", "allreduce_busbw_mid", 8, 0.072, 0.1044},
+      {"multinode", "allreduce_busbw_large", 1, 0.0011, 0.0011},
+      // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 12 us, measured ~19-20 us
+      {"multinode", "allreduce_latency", 4, 0.3884, 0.4194},
+      // AWS p5 over EFA, 4..32 nodes (one benchmark repository, aws-ofi-nccl tuner plugin), 32 MiB..8 GiB: the 8 GiB
+      // plateau is where ring_efficiency.efa is fitted (within 1% at 4..16 nodes, +10% at 32); below it the measured
+      // busbw is 1.2-2x lower, in size steps the model does not have. p5en at 16 nodes, 16 GiB (not fitted): -4%.
+      {"multinode_efa", "allreduce_busbw_large", 25, 0.192, 0.9832},
+      {"multinode_efa", "allreduce_busbw_mid", 12, 0.7803, 0.9989},
+      // DDP on the V100 mesh: 8-GPU speedups (BERT-large, ResNet-50 FP32 within 3%; AMP +15%: the measured loss is
+      // outside DDP), ResNet-50 step time on 1..8 V100, ResNet-50 throughput (FP32 -3.5..-9%, AMP over-predicted)
+      {"nvlink_mesh", "ddp_scaling", 8, 0.0281, 0.1512},
+      {"nvlink_mesh", "ddp_step_time", 4, 0.0547, 0.0675},
+      {"nvlink_mesh", "ddp_throughput", 8, 0.096, 0.31},
+      // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the
+      // GPU's one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
+      {"nvswitch", "ddp_scaling", 2, 0.1091, 0.1845},
+      {"nvswitch", "ddp_throughput", 4, 0.6062, 0.7496},
+      // BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 / 512, AMP / TF32): within 5% except TF32 seq 512
+      // at 16 and 32 nodes (+12%, +27%: the source loses 22% there, more than any all-reduce on 8x HDR explains)
+      {"multinode", "ddp_strong_scaling", 20, 0.0163, 0.2701},
+  };
+  for (const Reached& r : reached) {
+    INFO(r.cls << " / " << r.kind);
+    const ErrorStats got = stats(r.cls, r.kind);
+    CHECK(got.count == r.count);
+    CHECK(got.median_abs == Approx(r.median_abs).margin(0.001));
+    CHECK(got.worst_abs == Approx(r.worst_abs).margin(0.001));
+  }
 }
 
 TEST_CASE("reference set: the issue's targets, as reached") {

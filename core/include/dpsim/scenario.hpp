@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace dpsim {
@@ -119,6 +120,7 @@ Topology keep_first_gpus(Topology t, int gpus_per_node);
 struct ProtoValues {
   double ll = 0, ll128 = 0, simple = 0;
   double get(Protocol protocol) const;
+  double& at(Protocol protocol);  // the protocol's value, to set
 };
 
 enum class Fabric { nvlink, pcie, net };
@@ -140,8 +142,8 @@ struct NcclModel {
   std::map<Algorithm, ProtoValues> base_latency_s;
   // [fabric][algorithm] -> per-protocol latency; missing = algorithm unavailable on that fabric
   std::map<Fabric, std::map<Algorithm, ProtoValues>> hw_latency_s;
-  // Measured per-architecture replacements of single hw_latency_s entries ([arch][fabric][algorithm][protocol]).
-  std::map<Arch, std::map<Fabric, std::map<Algorithm, std::map<Protocol, double>>>> hw_latency_by_arch_s;
+  // Measured per-architecture replacements of single hw_latency_s entries.
+  std::map<std::tuple<Arch, Fabric, Algorithm, Protocol>, double> hw_latency_by_arch_s;
   // hw_latency_s[fabric][algorithm] with the architecture's replacements; nullopt: unavailable on that fabric.
   std::optional<ProtoValues> hw_latency(Fabric fabric, Algorithm algorithm, Arch arch) const;
   // A calibrated per-hop latency: replaces the shipped value and every architecture's replacement of it.
