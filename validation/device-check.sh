@@ -29,7 +29,7 @@ prepare() {
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDPSIM_CUDA=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
   cmake --build build-gpu -j"$(nproc)" --target dpsim dpsim_gpu_tests
   rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib"
-  cp build-gpu/app/dpsim build-gpu/tests/backend/dpsim_gpu_tests "$bundle/bin/"
+  cp build-gpu/dpsim build-gpu/tests/backend/dpsim_gpu_tests "$bundle/bin/"
   strip "$bundle"/bin/* || true
   # Non-system libraries, minus the driver and the big CUDA libraries found on the machine.
   for bin in "$bundle"/bin/*; do
@@ -71,7 +71,7 @@ run() {
     echo "!! trying a build on this machine"
     if cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null &&
        cmake --build build-device -j16 --target dpsim dpsim_gpu_tests >/dev/null; then
-      dpsim="$here/build-device/app/dpsim"; tests="$here/build-device/tests/backend/dpsim_gpu_tests"
+      dpsim="$here/build-device/dpsim"; tests="$here/build-device/tests/backend/dpsim_gpu_tests"
     else
       echo "!! no build possible here (missing dev packages?); stopping"; return 1
     fi
