@@ -1,5 +1,6 @@
 #pragma once
 // Private to core's loaders.
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -11,5 +12,12 @@ namespace dpsim {
 
 void validate_topology(const Topology& topology, const std::function<void(const std::string&)>& fail);
 ModelSpec parse_model_node(const YNode& node, const std::filesystem::path& base_dir);
+
+// Model dimensions: an integer in [1, 2^24].
+int64_t model_dim(const YNode& n);
+// Heads divide the hidden size (unless head_dim is explicit) and key/value heads divide the heads.
+void check_heads(const TransformerConfig& c, const YNode& n);
+// A Hugging Face config.json (load_hf_config.cpp).
+TransformerConfig parse_hf_config(const YNode& n);
 
 }  // namespace dpsim

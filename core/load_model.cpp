@@ -1,5 +1,5 @@
 // Loading of models: models/*.yaml (transformer config or explicit layer list), inline mappings in a
-// scenario, and Hugging Face config.json files (JSON is YAML).
+// scenario, and Hugging Face config.json files (JSON is YAML; their fields are read in load_hf_config.cpp).
 #include <fmt/format.h>
 
 #include "dpsim/error.hpp"
@@ -12,8 +12,22 @@ namespace dpsim {
 namespace fs = std::filesystem;
 
 namespace {
-
 constexpr int64_t kMaxDim = int64_t{1} << 24;
+}  // namespace
+
+int64_t model_dim(const YNode& n) { return n.as_int(1, kMaxDim); }
+
+void check_heads(const TransformerConfig& c, const YNode& n) {
+  if (c.head_dim == 0 && c.hidden_size % c.num_heads != 0) {
+    n.fail(fmt::format("hidden size {} is not a multiple of the {} attention heads", c.hidden_size, c.num_heads));
+  }
+  if (c.num_kv_heads > c.num_heads || c.num_heads % c.num_kv_heads != 0) {
+    n.fail(fmt::format("{} key/value heads must divide the {} attention heads", c.num_kv_heads, c.num_heads));
+  }
+}
+
+namespace {
+
 // Each dimension alone is bounded, but their products are not: 100,000 layers of 2^24-wide matrices would
 // overflow the 64-bit parameter count (and every byte count derived from it). The largest models are ~1e12.
 constexpr double kMaxParameters = 1e15;
@@ -23,17 +37,6 @@ ModelFamily parse_family(const YNode& n) {
       {{"llama", ModelFamily::llama}, {"gpt2", ModelFamily::gpt2}, {"bert", ModelFamily::bert}});
 }
 
-int64_t dim(const YNode& n) { return n.as_int(1, kMaxDim); }
-
-void check_heads(const TransformerConfig& c, const YNode& n) {
-  if (c.hidden_size % c.num_heads != 0) {
-    n.fail(fmt::format("hidden size {} is not a multiple of the {} attention heads", c.hidden_size, c.num_heads));
-  }
-  if (c.num_kv_heads > c.num_heads || c.num_heads % c.num_kv_heads != 0) {
-    n.fail(fmt::format("{} key/value heads must divide the {} attention heads", c.num_kv_heads, c.num_heads));
-  }
-}
-
 // Our own transformer block: Hugging Face key names, only the keys we use.
 TransformerConfig parse_transformer(const YNode& n) {
   n.allow_only({"model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -41,60 +44,17 @@ TransformerConfig parse_transformer(const YNode& n) {
                 "type_vocab_size"});
   TransformerConfig c;
   c.family = parse_family(n.at("model_type"));
-  c.vocab_size = dim(n.at("vocab_size"));
-  c.hidden_size = dim(n.at("hidden_size"));
+  c.vocab_size = model_dim(n.at("vocab_size"));
+  c.hidden_size = model_dim(n.at("hidden_size"));
   c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
-  c.num_heads = dim(n.at("num_attention_heads"));
-  c.num_kv_heads = n.has("num_key_value_heads") ? dim(n.at("num_key_value_heads")) : c.num_heads;
-  c.intermediate_size = dim(n.at("intermediate_size"));
-  if (auto v = n.get("max_position_embeddings")) c.max_position_embeddings = dim(*v);
+  c.num_heads = model_dim(n.at("num_attention_heads"));
+  c.num_kv_heads = n.has("num_key_value_heads") ? model_dim(n.at("num_key_value_heads")) : c.num_heads;
+  c.intermediate_size = model_dim(n.at("intermediate_size"));
+  if (auto v = n.get("max_position_embeddings")) c.max_position_embeddings = model_dim(*v);
   if (auto v = n.get("tie_word_embeddings")) c.tie_embeddings = v->as_bool();
   if (auto v = n.get("type_vocab_size")) c.type_vocab_size = v->as_int(0, kMaxDim);
   if (c.family != ModelFamily::llama && c.max_position_embeddings == 0) {
     n.fail("gpt2 and bert models need max_position_embeddings (learned position embeddings)");
-  }
-  check_heads(c, n);
-  return c;
-}
-
-// A Hugging Face config.json: keys differ per model_type; other keys are ignored.
-TransformerConfig parse_hf_config(const YNode& n) {
-  TransformerConfig c;
-  const std::string type = n.has("model_type") ? n.at("model_type").as_string() : "llama";
-  if (type == "gpt2") {
-    c.family = ModelFamily::gpt2;
-    c.vocab_size = dim(n.at("vocab_size"));
-    c.hidden_size = dim(n.at("n_embd"));
-    c.num_layers = n.at("n_layer").as_int(1, 100000);
-    c.num_heads = dim(n.at("n_head"));
-    c.num_kv_heads = c.num_heads;
-    c.intermediate_size = n.has("n_inner") ? dim(n.at("n_inner")) : 4 * c.hidden_size;
-    c.max_position_embeddings = dim(n.at("n_positions"));
-    c.tie_embeddings = true;
-  } else if (type == "bert") {
-    c.family = ModelFamily::bert;
-    c.vocab_size = dim(n.at("vocab_size"));
-    c.hidden_size = dim(n.at("hidden_size"));
-    c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
-    c.num_heads = dim(n.at("num_attention_heads"));
-    c.num_kv_heads = c.num_heads;
-    c.intermediate_size = dim(n.at("intermediate_size"));
-    c.max_position_embeddings = dim(n.at("max_position_embeddings"));
-    c.type_vocab_size = n.has("type_vocab_size") ? n.at("type_vocab_size").as_int(0, kMaxDim) : 2;
-    c.tie_embeddings = true;
-  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
-    c.family = ModelFamily::llama;
-    c.vocab_size = dim(n.at("vocab_size"));
-    c.hidden_size = dim(n.at("hidden_size"));
-    c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
-    c.num_heads = dim(n.at("num_attention_heads"));
-    c.num_kv_heads = n.has("num_key_value_heads") ? dim(n.at("num_key_value_heads")) : c.num_heads;
-    c.intermediate_size = dim(n.at("intermediate_size"));
-    if (auto v = n.get("max_position_embeddings")) c.max_position_embeddings = dim(*v);
-    if (auto v = n.get("tie_word_embeddings")) c.tie_embeddings = v->as_bool();
-  } else {
-    n.at("model_type")
-        .fail(fmt::format("model_type \"{}\" is not supported (llama, mistral, qwen2, gpt2, bert)", type));
   }
   check_heads(c, n);
   return c;
@@ -113,8 +73,8 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
     if (layer.forward_flops_per_sample < 0) l.at("forward_flops_per_sample").fail("must not be negative");
     if (auto g = l.get("gemm")) {
       g->allow_only({"m", "n", "k", "batch"});
-      layer.gemm =
-          GemmShape{dim(g->at("m")), dim(g->at("n")), dim(g->at("k")), g->has("batch") ? dim(g->at("batch")) : 1};
+      layer.gemm = GemmShape{model_dim(g->at("m")), model_dim(g->at("n")), model_dim(g->at("k")),
+                             g->has("batch") ? model_dim(g->at("batch")) : 1};
     }
     if (auto m = l.get("memory")) {
       m->allow_only({"elements_per_sample", "forward_passes", "backward_passes"});

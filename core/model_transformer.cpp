@@ -1,4 +1,5 @@
-// Transformer families as operations: Llama (RMSNorm, SwiGLU, GQA, no bias), GPT-2 and BERT
+// Transformer families as operations: Llama (RMSNorm, SwiGLU, GQA; the variants' head_dim, biases and extra
+// norms as TransformerConfig says), GPT-2 and BERT
 // (LayerNorm and bias, GELU MLP, learned positions). FLOPs: 2 per multiply-add; backward of a GEMM
 // is dX plus dW, twice the forward; attention score/value products add 4*T*d per token forward
 // (PaLM appendix B), halved for causal models as FlashAttention-style kernels skip the masked half.
@@ -49,26 +50,29 @@ struct Builder {
     ops.push_back(std::move(op));
   }
 
-  void norm(const std::string& name, bool bias) {
-    std::vector<ParamTensor> p{{name + ".weight", c.hidden_size}};
-    if (bias) p.push_back({name + ".bias", c.hidden_size});
-    elementwise(name, c.hidden_size, std::move(p), 1, 1, 1);
+  void norm(const std::string& name, bool bias) { norm(name, bias, c.hidden_size, c.hidden_size); }
+
+  // A norm over `width` features per token whose weight has `size` entries (qwen3's per-head q/k norms).
+  void norm(const std::string& name, bool bias, int64_t width, int64_t size) {
+    std::vector<ParamTensor> p{{name + ".weight", size}};
+    if (bias) p.push_back({name + ".bias", size});
+    elementwise(name, width, std::move(p), 1, 1, 1);
   }
 
   void attention_core(const std::string& name, bool causal) {
     Op op;
     op.name = name;
     op.kind = OpKind::attention;
-    const int64_t hd = c.hidden_size / c.num_heads;
-    const double full = 4.0 * tokens * tokens * d();  // QK^T and AV, per sample
+    const int64_t hd = c.head_size();
+    const double q = static_cast<double>(c.num_heads * hd);  // query width: hidden_size unless head_dim says
+    const double full = 4.0 * tokens * tokens * q;           // QK^T and AV, per sample
     op.forward_flops_per_sample = causal ? full / 2 : full;
     op.backward_flops_per_sample = 2.0 * op.forward_flops_per_sample;
     const auto t = static_cast<int64_t>(tokens);
     op.gemms.push_back({t, t, hd, c.num_heads});  // scores = Q K^T per head
     op.gemms.push_back({t, hd, t, c.num_heads});  // out = P V per head
     const double kv = static_cast<double>(c.num_kv_heads * hd);
-    op.activation_bytes_per_sample =
-        tokens * (2.0 * d() + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
+    op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
     ops.push_back(std::move(op));
   }
 
@@ -98,19 +102,25 @@ struct Builder {
 
 void llama_layer(Builder& b, int64_t i) {
   const TransformerConfig& c = b.c;
-  const int64_t hd = c.hidden_size / c.num_heads;
+  const int64_t hd = c.head_size(), q = c.num_heads * hd, kv = c.num_kv_heads * hd;
   const std::string p = fmt::format("layers.{}.", i);
   b.norm(p + "input_layernorm", false);
-  b.linear(p + "self_attn.q_proj", c.hidden_size, c.num_heads * hd, false, true);
-  b.linear(p + "self_attn.k_proj", c.hidden_size, c.num_kv_heads * hd, false, false);
-  b.linear(p + "self_attn.v_proj", c.hidden_size, c.num_kv_heads * hd, false, false);
+  b.linear(p + "self_attn.q_proj", c.hidden_size, q, c.qkv_bias, true);
+  b.linear(p + "self_attn.k_proj", c.hidden_size, kv, c.qkv_bias, false);
+  b.linear(p + "self_attn.v_proj", c.hidden_size, kv, c.qkv_bias, false);
+  if (c.qk_norm) {
+    b.norm(p + "self_attn.q_norm", false, q, hd);
+    b.norm(p + "self_attn.k_norm", false, kv, hd);
+  }
   b.attention_core(p + "self_attn.core", true);
-  b.linear(p + "self_attn.o_proj", c.num_heads * hd, c.hidden_size, false, true);
-  b.norm(p + "post_attention_layernorm", false);
-  b.linear(p + "mlp.gate_proj", c.hidden_size, c.intermediate_size, false, true);
-  b.linear(p + "mlp.up_proj", c.hidden_size, c.intermediate_size, false, false);
-  b.elementwise(p + "mlp.act_fn", c.intermediate_size, {}, 2, 1, 2);  // SiLU(gate) * up
-  b.linear(p + "mlp.down_proj", c.intermediate_size, c.hidden_size, false, true);
+  b.linear(p + "self_attn.o_proj", q, c.hidden_size, c.o_bias, true);
+  b.norm(p + "post_attention_layernorm", false);  // gemma2: on the attention output; else before the MLP
+  if (c.sandwich_norms) b.norm(p + "pre_feedforward_layernorm", false);
+  b.linear(p + "mlp.gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, true);
+  b.linear(p + "mlp.up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, false);
+  b.elementwise(p + "mlp.act_fn", c.intermediate_size, {}, 2, 1, 2);  // SiLU(gate) * up (GELU for gemma)
+  b.linear(p + "mlp.down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, true);
+  if (c.sandwich_norms) b.norm(p + "post_feedforward_layernorm", false);
 }
 
 void gpt2_layer(Builder& b, int64_t i) {

@@ -72,5 +72,11 @@ check calibrate 0 "wrote" -- "$dpsim" calibrate "$src/tests/backend/data/all_red
 check predict-calibrated 0 "calibration gb10 fnv1a64:" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$ctmp/c.yaml" --json --no-advice
 check predict-bad-calibration 2 'gpt2-124m-4xrtx4090.yaml:6: model: unknown key "model"' -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$s/gpt2-124m-4xrtx4090.yaml"
 rm -rf "$ctmp"
+# Hugging Face config.json files: inspect prints the published count; a mixture-of-experts file is refused (exit 2)
+# with the file, line and key.
+hf=$src/tests/data/hf
+check inspect-hf-qwen2 0 "total +7,615,616,512" -- "$dpsim" inspect model "$hf/qwen2.5-7b/config.json"
+check inspect-hf-nemo 0 "total +12,247,782,400" -- "$dpsim" inspect model "$hf/mistral-nemo-base-2407/config.json"
+check inspect-hf-moe 2 "qwen3-30b-a3b/config.json:22: num_experts: 128 experts make \"qwen3_moe\" a mixture-of-experts" -- "$dpsim" inspect model "$hf/qwen3-30b-a3b/config.json"
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -189,6 +189,15 @@ struct TransformerConfig {
   int64_t max_position_embeddings = 0;
   int64_t type_vocab_size = 0;  // bert
   bool tie_embeddings = false;
+  // Llama-family variants (Hugging Face model_types mistral, qwen2, qwen3, gemma, gemma2, phi3):
+  int64_t head_dim = 0;         // per attention head; 0: hidden_size / num_heads
+  bool qkv_bias = false;        // biases on the q, k, v projections (qwen2; attention_bias)
+  bool o_bias = false;          // bias on the attention output projection (attention_bias)
+  bool mlp_bias = false;        // biases on gate, up and down projections (llama's mlp_bias)
+  bool qk_norm = false;         // qwen3: RMSNorm over head_dim on queries and keys
+  bool sandwich_norms = false;  // gemma2: norms after attention and after the MLP too (4 per layer)
+
+  int64_t head_size() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
 };
 
 struct GemmShape {
