@@ -84,10 +84,11 @@ std::vector<fs::path> cost_plot(const std::vector<PlotRow>& rows, const std::vec
   const double ymax = top > 0 ? top * 1.4 : 1.0;
   const std::string body = fmt::format(
       "cd \"{}\"\nset title \"Predicted cost per million training tokens{}\" noenhanced\n"
-      "set ylabel \"cost per 1M tokens (currency of cluster.price_per_gpu_hour)\"\n"
+      "set ylabel \"cost per 1M tokens (currency of cluster.price_per_gpu_hour)\" noenhanced\n"
       "set xlabel \"configuration (GPU x count at price per GPU-hour)\"\n"
       "set style fill solid 0.8 border -1\nset boxwidth 0.6\nset grid y\nset key top left noenhanced\n"
-      "set yrange [0:{}]\nset xrange [-0.6:{}]\nset xtics ({}) rotate by -20 noenhanced\nset bmargin 8\n"
+      "set yrange [0:{}]\nset xrange [-0.6:{}]\nset xtics ({}) rotate by 20 right noenhanced\nset bmargin 9\nset "
+      "lmargin 24\nset rmargin 4\n"
       "plot 'cost.dat' using 1:($3>0?$2:1/0) with boxes lc rgb '#3a6fb0' "
       "title 'fits in GPU memory: price x GPUs x predicted step time / tokens per step', "
       "'' using 1:($3>0?$2:1/0):4 with labels offset 0,0.8 notitle, "
