@@ -9,6 +9,7 @@
 #include "dpsim/load.hpp"
 #include "dpsim/units.hpp"
 #include "report.hpp"
+#include "set_option.hpp"
 
 namespace dpsim::app {
 
@@ -19,6 +20,7 @@ struct EstimateArgs {
   std::string calibration;
   bool json = false;
   std::string output;
+  std::vector<std::string> sets;
 };
 
 std::string render(const Scenario& s, const Estimate& e) {
@@ -36,6 +38,7 @@ std::string render(const Scenario& s, const Estimate& e) {
   sections.push_back(step_section(e.result, "Step (closed form)"));
   sections.back().add("perfect overlap", format_seconds(e.perfect_overlap_step_s));
   sections.back().add("no overlap", format_seconds(e.no_overlap_step_s));
+  if (has_cost_section(e.result)) sections.push_back(cost_section(s, e.result));
   if (!e.result.advice.empty()) sections.push_back(advice_section(e.result));
   return render_sections(sections);
 }
@@ -50,10 +53,13 @@ void register_estimate(CLI::App& app) {
   cmd->add_option("--calibration", args->calibration,
                   "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)");
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+  add_set_option(cmd, args->sets);
   cmd->callback([args] {
-    Scenario s = load_scenario(args->scenario);
+    const auto overrides = parse_sets(args->sets);
+    Scenario s = load_scenario_set(args->scenario, overrides);
     if (!args->calibration.empty()) apply_calibration(s, read_calibration(args->calibration));
     Estimate e = estimate(s, make_step_plan(s));
+    record_overrides(overrides, e.result);
     e.result.advice = advise(s, e.result, [](const Scenario& v) { return estimate(v, make_step_plan(v)).result; });
     emit(args->json ? to_json(e.result).dump(2) + "\n" : render(s, e), args->output);
   });

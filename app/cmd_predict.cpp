@@ -12,6 +12,7 @@
 #include "dpsim/sim/trace.hpp"
 #include "dpsim/units.hpp"
 #include "report.hpp"
+#include "set_option.hpp"
 
 namespace dpsim::app {
 
@@ -29,6 +30,7 @@ struct PredictArgs {
   int trace_ranks = 8;
   bool no_advice = false;
   double max_events = 5e6;
+  std::vector<std::string> sets;
 };
 
 Section collective_section(const StepResult& r) {
@@ -61,6 +63,7 @@ std::string render(const Scenario& s, const StepResult& r, const SimOptions& o, 
   sections.push_back(step_section(
       r,
       fmt::format("Step (simulated, {} fidelity{})", to_string(o.fidelity), o.overlap ? "" : ", no overlap").c_str()));
+  if (has_cost_section(r)) sections.push_back(cost_section(s, r));
   if (!r.advice.empty()) sections.push_back(advice_section(r));
   std::string text = render_sections(sections);
   if (buckets) text += "\nBuckets (launch order)\n" + bucket_table(r);
@@ -87,8 +90,10 @@ void register_predict(CLI::App& app) {
   cmd->add_option("--max-events", args->max_events,
                   "Refuse a run estimated to simulate more activities than this (default 5e6)");
   cmd->add_flag("--no-advice", args->no_advice, "Skip the 'what limits this step' section (it re-simulates variants)");
+  add_set_option(cmd, args->sets);
   cmd->callback([args] {
-    Scenario s = load_scenario(args->scenario);
+    const auto overrides = parse_sets(args->sets);
+    Scenario s = load_scenario_set(args->scenario, overrides);
     if (!args->calibration.empty()) apply_calibration(s, read_calibration(args->calibration));
     const StepPlan plan = make_step_plan(s);
     SimOptions o;
@@ -98,6 +103,7 @@ void register_predict(CLI::App& app) {
     o.progress = true;
     o.max_events = args->max_events;
     StepResult r = simulate(s, plan, o);
+    record_overrides(overrides, r);
     if (!args->no_advice) {
       r.advice = advise(s, r, [&o](const Scenario& variant) {
         SimOptions quiet = o;

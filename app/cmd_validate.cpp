@@ -13,6 +13,7 @@
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/validation/compare.hpp"
 #include "dpsim/validation/reference.hpp"
+#include "set_option.hpp"
 #include "tables.hpp"
 
 namespace dpsim::app {
@@ -34,6 +35,7 @@ struct ValidateArgs {
   double tolerance = -1;
   bool estimate_ddp = false;
   bool json = false;
+  std::vector<std::string> sets;
 };
 
 // The calibration a measured file names in its context: "calibration": "file.yaml" or {"file": ...}.
@@ -80,7 +82,8 @@ void run_compare(const ValidateArgs& a) {
     header =
         fmt::format("predicted: {} ({})\nmeasured:  {} ({})\n", a.predicted, predicted.mode, a.measured, measured.mode);
   } else {
-    Scenario s = load_scenario(a.scenario);
+    const auto overrides = parse_sets(a.sets);
+    Scenario s = load_scenario_set(a.scenario, overrides);
     scenario_tolerance = s.tolerance;
     std::optional<fs::path> cal_file;
     if (!a.calibration.empty())
@@ -101,6 +104,7 @@ void run_compare(const ValidateArgs& a) {
     SimOptions o;
     o.progress = true;
     predicted = simulate(s, make_step_plan(s), o);
+    record_overrides(overrides, predicted);
     if (!cal_ctx.is_null()) predicted.context["calibration"] = cal_ctx;
     header = fmt::format("predicted: dpsim predict {}{} ({} GPUs)\nmeasured:  {} ({})\n", a.scenario,
                          cal_file ? " with calibration " + cal_file->string() + " " + cal_ctx.value("hash", "") : "",
@@ -141,12 +145,13 @@ void register_validate(CLI::App& app) {
   cmd->add_flag("--estimate-ddp", a->estimate_ddp,
                 "With --reference: predict DDP entries in closed form instead of simulating");
   cmd->add_option("-o,--output", a->output, "Write the report to this file (atomically) instead of stdout");
+  add_set_option(cmd, a->sets);
   cmd->callback([a] {
     if (!a->reference.empty()) {
-      if (!a->measured.empty() || !a->predicted.empty() || !a->scenario.empty())
+      if (!a->measured.empty() || !a->predicted.empty() || !a->scenario.empty() || !a->sets.empty())
         throw InputError(
-            "validate: --reference scores the reference set; do not combine it with SCENARIO, --measured or "
-            "--predicted");
+            "validate: --reference scores the reference set; do not combine it with SCENARIO, --measured, "
+            "--predicted or --set");
       run_reference(*a);
       return;
     }
@@ -158,6 +163,8 @@ void register_validate(CLI::App& app) {
       throw InputError("validate: give exactly one of SCENARIO (re-predict) or --predicted FILE");
     if (!a->predicted.empty() && !a->calibration.empty())
       throw InputError("validate: --calibration applies when re-predicting a SCENARIO, not to a --predicted file");
+    if (!a->predicted.empty() && !a->sets.empty())
+      throw InputError("validate: --set applies when re-predicting a SCENARIO, not to a --predicted file");
     run_compare(*a);
   });
 }

@@ -11,5 +11,8 @@ namespace dpsim::app {
 std::vector<Section> common_sections(const Scenario& scenario, const StepResult& result);
 Section step_section(const StepResult& result, const char* title);
 Section advice_section(const StepResult& result);
+// app/report_cost.cpp: shown when the scenario gives a price or a total to train on.
+bool has_cost_section(const StepResult& result);
+Section cost_section(const Scenario& scenario, const StepResult& result);
 
 }  // namespace dpsim::app

@@ -14,6 +14,6 @@ std::string located(const std::string& file, int line, const std::string& key_pa
 }  // namespace
 
 InputError::InputError(const std::string& file, int line, const std::string& key_path, const std::string& message)
-    : std::runtime_error(located(file, line, key_path, message)) {}
+    : std::runtime_error(located(file, line, key_path, message)), key_path_(key_path), message_(message) {}
 
 }  // namespace dpsim

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dpsim/cost.hpp"
+#include "dpsim/training_cost.hpp"
 
 namespace dpsim {
 
@@ -82,6 +83,7 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.step_time_s = e.perfect_overlap_step_s;
   r.no_overlap_step_s = e.no_overlap_step_s;
   fill_throughput(plan, e.single_gpu_step_s, r);
+  fill_training_cost(s, r);
   e.largest_model_parameters =
       s.topology.gpu.memory_bytes /
       model_state_bytes_per_parameter(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);

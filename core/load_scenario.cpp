@@ -33,7 +33,7 @@ Dtype parse_dtype(const YNode& n) {
 
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
-                "activations", "tf32"});
+                "activations", "tf32", "total_tokens", "total_samples"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
   if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
@@ -50,6 +50,11 @@ Training parse_training(const YNode& n) {
     t.tf32 = v->as_bool();
     if (t.tf32 && t.param_dtype != Dtype::fp32)
       v->fail(fmt::format("TF32 applies to fp32 matmuls; param_dtype is {}", to_string(t.param_dtype)));
+  }
+  if (auto v = n.get("total_tokens")) t.total_tokens = v->as_positive_number();
+  if (auto v = n.get("total_samples")) {
+    if (t.total_tokens) v->fail("give training.total_tokens or training.total_samples, not both");
+    t.total_samples = v->as_positive_number();
   }
   return t;
 }
@@ -97,7 +102,8 @@ fs::path find_topology(const std::string& name_or_path, const fs::path& dir) {
 namespace {
 
 Topology load_cluster(const YNode& n, const fs::path& dir) {
-  n.allow_only({"topology", "nodes", "gpus_per_node", "gpu", "nic_bandwidth", "oversubscription"});
+  n.allow_only(
+      {"topology", "nodes", "gpus_per_node", "gpu", "nic_bandwidth", "oversubscription", "price_per_gpu_hour"});
   const YNode name = n.at("topology");
   fs::path file;
   try {
@@ -143,7 +149,13 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   s.model = parse_model_node(root.at("model"), dir);
   s.training = parse_training(root.at("training"));
   if (auto v = root.get("ddp")) s.ddp = parse_ddp(*v);
+  if (s.training.total_tokens && !s.model.transformer)
+    root.at("training")
+        .at("total_tokens")
+        .fail(fmt::format("{} is given as explicit layers, which have no tokens; give training.total_samples",
+                          s.model.name));
   s.topology = load_cluster(root.at("cluster"), dir);
+  if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();
   if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
     root.at("training")
         .at("tf32")

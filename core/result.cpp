@@ -12,6 +12,47 @@ namespace dpsim {
 
 using nlohmann::json;
 
+namespace {
+
+void put(json& j, const char* key, const std::optional<double>& v) {
+  if (v) j[key] = *v;
+}
+
+// "cost" (GPUs billed, price figures) and top-level "time_to_train_s", "steps_to_train": only what was computed.
+void cost_to_json(const TrainingCost& c, json& j) {
+  if (!c.price_per_gpu_hour && !c.time_to_train_s) return;
+  json cost{{"gpus", c.gpus}};
+  put(cost, "price_per_gpu_hour", c.price_per_gpu_hour);
+  put(cost, "per_step", c.per_step);
+  put(cost, "per_million_tokens", c.per_million_tokens);
+  put(cost, "to_train", c.to_train);
+  j["cost"] = std::move(cost);
+  put(j, "time_to_train_s", c.time_to_train_s);
+  put(j, "steps_to_train", c.steps_to_train);
+}
+
+std::optional<double> get(const json& j, const char* key) {
+  if (!j.contains(key)) return std::nullopt;
+  return j.at(key).get<double>();
+}
+
+TrainingCost cost_from_json(const json& j) {
+  TrainingCost c;
+  if (j.contains("cost")) {
+    const json& cost = j.at("cost");
+    c.gpus = cost.value("gpus", 0);
+    c.price_per_gpu_hour = get(cost, "price_per_gpu_hour");
+    c.per_step = get(cost, "per_step");
+    c.per_million_tokens = get(cost, "per_million_tokens");
+    c.to_train = get(cost, "to_train");
+  }
+  c.time_to_train_s = get(j, "time_to_train_s");
+  c.steps_to_train = get(j, "steps_to_train");
+  return c;
+}
+
+}  // namespace
+
 json to_json(const StepResult& r) {
   json j;
   j["schema_version"] = kSchemaVersion;
@@ -42,6 +83,7 @@ json to_json(const StepResult& r) {
                {"no_overlap_time_s", r.no_overlap_step_s}};
   j["throughput"] = {{"samples_per_s", r.samples_per_s}, {"tokens_per_s", r.tokens_per_s}};
   j["scaling_efficiency"] = r.scaling_efficiency;
+  cost_to_json(r.cost, j);
   j["buckets"] = json::array();
   for (const auto& b : r.buckets) {
     j["buckets"].push_back({{"index", b.index},
@@ -106,6 +148,7 @@ StepResult result_from_json(const json& j) {
     r.samples_per_s = need(j, "throughput", "samples_per_s").get<double>();
     r.tokens_per_s = need(j, "throughput", "tokens_per_s").get<double>();
     r.scaling_efficiency = need(j, nullptr, "scaling_efficiency").get<double>();
+    r.cost = cost_from_json(j);
     for (const auto& b : need(j, nullptr, "buckets")) {
       r.buckets.push_back({b.at("index").get<int>(), b.at("bytes").get<long long>(), b.at("ready_s").get<double>(),
                            b.at("start_s").get<double>(), b.at("end_s").get<double>(), b.value("algorithm", ""),

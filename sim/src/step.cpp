@@ -22,6 +22,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/sim/simulate.hpp"
+#include "dpsim/training_cost.hpp"
 #include "platform.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -336,6 +337,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   r.samples_per_s = r.step_time_s > 0 ? samples / r.step_time_s : 0;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
   r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_s / r.step_time_s : 0;
+  fill_training_cost(scenario, r);
   r.timeline = std::move(run.timeline);
   r.context["simulator"] = {{"engine", "SimGrid 3.32"},
                             {"network_model", "CM02, crosstraffic 0, TCP-gamma 0"},

@@ -10,6 +10,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/result.hpp"
 #include "dpsim/units.hpp"
+#include "plot_cost.hpp"
 
 namespace dpsim {
 
@@ -189,10 +190,12 @@ std::vector<fs::path> plot_sweep(const fs::path& results_csv, const fs::path& ou
   fs::create_directories(out_dir, ec);
   if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", out_dir.string(), ec.message()));
   const bool has_buckets = std::find(t.axes.begin(), t.axes.end(), "ddp.bucket_cap") != t.axes.end();
+  const bool has_cost = has_cost_columns(t.rows);
   std::vector<std::string> want = kinds;
   if (want.empty())
     want = has_buckets ? std::vector<std::string>{"scaling", "breakdown", "buckets"}
                        : std::vector<std::string>{"scaling", "breakdown"};
+  if (kinds.empty() && has_cost) want.push_back("cost");
   std::vector<fs::path> files;
   for (const auto& k : want) {
     std::vector<fs::path> made;
@@ -203,8 +206,11 @@ std::vector<fs::path> plot_sweep(const fs::path& results_csv, const fs::path& ou
     } else if (k == "buckets") {
       if (!has_buckets) throw InputError("plot buckets needs a sweep with a ddp.bucket_cap axis");
       made = buckets(t, out_dir);
+    } else if (k == "cost") {
+      if (!has_cost) throw InputError("plot cost needs a sweep with cost columns (set cluster.price_per_gpu_hour)");
+      made = cost_plot(t.rows, t.axes, out_dir, render);
     } else {
-      throw InputError(fmt::format("unknown plot kind \"{}\" (scaling, breakdown, buckets)", k));
+      throw InputError(fmt::format("unknown plot kind \"{}\" (scaling, breakdown, buckets, cost)", k));
     }
     files.insert(files.end(), made.begin(), made.end());
   }

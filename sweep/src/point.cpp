@@ -30,6 +30,12 @@ const std::vector<std::pair<const char*, const char*>> kFigures = {
     {"model_state_bytes_per_gpu", "/memory/model_state_bytes_per_gpu"},
     {"fits", "/memory/fits"},
     {"buckets", ""},
+    {"gpu", "/context/gpu"},
+    {"price_per_gpu_hour", "/cost/price_per_gpu_hour"},
+    {"cost_per_step", "/cost/per_step"},
+    {"cost_per_million_tokens", "/cost/per_million_tokens"},
+    {"cost_to_train", "/cost/to_train"},
+    {"time_to_train_s", "/time_to_train_s"},
 };
 
 std::string csv_field(std::string text) {
@@ -45,6 +51,7 @@ std::string figure(const json& result, const char* column, const char* pointer) 
   if (!result.contains(p)) return "";
   const json& v = result.at(p);
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_string()) return v.get<std::string>();
   if (v.is_number_integer()) return std::to_string(v.get<long long>());
   return fmt::format("{:.9g}", v.get<double>());
 }

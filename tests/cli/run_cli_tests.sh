@@ -78,5 +78,23 @@ hf=$src/tests/data/hf
 check inspect-hf-qwen2 0 "total +7,615,616,512" -- "$dpsim" inspect model "$hf/qwen2.5-7b/config.json"
 check inspect-hf-nemo 0 "total +12,247,782,400" -- "$dpsim" inspect model "$hf/mistral-nemo-base-2407/config.json"
 check inspect-hf-moe 2 "qwen3-30b-a3b/config.json:22: num_experts: 128 experts make \"qwen3_moe\" a mixture-of-experts" -- "$dpsim" inspect model "$hf/qwen3-30b-a3b/config.json"
+# --set KEY=VALUE: the sweep override code from the command line; errors name the override (exit 2).
+check set-nodes 0 "fat tree \(4 nodes x 8 GPUs = 32 GPUs\)" -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml" --set cluster.nodes=4
+check set-twice-json 0 '"cluster.nodes=4",' -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml" --set cluster.nodes=4 --set ddp.bucket_cap=50MiB --json
+check set-predict 0 '"world_size": 4' -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --set cluster.gpus_per_node=2 --set cluster.gpus_per_node=4 --json --no-advice
+check set-unknown-key 2 '^dpsim: error: --set cluster.nodez=4: cluster.nodez: unknown key "nodez" \(did you mean "nodes"\?\)' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set cluster.nodez=4
+check set-bad-value 2 '^dpsim: error: --set cluster.nodes=four: cluster.nodes: expected a whole number, got "four"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --set cluster.nodes=four
+check set-no-equals 2 "--set cluster.nodes: expected KEY=VALUE" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set cluster.nodes
+check set-validate-predicted 2 "--set applies when re-predicting a SCENARIO" -- "$dpsim" validate --predicted x.json --measured y.json --set cluster.nodes=2
+# Cost and time to train: JSON keys and the table (days); absent without a price or total; bad values exit 2.
+check cost-json 0 '"per_million_tokens": ' -- "$dpsim" estimate "$s/llama3.1-8b-8xh200.yaml" --set cluster.price_per_gpu_hour=6.35 --set training.total_tokens=1e9 --json
+check cost-json-time 0 '"time_to_train_s": ' -- "$dpsim" estimate "$s/llama3.1-8b-8xh200.yaml" --set cluster.price_per_gpu_hour=6.35 --set training.total_tokens=1e9 --json
+check cost-table 0 "time to train 1,000,000,000 tokens +[0-9.]+ days \([0-9,]+ steps of" -- "$dpsim" predict "$s/llama3.1-8b-8xh200.yaml" --set cluster.price_per_gpu_hour=6.35 --set training.total_tokens=1e9 --no-advice
+check cost-table-price 0 "price +6.35 per GPU-hour x 8 GPUs = 50.80 per hour" -- "$dpsim" estimate "$s/llama3.1-8b-8xh200.yaml" --set cluster.price_per_gpu_hour=6.35
+check cost-nofit-note 0 "does NOT fit in GPU memory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set cluster.price_per_gpu_hour=4.76
+out=$("$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json 2>&1)
+if grep -qE '"cost"|time_to_train_s' <<<"$out"; then echo "FAIL cost-absent"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+check cost-zero-price 2 "--set cluster.price_per_gpu_hour=0: cluster.price_per_gpu_hour: must be greater than 0" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set cluster.price_per_gpu_hour=0
+check cost-nan-tokens 2 "training.total_tokens: expected a finite number" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set training.total_tokens=nan
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

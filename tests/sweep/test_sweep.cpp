@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "dpsim/error.hpp"
 #include "dpsim/sweep/plot.hpp"
@@ -147,5 +150,76 @@ TEST_CASE("every plot kind renders as PNG and SVG") {
     if (f.extension() == ".png") CHECK(bytes.substr(1, 3) == "PNG");
     if (f.extension() == ".svg") CHECK(bytes.find("<svg") != std::string::npos);
   }
+  fs::remove_all(dir);
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out(1);
+  for (char c : line) {
+    if (c == ',')
+      out.emplace_back();
+    else
+      out.back().push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the which-GPU sweep runs, reports cost per point and marks the configurations that do not fit") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-which-gpu";
+  fs::remove_all(dir);
+  const SweepSpec spec = load_sweep(src("scenarios/sweeps/which-gpu-llama3.1-8b.yaml"));
+  const auto s = run(spec, dir / "r", 2);
+  CHECK(s.failed == 0);
+  std::istringstream csv(read(dir / "r" / "results.csv"));
+  std::string line;
+  std::getline(csv, line);
+  const auto header = split(line);
+  const auto col = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE(it != header.end());
+    return static_cast<size_t>(it - header.begin());
+  };
+  std::map<std::string, std::vector<std::string>> by_topology;
+  while (std::getline(csv, line)) {
+    const auto cells = split(line);
+    REQUIRE(cells.size() == header.size());
+    by_topology[cells[col("cluster.topology")]] = cells;
+  }
+  REQUIRE(by_topology.size() == 5);
+  for (const auto& [topology, cells] : by_topology) {
+    INFO(topology);
+    CHECK(cells[col("status")] == "ok");
+    // 128.5 GB of AdamW state per GPU under DDP: only the 141 GB H200 holds it.
+    CHECK(cells[col("fits")] == (topology == "h200-8x-nvswitch" ? "true" : "false"));
+    const double price = std::stod(cells[col("price_per_gpu_hour")]);
+    const double step = std::stod(cells[col("step_time_s")]);
+    const double gpus = std::stod(cells[col("world_size")]);
+    CHECK(std::stod(cells[col("cost_per_step")]) == Approx(price * gpus * step / 3600));
+    CHECK(!cells[col("cost_per_million_tokens")].empty());
+    CHECK(!cells[col("time_to_train_s")].empty());
+  }
+  CHECK(by_topology["rtx4090-4x-pcie4"][col("world_size")] == "4");
+  // The cost plot draws a bar only for the point that fits; the other four are NaN (marked, not drawn).
+  const auto files = plot_sweep(dir / "r" / "results.csv", dir / "plots", {"cost"});
+  REQUIRE(files.size() == 2);
+  CHECK(read(files[0]).substr(1, 3) == "PNG");
+  const std::string dat = read(dir / "plots" / "cost.dat");
+  size_t nan = 0;
+  for (size_t at = dat.find(" NaN 0 "); at != std::string::npos; at = dat.find(" NaN 0 ", at + 1)) ++nan;
+  CHECK(nan == 4);
+  CHECK(dat.find(" 1 \"") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plot cost without cost columns is refused") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-nocost";
+  const SweepSpec spec = load_sweep(small_sweep(dir));
+  run(spec, dir / "r", 2);
+  CHECK_THROWS_WITH(plot_sweep(dir / "r" / "results.csv", dir / "plots", {"cost"}),
+                    Catch::Contains("set cluster.price_per_gpu_hour"));
   fs::remove_all(dir);
 }

@@ -8,7 +8,13 @@ namespace dpsim {
 class InputError : public std::runtime_error {
  public:
   InputError(const std::string& file, int line, const std::string& key_path, const std::string& message);
-  explicit InputError(const std::string& message) : std::runtime_error(message) {}
+  explicit InputError(const std::string& message) : std::runtime_error(message), message_(message) {}
+  const std::string& key_path() const { return key_path_; }  // empty when the error names no key
+  const std::string& message() const { return message_; }    // what() without file, line and key path
+
+ private:
+  std::string key_path_;
+  std::string message_;
 };
 
 // A failure of the environment (unwritable output, missing backend), not of the input.

@@ -1,6 +1,7 @@
 #pragma once
 // StepResult: the one schema that estimate, predict and measure print (keys in DESIGN.md).
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,18 @@ struct TimelineEvent {  // for Chrome traces: one per compute op or collective o
 
 struct Spread {  // measured figures: median, p10, p90 over timed iterations
   double median = 0, p10 = 0, p90 = 0;
+};
+
+// What the step costs and how long the whole run takes (core/training_cost.cpp). Each figure is present only when
+// its inputs are: price figures need cluster.price_per_gpu_hour, time needs training.total_tokens or total_samples.
+struct TrainingCost {
+  int gpus = 0;  // GPUs billed: the world size
+  std::optional<double> price_per_gpu_hour;
+  std::optional<double> per_step;            // price x gpus x step time / 3600
+  std::optional<double> per_million_tokens;  // per_step / tokens per step x 1e6 (token models only)
+  std::optional<double> to_train;            // price x gpus x time_to_train_s / 3600
+  std::optional<double> steps_to_train;      // ceil(total / per-step tokens or samples)
+  std::optional<double> time_to_train_s;     // steps_to_train x step time
 };
 
 struct StepResult {
@@ -66,6 +79,7 @@ struct StepResult {
   double samples_per_s = 0;
   double tokens_per_s = 0;
   double scaling_efficiency = 0;
+  TrainingCost cost;
 
   std::vector<BucketTiming> buckets;
   std::vector<TimelineEvent> timeline;                // not serialized into the result JSON; used for traces

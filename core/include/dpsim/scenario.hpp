@@ -236,6 +236,9 @@ struct Training {
   Optimizer optimizer = Optimizer::adamw;
   bool activations = true;
   bool tf32 = false;  // fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
+  // How much the whole run trains on (at most one of the two): time and cost to train (core/training_cost.cpp).
+  std::optional<double> total_tokens;
+  std::optional<double> total_samples;
 };
 
 struct Ddp {
@@ -260,7 +263,8 @@ struct Scenario {
   Topology topology;
   Collective collective;
   NcclModel nccl;
-  double tolerance = 0.10;  // relative, for validate
+  double tolerance = 0.10;                   // relative, for validate
+  std::optional<double> price_per_gpu_hour;  // cluster.price_per_gpu_hour, in the user's currency
   int world_size() const { return topology.world_size(); }
 };
 
