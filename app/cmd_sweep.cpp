@@ -1,4 +1,5 @@
-// dpsim sweep SWEEP.yaml -o DIR: a grid (or zip) of scenario overrides, each point in its own process.
+// dpsim sweep SWEEP.yaml -o DIR: a grid (or zip) of scenario overrides, each point in its own process;
+// under mpirun/srun the points are shared among the ranks (dpsim/sweep/ranks.hpp).
 #include <thread>
 
 #include <fmt/format.h>
@@ -6,7 +7,7 @@
 #include "commands.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/sweep/plot.hpp"
-#include "dpsim/sweep/runner.hpp"
+#include "dpsim/sweep/ranks.hpp"
 
 namespace dpsim::app {
 
@@ -56,13 +57,17 @@ void register_sweep(CLI::App& app) {
     o.limit = a->limit;
     o.progress = !a->quiet;
     if (!a->shard.empty()) parse_shard(a->shard, o);
-    const SweepSummary s = run_sweep(spec, o);
-    fmt::print(stderr, "sweep {}: {} points, {} run now ({} failed), {} already done, {:.1f} s, {:.0f} points/hour{}\n",
-               spec.name, s.total, s.ran, s.failed, s.skipped, s.wall_s,
-               s.wall_s > 0 ? 3600.0 * static_cast<double>(s.ran) / s.wall_s : 0.0,
-               s.interrupted ? " (interrupted: rerun with --resume)" : "");
+    const LaunchedSweep run = run_sweep_launched(spec, o);
+    const SweepSummary& s = run.summary;
+    if (run.rank == 0) {
+      fmt::print(stderr,
+                 "sweep {}: {} points{}, {} run now ({} failed), {} already done, {:.1f} s, {:.0f} points/hour{}\n",
+                 spec.name, s.total, run.ranks > 1 ? fmt::format(" on {} MPI ranks", run.ranks) : "", s.ran, s.failed,
+                 s.skipped, s.wall_s, s.wall_s > 0 ? 3600.0 * static_cast<double>(s.ran) / s.wall_s : 0.0,
+                 s.interrupted ? " (interrupted: rerun with --resume)" : "");
+    }
     if (s.interrupted) throw RuntimeError("interrupted; the finished points are in " + a->out);
-    if (a->plot) {
+    if (a->plot && run.rank == 0) {
       for (const auto& f : plot_sweep(o.out_dir / "results.csv", o.out_dir / "plots", {}))
         fmt::print("{}\n", f.string());
     }

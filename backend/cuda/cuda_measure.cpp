@@ -21,6 +21,7 @@
 #include "device.hpp"
 #include "dpsim/backend/cuda.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/launcher.hpp"
 
 namespace dpsim::backend {
 
@@ -53,19 +54,11 @@ struct MpiWorld {
   int rank = 0, size = 1, local_rank = 0;
 };
 
-const char* env(const char* name) { return std::getenv(name); }
-
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"})
-    if (const char* s = env(v); s && std::atoi(s) > 1) return true;
-  return false;
-}
-
 MpiWorld& mpi_world() {
   static MpiWorld world = [] {
     MpiWorld w;
 #ifdef DPSIM_MPI
-    if (launched_by_mpi()) {
+    if (mpi_launch().size > 1) {
       int provided = 0;
       MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
       std::atexit([] {

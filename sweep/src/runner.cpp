@@ -19,6 +19,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/result.hpp"
 #include "dpsim/sweep/runner.hpp"
+#include "results.hpp"
 
 namespace dpsim {
 
@@ -70,33 +71,6 @@ std::string header_line(const SweepSpec& sweep) {
   return h;
 }
 
-// Points already recorded in results.jsonl (resume), by index.
-std::map<int64_t, std::string> recorded(const fs::path& jsonl) {
-  std::map<int64_t, std::string> out;
-  std::ifstream in(jsonl);
-  for (std::string line; std::getline(in, line);) {
-    try {
-      const auto j = nlohmann::json::parse(line);
-      out[j.at("point").get<int64_t>()] = line;
-    } catch (const std::exception&) {
-      // a line cut by a crash of the machine: that point runs again
-    }
-  }
-  return out;
-}
-
-// Rewrite both files in point order (atomically), once the sweep is complete.
-void finalize(const SweepSpec& sweep, const fs::path& dir) {
-  const auto lines = recorded(dir / "results.jsonl");
-  std::string jsonl, csv = header_line(sweep) + "\n";
-  for (const auto& [index, line] : lines) {
-    jsonl += line + "\n";
-    csv += csv_row(sweep, line) + "\n";
-  }
-  write_file_atomic(dir / "results.jsonl", jsonl);
-  write_file_atomic(dir / "results.csv", csv);
-}
-
 class Progress {
  public:
   Progress(int64_t total, bool enabled) : total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
@@ -134,10 +108,45 @@ class Progress {
 
 }  // namespace
 
-SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
+std::map<int64_t, std::string> parse_results(const std::string& jsonl_text) {
+  std::map<int64_t, std::string> out;
+  std::istringstream in(jsonl_text);
+  for (std::string line; std::getline(in, line);) {
+    try {
+      const auto j = nlohmann::json::parse(line);
+      out[j.at("point").get<int64_t>()] = line;
+    } catch (const std::exception&) {
+      // a line cut by a crash of the machine: that point runs again
+    }
+  }
+  return out;
+}
+
+void write_results(const SweepSpec& sweep, const fs::path& dir, const std::map<int64_t, std::string>& lines) {
+  std::string jsonl, csv = header_line(sweep) + "\n";
+  for (const auto& [index, line] : lines) {
+    jsonl += line + "\n";
+    csv += csv_row(sweep, line) + "\n";
+  }
+  write_file_atomic(dir / "results.jsonl", jsonl);
+  write_file_atomic(dir / "results.csv", csv);
+}
+
+std::map<int64_t, std::string> read_results(const fs::path& jsonl) { return parse_results(read_text(jsonl)); }
+
+void check_shard(const SweepOptions& opt) {
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count) {
     throw InputError(fmt::format("--shard {}/{}: need 0 <= I < N", opt.shard_index, opt.shard_count));
   }
+}
+
+void split_shard(SweepOptions& options, int rank, int ranks) {
+  options.shard_index += options.shard_count * rank;
+  options.shard_count *= ranks;
+}
+
+SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
+  check_shard(opt);
   std::error_code ec;
   fs::create_directories(opt.out_dir / ".partial", ec);
   if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", opt.out_dir.string(), ec.message()));
@@ -146,7 +155,7 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
     fs::remove(jsonl, ec);
     fs::remove(csv, ec);
   }
-  const auto done_before = recorded(jsonl);
+  const auto done_before = read_results(jsonl);
   if (!fs::exists(csv)) append_line(csv, header_line(sweep));
 
   std::vector<int64_t> todo;
@@ -154,7 +163,7 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
   const auto count = static_cast<int64_t>(sweep.point_count());
   for (int64_t i = opt.shard_index; i < count; i += opt.shard_count) {
     ++summary.total;
-    if (done_before.count(i)) {
+    if (done_before.count(i) || opt.recorded_elsewhere.count(i)) {
       ++summary.skipped;
     } else if (opt.limit < 0 || static_cast<int64_t>(todo.size()) < opt.limit) {
       todo.push_back(i);
@@ -214,7 +223,9 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
     if (opt.progress) std::fputc('\n', stderr);
   }
   fs::remove_all(opt.out_dir / ".partial", ec);
-  if (!summary.interrupted && summary.skipped + summary.ran == summary.total) finalize(sweep, opt.out_dir);
+  // Complete: both files rewritten in point order (atomically).
+  if (!summary.interrupted && summary.skipped + summary.ran == summary.total)
+    write_results(sweep, opt.out_dir, read_results(jsonl));
   summary.wall_s = progress.elapsed();
   return summary;
 }

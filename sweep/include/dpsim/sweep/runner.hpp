@@ -5,6 +5,7 @@
 // the sweep completes, both files are rewritten in point order: the same sweep gives the same bytes.
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ struct SweepOptions {
   bool resume = false;
   int shard_index = 0;  // run points with index % shard_count == shard_index
   int shard_count = 1;
-  int64_t limit = -1;  // run at most this many points (benchmarks); -1: all
+  std::set<int64_t> recorded_elsewhere;  // points already in another directory's results: skipped, as resumed
+  int64_t limit = -1;                    // run at most this many points (benchmarks); -1: all
   bool progress = true;
 };
 
@@ -32,6 +34,13 @@ struct SweepSummary {
 };
 
 SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& options);
+
+// Throws InputError unless 0 <= shard_index < shard_count.
+void check_shard(const SweepOptions& options);
+
+// Narrows options' slice I/N to rank `rank` of `ranks`: slice (I + N*rank)/(N*ranks). The ranks' slices are
+// disjoint and together hold exactly the points of I/N.
+void split_shard(SweepOptions& options, int rank, int ranks);
 
 // One point, evaluated in this process: a JSON line {"point", "axes", "result"} or {"point", "axes", "error"}.
 std::string evaluate_point(const SweepSpec& sweep, int64_t index);
