@@ -352,11 +352,11 @@ std::optional<std::string> fit_mismatch(const Scenario& s, const CollectiveFit& 
   const std::string net = s.topology.network.ring_class();
   if (f.fabric == intra || (f.fabric == net && s.topology.nodes > 1)) {
     if (f.algorithm == "nvls" && !runs_nvls(summarize_fabric(s.topology), s.nccl))
-      return fmt::format("dpsim runs no NVLS on {} ({} node{} x {} GPUs)", s.topology.name, s.topology.nodes,
+      return fmt::format("dpsim runs no NVLS on this topology ({} node{} x {} GPUs)", s.topology.nodes,
                          s.topology.nodes == 1 ? "" : "s", s.topology.gpus_per_node);
     return std::nullopt;
   }
-  return fmt::format("fitted on {}; {} has {} in a node{}", f.fabric, s.topology.name, intra,
+  return fmt::format("fitted on {}; this topology has {} in a node{}", f.fabric, intra,
                      s.topology.nodes > 1 ? fmt::format(" and {} between nodes", net) : std::string());
 }
 

@@ -171,14 +171,14 @@ namespace {
 // What to do when the busbw is above the algorithm's ceiling: which algorithm NCCL probably ran instead.
 std::string above_ceiling_hint(const CollectiveFit& f, const FitTarget& t) {
   if (f.nodes > 1)
-    return "on 2 or more nodes NCCL runs tree or NVLSTree at large sizes, which halve the inter-node traffic; dpsim "
+    return "On 2 or more nodes NCCL runs tree or NVLSTree at large sizes, which halve the inter-node traffic; dpsim "
            "models the ring only for this fabric (see the issue on NCCL algorithms). Calibrate a sweep run with "
            "NCCL_ALGO=Ring, or fit only the sizes where NCCL ran the ring";
   if (t.nvls && f.algorithm == "ring")
-    return "on one NVSwitch node NCCL runs NVLS at large sizes: fit those with --fit simple/nvls:MIN:MAX (e.g. "
+    return "On one NVSwitch node NCCL runs NVLS at large sizes: fit those with --fit simple/nvls:MIN:MAX (e.g. "
            "--fit simple/nvls:256MiB:)";
   return fmt::format(
-      "check that --topology {} is the machine the log was measured on, or fit only the sizes where "
+      "Check that --topology {} is the machine the log was measured on, or fit only the sizes where "
       "NCCL ran the {}",
       t.topology.empty() ? "NAME" : t.topology, f.algorithm);
 }
@@ -280,10 +280,11 @@ Calibration calibrate(const std::vector<Calibration>& inputs, const std::vector<
 }
 
 std::string describe_fit(const CollectiveFit& f) {
-  const std::string eff = f.bandwidth_efficiency > 0 ? fmt::format(" ({:.1f}% of the {}'s {} at nominal bandwidth)",
-                                                                   100 * f.bandwidth_efficiency, f.algorithm,
-                                                                   format_bandwidth(fit_ceiling_bytes_per_s(f)))
-                                                     : "";
+  const std::string eff =
+      f.bandwidth_efficiency > 0
+          ? fmt::format(" ({:.1f}% of the {} ceiling {} at nominal bandwidth)", 100 * f.bandwidth_efficiency,
+                        f.algorithm, format_bandwidth(fit_ceiling_bytes_per_s(f)))
+          : "";
   return fmt::format(
       "{} {} on {}, {} ranks, {} points {}..{}: a = {}, B = {:.2f} GB/s{}; residuals rms {:.2f}% max {:.2f}%; "
       "leave-one-out worst {:.2f}%",
