@@ -26,6 +26,7 @@ struct CalibrateArgs {
   std::string fabric;
   std::string scenario;
   std::vector<std::string> fits;
+  bool force = false;
 };
 
 // "simple:1MiB:16GiB", "ll::64KiB", "simple/nvls:4MiB:" -> FitRange
@@ -43,10 +44,9 @@ validation::FitRange parse_fit(const std::string& text) {
     r.algorithm = proto.substr(slash + 1);
     proto = proto.substr(0, slash);
   }
-  if (proto != "ll" && proto != "ll128" && proto != "simple")
-    throw InputError(fmt::format("--fit \"{}\": protocol must be ll, ll128 or simple", text));
-  if (r.algorithm != "ring" && r.algorithm != "tree" && r.algorithm != "nvls")
-    throw InputError(fmt::format("--fit \"{}\": algorithm must be ring, tree or nvls", text));
+  if (!fit_is_applied(r.algorithm, proto))
+    throw InputError(fmt::format("--fit \"{}\": {}/{} is not a fit predict applies; accepted: {}", text, proto,
+                                 r.algorithm, applied_fits_text()));
   r.protocol = proto;
   try {
     auto size = [](const std::string& t) {
@@ -58,6 +58,45 @@ validation::FitRange parse_fit(const std::string& text) {
     throw InputError(fmt::format("--fit \"{}\": {}", text, e.what()));
   }
   return r;
+}
+
+int sweep_world_size(const std::vector<Calibration>& inputs) {
+  for (const auto& c : inputs)
+    if (!c.allreduce.empty()) return c.allreduce_world_size;
+  return 0;
+}
+
+// The fabric the fit describes: --topology's, on as many nodes as the log has ranks; else --fabric (nominal
+// bandwidth unknown, so no efficiency).
+validation::FitTarget fit_target_for(const CalibrateArgs& a, const NcclModel& nccl,
+                                     const std::vector<Calibration>& inputs, std::string& report) {
+  if (a.topology.empty()) {
+    validation::FitTarget t;  // fabric unknown: nvswitch unless --fabric says otherwise
+    if (!a.fabric.empty()) t.fabric = a.fabric;
+    t.nodes = t.fabric == "net" || t.fabric == "efa" ? 2 : 1;
+    t.ring_fill = nccl.ring_fill;
+    t.nvls_fill = nccl.nvls_fill;
+    return t;
+  }
+  Topology t = load_topology(resolve_topology(a.topology, fs::current_path()));
+  const int world = sweep_world_size(inputs);
+  if (world > 0 && world != t.world_size()) {
+    const bool whole_nodes = world % t.gpus_per_node == 0;
+    if (!whole_nodes && world > t.gpus_per_node)
+      throw InputError(
+          fmt::format("calibrate: the all-reduce sweep has {} ranks, not a whole number of {}'s nodes "
+                      "of {} GPUs",
+                      world, t.name, t.gpus_per_node));
+    const int nodes = whole_nodes ? world / t.gpus_per_node : 1;
+    const int gpus = whole_nodes ? t.gpus_per_node : world;
+    t = sized_topology(t, nodes, gpus, [&](const std::string& msg) {
+      throw InputError(fmt::format("calibrate: --topology {} on {} node(s) x {} GPUs (the sweep's {} ranks): {}",
+                                   a.topology, nodes, gpus, world, msg));
+    });
+    report += fmt::format("topology {} as {} node{} x {} GPUs (the sweep's {} ranks)\n", t.name, nodes,
+                          nodes == 1 ? "" : "s", gpus, world);
+  }
+  return validation::fit_target(t, nccl);
 }
 
 }  // namespace
@@ -80,24 +119,18 @@ void register_calibrate(CLI::App& app) {
                   "nvswitch | pcie | nvlink_mesh | net | efa, when no --topology is given (efficiency then unknown)")
       ->check(CLI::IsMember({"nvswitch", "pcie", "nvlink_mesh", "net", "efa"}));
   cmd->add_option("--scenario", a->scenario, "Scenario of the measured step JSON inputs (FLOPs per phase)");
-  cmd->add_option(
-      "--fit", a->fits,
-      "PROTOCOL[/ALGORITHM]:MIN:MAX size range of one fit, repeatable (default: simple/ring over every size)");
+  cmd->add_option("--fit", a->fits,
+                  fmt::format("PROTOCOL[/ALGORITHM]:MIN:MAX size range of one fit, repeatable; PROTOCOL[/ALGORITHM] "
+                              "is one of {} (default: simple over every size)",
+                              applied_fits_text()));
+  cmd->add_flag("--force", a->force,
+                "Write a fit whose residuals exceed the limits (docs/validation.md), with a warning");
   cmd->callback([a] {
     validation::CalibrateOptions o;
     o.name = a->name.empty() ? fs::path(a->output).stem().string() : a->name;
+    o.force = a->force;
+    for (const auto& in : a->inputs) o.inputs += (o.inputs.empty() ? "" : ", ") + in;
     for (const auto& f : a->fits) o.ranges.push_back(parse_fit(f));
-    const NcclModel nccl = load_nccl(data_root() / "data" / "nccl.yaml");
-    if (!a->topology.empty()) {
-      o.target = validation::fit_target(load_topology(resolve_topology(a->topology, fs::current_path())), nccl);
-    } else {
-      validation::FitTarget t;  // fabric unknown: nvswitch unless --fabric says otherwise
-      if (!a->fabric.empty()) t.fabric = a->fabric;
-      t.nodes = t.fabric == "net" || t.fabric == "efa" ? 2 : 1;
-      t.ring_fill = nccl.ring_fill;
-      t.nvls_fill = nccl.nvls_fill;
-      o.target = t;
-    }
     std::vector<Calibration> inputs;
     std::vector<validation::StepFit> steps;
     std::string report;
@@ -118,8 +151,12 @@ void register_calibrate(CLI::App& app) {
         inputs.push_back(c);
       }
     }
-    const Calibration out = validation::calibrate(inputs, steps, o);
+    const NcclModel nccl = load_nccl(data_root() / "data" / "nccl.yaml");
+    o.target = fit_target_for(*a, nccl, inputs, report);
+    std::vector<std::string> warnings;
+    const Calibration out = validation::calibrate(inputs, steps, o, &warnings);
     write_calibration(a->output, out);
+    for (const auto& w : warnings) fmt::print(stderr, "{}\n", w);
     for (const auto& f : out.fits) report += "fit: " + validation::describe_fit(f) + "\n";
     if (out.gemm_efficiency > 0) report += fmt::format("gemm_efficiency: {:.3f}\n", out.gemm_efficiency);
     if (out.overlap_slowdown > 0) report += fmt::format("overlap_slowdown: {:.3f}\n", out.overlap_slowdown);

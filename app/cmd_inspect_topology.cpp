@@ -1,11 +1,13 @@
 // dpsim inspect topology NAME: the fabric dpsim sees in a topology and the NCCL all-reduce it predicts at each
 // message size, printed the way nccl-tests' all_reduce_perf prints a sweep (time per call, algbw, busbw).
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "dpsim/calibration.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
@@ -23,6 +25,7 @@ struct TopologyArgs {
   std::string min_bytes = "8B";
   std::string max_bytes = "8GiB";
   std::string algorithm = "auto";
+  std::string calibration;  // a calibration YAML applied as predict applies it
   bool json = false;
 };
 
@@ -52,6 +55,8 @@ struct Inspected {
   FabricSummary summary;
   double intra_efficiency = 0;
   bool nvls = false;  // as allreduce_cost uses it: one node, enough GPUs
+  std::optional<CalibrationReport> calibration;
+  nlohmann::json calibration_json;  // null without --calibration
 };
 
 nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl,
@@ -81,6 +86,7 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl,
           {"net_plugin_latency_s", nccl.net_plugin_latency(f.net_class)},
           {"nvls", fb.nvls},
           {"nccl_model_version", nccl.version},
+          {"calibration", fb.calibration_json},
           {"allreduce", out}};
 }
 
@@ -106,6 +112,7 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl,
                                                : f.nvls && f.nodes > 1 ? "no (across nodes dpsim models ring and tree)"
                                                : f.nvls                ? "no (fewer than nvls_min_gpus GPUs)"
                                                                        : "no");
+  if (fb.calibration) out += "  " + fb.calibration->summary() + "\n";
   out +=
       fmt::format("All-reduce per call as nccl-tests times it (NCCL model {}, no framework launch):\n", nccl.version);
   std::vector<std::vector<std::string>> table{
@@ -130,10 +137,19 @@ void run(const TopologyArgs& a) {
   fb.topology = sized_topology(
       loaded, a.nodes > 0 ? a.nodes : loaded.nodes, a.gpus_per_node > 0 ? a.gpus_per_node : loaded.gpus_per_node,
       [](const std::string& msg) { throw InputError("inspect topology (--nodes, --gpus-per-node): " + msg); });
-  const NcclModel nccl = load_nccl(data_root() / "data" / "nccl.yaml");
+  NcclModel nccl = load_nccl(data_root() / "data" / "nccl.yaml");
+  if (!a.calibration.empty()) {  // through the scenario, as predict applies it
+    Scenario s;
+    s.topology = fb.topology;
+    s.nccl = nccl;
+    const Calibration c = read_calibration(a.calibration);
+    fb.calibration = apply_calibration(s, c);
+    fb.calibration_json = fb.calibration->to_json(c);
+    nccl = s.nccl;
+  }
   fb.summary = summarize_fabric(fb.topology);
   fb.intra_efficiency = nccl.ring_efficiency_for(fb.summary.intra_class, fb.summary.arch);
-  fb.nvls = fb.summary.nvls && fb.summary.nodes == 1 && fb.summary.gpus_per_node >= nccl.nvls_min_gpus;
+  fb.nvls = runs_nvls(fb.summary, nccl);
   const auto rows = sweep(fb.summary, nccl, a);
   emit(a.json ? to_json(fb, nccl, rows).dump(2) + "\n" : to_text(fb, nccl, rows), "");
 }
@@ -151,6 +167,9 @@ void register_inspect_topology(CLI::App& inspect) {
   cmd->add_option("--max-bytes", a->max_bytes, "Largest message (default 8GiB)");
   cmd->add_option("--algorithm", a->algorithm, "ring | tree | nvls | auto (NCCL's choice, default)")
       ->check(CLI::IsMember({"ring", "tree", "nvls", "auto"}));
+  cmd->add_option("--calibration", a->calibration,
+                  "Calibration YAML from dpsim calibrate, applied as predict applies it: the table shows the "
+                  "calibrated all-reduce (compare it with the log)");
   cmd->add_flag("--json", a->json, "Print JSON (keys as the table, plus the fabric summary)");
   cmd->callback([a] { run(*a); });
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "commands.hpp"
 #include "dpsim/advice.hpp"
@@ -94,7 +95,13 @@ void register_predict(CLI::App& app) {
   cmd->callback([args] {
     const auto overrides = parse_sets(args->sets);
     Scenario s = load_scenario_set(args->scenario, overrides);
-    if (!args->calibration.empty()) apply_calibration(s, read_calibration(args->calibration));
+    std::optional<CalibrationReport> calibrated;
+    nlohmann::json calibration_json;
+    if (!args->calibration.empty()) {
+      const Calibration c = read_calibration(args->calibration);
+      calibrated = apply_calibration(s, c);
+      calibration_json = calibrated->to_json(c);
+    }
     const StepPlan plan = make_step_plan(s);
     SimOptions o;
     o.fidelity = parse_fidelity(args->fidelity);
@@ -111,8 +118,10 @@ void register_predict(CLI::App& app) {
         return simulate(variant, make_step_plan(variant), quiet);
       });
     }
+    if (calibrated) r.context["calibration"] = calibration_json;
     if (!args->trace.empty()) write_file_atomic(args->trace, chrome_trace_json(r, o.trace_ranks));
-    emit(args->json ? to_json(r).dump(2) + "\n" : render(s, r, o, args->buckets), args->output);
+    const std::string calibration_line = calibrated ? calibrated->summary() + "\n\n" : "";
+    emit(args->json ? to_json(r).dump(2) + "\n" : calibration_line + render(s, r, o, args->buckets), args->output);
   });
 }
 

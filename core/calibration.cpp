@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/result.hpp"
 #include "yaml_node.hpp"
@@ -285,54 +286,163 @@ nlohmann::json calibration_context(const Calibration& calibration) {
   return {{"name", calibration.name}, {"hash", calibration_hash(calibration)}, {"source", calibration.source}};
 }
 
-void apply_calibration(Scenario& s, const Calibration& c) {
-  if (c.gemm_efficiency > 0) s.topology.gpu.gemm_efficiency = c.gemm_efficiency;
-  for (const auto& g : c.gemm)  // per-shape efficiencies measured in the scenario's dtype
-    if (g.efficiency > 0 && g.dtype == to_string(s.training.param_dtype))
-      s.topology.gpu.gemm_efficiency_by_shape[{g.m, g.n, g.k, g.batch}] = g.efficiency;
-  if (c.memory_efficiency > 0) s.topology.gpu.memory_efficiency = c.memory_efficiency;
-  if (c.overlap_slowdown > 0) s.nccl.overlap_slowdown = c.overlap_slowdown;
+bool fit_is_applied(std::string_view algorithm, std::string_view protocol) {
+  return std::any_of(kAppliedFits.begin(), kAppliedFits.end(),
+                     [&](const FitKind& k) { return k.algorithm == algorithm && k.protocol == protocol; });
+}
+
+std::string applied_fits_text() {
+  std::string out;
+  for (const auto& k : kAppliedFits) {
+    if (!out.empty()) out += ", ";
+    out += k.algorithm == "ring" ? std::string(k.protocol) : fmt::format("{}/{}", k.protocol, k.algorithm);
+    if (k.algorithm == "ring" && k.protocol == "simple") out += " (= simple/ring)";
+  }
+  return out;
+}
+
+double fit_ceiling_bytes_per_s(const CollectiveFit& f) {
+  if (f.algorithm != "nvls" || f.world_size < 2) return f.link_bytes_per_s;
+  const double n = f.world_size;
+  return f.link_bytes_per_s * 2.0 * (n - 1) / n;
+}
+
+std::optional<std::string> fit_inapplicable(const CollectiveFit& f) {
+  if (!fit_is_applied(f.algorithm, f.protocol))
+    return fmt::format("dpsim applies {} fits only; a {}/{} fit has nothing to set", applied_fits_text(), f.protocol,
+                       f.algorithm);
+  if (f.world_size < 2) return std::string("fitted on fewer than 2 ranks");
+  const double ceiling = fit_ceiling_bytes_per_s(f);
+  if (ceiling > 0 && f.busbw_bytes_per_s > ceiling * (1 + 1e-9))
+    return fmt::format("busbw {:.1f} GB/s is above the {} ceiling {:.1f} GB/s at nominal bandwidth",
+                       f.busbw_bytes_per_s / 1e9, f.algorithm, ceiling / 1e9);
+  return std::nullopt;
+}
+
+std::string CalibrationReport::summary() const {
+  std::string out = fmt::format("calibration {}: applied ", name);
+  for (size_t i = 0; i < applied.size(); ++i) out += (i ? ", " : "") + applied[i];
+  if (applied.empty()) out += "nothing";
+  if (!not_applied.empty()) {
+    out += "; not applied: ";
+    for (size_t i = 0; i < not_applied.size(); ++i)
+      out += fmt::format("{}{} ({})", i ? ", " : "", not_applied[i].entry, not_applied[i].reason);
+  }
+  return out;
+}
+
+nlohmann::json CalibrationReport::to_json(const Calibration& c) const {
+  nlohmann::json out = calibration_context(c);
+  out["applied"] = applied;
+  out["not_applied"] = nlohmann::json::array();
+  for (const auto& n : not_applied) out["not_applied"].push_back({{"entry", n.entry}, {"reason", n.reason}});
+  return out;
+}
+
+namespace {
+
+std::string fit_entry(const CollectiveFit& f) {
+  return fmt::format("{}/{} on {} ({} ranks{})", f.protocol, f.algorithm, f.fabric, f.world_size,
+                     f.nodes > 1 ? fmt::format(", {} nodes", f.nodes) : std::string());
+}
+
+// Why this scenario has no place for the fit (nullopt: it has).
+std::optional<std::string> fit_mismatch(const Scenario& s, const CollectiveFit& f) {
   const std::string intra = to_string(s.topology.intra.kind);
-  for (const auto& f : c.fits) {
-    const bool inter = f.fabric == s.topology.network.ring_class();
-    const bool matches = f.fabric == intra || (inter && s.topology.nodes > 1);
-    if (!matches || f.world_size < 2) continue;
-    const Protocol p = f.protocol == "ll" ? Protocol::ll : f.protocol == "ll128" ? Protocol::ll128 : Protocol::simple;
-    const Fabric fabric = inter ? Fabric::net : f.fabric == "pcie" ? Fabric::pcie : Fabric::nvlink;
-    auto set = [&s, p](Fabric on, Algorithm a, double x) { s.nccl.set_hw_latency(on, a, p, std::max(0.0, x)); };
-    if (f.algorithm == "nvls") {
-      // NVLS algbw = busbw * n / (2(n-1)) is flat in the GPU count (data/nccl.yaml).
-      const double n = f.world_size;
-      if (f.link_bytes_per_s > 0)
-        s.nccl.nvls_algbw_per_link = f.busbw_bytes_per_s * n / (2.0 * (n - 1)) / f.link_bytes_per_s;
-      set(Fabric::nvlink, Algorithm::nvls, f.latency_s);
+  const std::string net = s.topology.network.ring_class();
+  if (f.fabric == intra || (f.fabric == net && s.topology.nodes > 1)) {
+    if (f.algorithm == "nvls" && !runs_nvls(summarize_fabric(s.topology), s.nccl))
+      return fmt::format("dpsim runs no NVLS on this topology ({} node{} x {} GPUs)", s.topology.nodes,
+                         s.topology.nodes == 1 ? "" : "s", s.topology.gpus_per_node);
+    return std::nullopt;
+  }
+  return fmt::format("fitted on {}; this topology has {} in a node{}", f.fabric, intra,
+                     s.topology.nodes > 1 ? fmt::format(" and {} between nodes", net) : std::string());
+}
+
+void apply_fit(Scenario& s, const CollectiveFit& f) {
+  const std::string intra = to_string(s.topology.intra.kind);
+  const bool inter = f.fabric == s.topology.network.ring_class();
+  const Protocol p = f.protocol == "ll" ? Protocol::ll : f.protocol == "ll128" ? Protocol::ll128 : Protocol::simple;
+  const Fabric fabric = inter ? Fabric::net : f.fabric == "pcie" ? Fabric::pcie : Fabric::nvlink;
+  auto set = [&s, p](Fabric on, Algorithm a, double x) { s.nccl.set_hw_latency(on, a, p, std::max(0.0, x)); };
+  if (f.algorithm == "nvls") {
+    // NVLS algbw = busbw * n / (2(n-1)) is flat in the GPU count (data/nccl.yaml).
+    const double n = f.world_size;
+    if (f.link_bytes_per_s > 0)
+      s.nccl.nvls_algbw_per_link = f.busbw_bytes_per_s * n / (2.0 * (n - 1)) / f.link_bytes_per_s;
+    set(Fabric::nvlink, Algorithm::nvls, f.latency_s);
+    return;
+  }
+  if (p == Protocol::simple && f.bandwidth_efficiency > 0) s.nccl.set_ring_efficiency(f.fabric, f.bandwidth_efficiency);
+  // The ring's latency: base + 2(n-1) hops (notes §1.2); solve for the per-hop latency.
+  const auto base_it = s.nccl.base_latency_s.find(Algorithm::ring);
+  const double base = base_it == s.nccl.base_latency_s.end() ? 0.0 : base_it->second.get(p);
+  const int steps = 2 * (f.world_size - 1);
+  if (f.nodes <= 1) {
+    set(fabric, Algorithm::ring, (f.latency_s - base) / steps);
+    return;
+  }
+  const int inter_steps = 2 * (f.nodes - 1);
+  double a = f.latency_s;
+  if (p == Protocol::simple && s.nccl.ring_simple_plateau_latency_factor > 0)
+    a /= s.nccl.ring_simple_plateau_latency_factor;
+  const Fabric intra_fabric = intra == "pcie" ? Fabric::pcie : Fabric::nvlink;
+  const auto intra_hops = s.nccl.hw_latency(intra_fabric, Algorithm::ring, s.topology.gpu.arch);
+  const double intra_hop = intra_hops ? intra_hops->get(p) : 0.0;
+  // the model adds the network plugin's latency to every inter-node step: keep it out of NCCL's NET hop
+  set(Fabric::net, Algorithm::ring,
+      (a - base - (steps - inter_steps) * intra_hop) / inter_steps -
+          s.nccl.net_plugin_latency(s.topology.network.ring_class()));
+}
+
+}  // namespace
+
+CalibrationReport apply_calibration(Scenario& s, const Calibration& c) {
+  CalibrationReport report;
+  report.name = c.name.empty() ? "(unnamed)" : c.name;
+  report.hash = calibration_hash(c);
+  if (c.gemm_efficiency > 0) {
+    s.topology.gpu.gemm_efficiency = c.gemm_efficiency;
+    report.applied.push_back(fmt::format("gemm_efficiency {:.3f}", c.gemm_efficiency));
+  }
+  const std::string dtype = to_string(s.training.param_dtype);
+  std::map<std::string, int> other_dtypes;
+  int shapes = 0;
+  for (const auto& g : c.gemm) {  // per-shape efficiencies measured in the scenario's dtype
+    if (g.efficiency <= 0) continue;
+    if (g.dtype != dtype) {
+      ++other_dtypes[g.dtype];
       continue;
     }
-    if (f.algorithm != "ring") continue;  // tree fits are reported, not applied
-    if (p == Protocol::simple && f.bandwidth_efficiency > 0)
-      s.nccl.set_ring_efficiency(f.fabric, f.bandwidth_efficiency);
-    // The ring's latency: base + 2(n-1) hops (notes §1.2); solve for the per-hop latency.
-    const auto base_it = s.nccl.base_latency_s.find(Algorithm::ring);
-    const double base = base_it == s.nccl.base_latency_s.end() ? 0.0 : base_it->second.get(p);
-    const int steps = 2 * (f.world_size - 1);
-    if (f.nodes <= 1) {
-      set(fabric, Algorithm::ring, (f.latency_s - base) / steps);
-    } else {
-      const int inter_steps = 2 * (f.nodes - 1);
-      double a = f.latency_s;
-      if (p == Protocol::simple && s.nccl.ring_simple_plateau_latency_factor > 0)
-        a /= s.nccl.ring_simple_plateau_latency_factor;
-      const Fabric intra_fabric = intra == "pcie" ? Fabric::pcie : Fabric::nvlink;
-      const auto intra_hops = s.nccl.hw_latency(intra_fabric, Algorithm::ring, s.topology.gpu.arch);
-      const double intra_hop = intra_hops ? intra_hops->get(p) : 0.0;
-      // the model adds the network plugin's latency to every inter-node step: keep it out of NCCL's NET hop
-      set(Fabric::net, Algorithm::ring,
-          (a - base - (steps - inter_steps) * intra_hop) / inter_steps -
-              s.nccl.net_plugin_latency(s.topology.network.ring_class()));
+    s.topology.gpu.gemm_efficiency_by_shape[{g.m, g.n, g.k, g.batch}] = g.efficiency;
+    ++shapes;
+  }
+  if (shapes > 0) report.applied.push_back(fmt::format("{} GEMM shape{} ({})", shapes, shapes == 1 ? "" : "s", dtype));
+  for (const auto& [other, count] : other_dtypes)
+    report.not_applied.push_back({fmt::format("{} GEMM shape{} ({})", count, count == 1 ? "" : "s", other),
+                                  fmt::format("the scenario trains in {}", dtype)});
+  if (c.memory_efficiency > 0) {
+    s.topology.gpu.memory_efficiency = c.memory_efficiency;
+    report.applied.push_back(fmt::format("memory_efficiency {:.3f}", c.memory_efficiency));
+  }
+  if (c.overlap_slowdown > 0) {
+    s.nccl.overlap_slowdown = c.overlap_slowdown;
+    report.applied.push_back(fmt::format("overlap_slowdown {:.3f}", c.overlap_slowdown));
+  }
+  for (const auto& f : c.fits) {
+    std::optional<std::string> why = fit_inapplicable(f);
+    if (!why) why = fit_mismatch(s, f);
+    if (why) {
+      report.not_applied.push_back({fit_entry(f), *why});
+      continue;
     }
+    apply_fit(s, f);
+    report.applied.push_back(fit_entry(f));
   }
   if (!c.name.empty() || !c.fits.empty() || c.gemm_efficiency > 0 || c.overlap_slowdown > 0)
-    s.nccl.version += fmt::format(" + calibration {} {}", c.name.empty() ? "(unnamed)" : c.name, calibration_hash(c));
+    s.nccl.version += fmt::format(" + calibration {} {}", report.name, report.hash);
+  return report;
 }
 
 nlohmann::json read_yaml_as_json(const std::filesystem::path& file, YamlLines* lines) {

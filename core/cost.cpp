@@ -135,6 +135,10 @@ int network_hops(const Topology& t) {
 
 }  // namespace
 
+bool runs_nvls(const FabricSummary& f, const NcclModel& nccl) {
+  return f.nvls && f.nodes == 1 && f.gpus_per_node >= nccl.nvls_min_gpus;
+}
+
 FabricSummary summarize_fabric(const Topology& t) {
   FabricSummary f;
   f.nodes = t.nodes;
@@ -255,7 +259,7 @@ Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const
 }
 
 Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  if (!f.nvls || f.nodes > 1 || p != Protocol::simple || f.gpus_per_node < nccl.nvls_min_gpus) return {};
+  if (!runs_nvls(f, nccl) || p != Protocol::simple) return {};
   const auto lat = nccl.hw_latency(Fabric::nvlink, Algorithm::nvls, f.arch);
   if (!lat || lat->get(p) < 0) return {};
   const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count

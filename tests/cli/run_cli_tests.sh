@@ -68,9 +68,25 @@ fi
 rm -rf "$tmp"
 # Calibration loop: fit from an nccl-tests log, then predict with it; the context names the calibration.
 ctmp=$(mktemp -d)
-check calibrate 0 "wrote" -- "$dpsim" calibrate "$src/tests/backend/data/all_reduce_perf_gb10_2rank.log" --fabric pcie --name gb10 -o "$ctmp/c.yaml"
+check calibrate-residual 2 "gb10_2rank.log: not written: .*does not describe the sweep.*limit 10%.*--force" -- "$dpsim" calibrate "$src/tests/backend/data/all_reduce_perf_gb10_2rank.log" --fabric pcie --name gb10 -o "$ctmp/c.yaml"
+if [[ -e $ctmp/c.yaml ]]; then echo "FAIL calibrate-residual wrote a file"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+check calibrate 0 "warning: .*written with --force" -- "$dpsim" calibrate "$src/tests/backend/data/all_reduce_perf_gb10_2rank.log" --fabric pcie --name gb10 -o "$ctmp/c.yaml" --force
 check predict-calibrated 0 "calibration gb10 fnv1a64:" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$ctmp/c.yaml" --json --no-advice
 check predict-bad-calibration 2 'gpt2-124m-4xrtx4090.yaml:6: model: unknown key "model"' -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$s/gpt2-124m-4xrtx4090.yaml"
+# Calibrating from real logs (tests/validation/data): --fit only what predict applies; a log above the modeled
+# algorithm's ceiling is refused; an NVLS calibration of a DGX H100 reproduces its log in inspect topology.
+vd=$src/tests/validation/data
+check calibrate-fit-tree 2 'simple/tree is not a fit predict applies; accepted: simple \(= simple/ring\), ll128, ll, simple/nvls' -- "$dpsim" calibrate "$vd/all_reduce_perf_h100_dgx_8gpu.log" --topology h100-8x-nvswitch --fit simple/tree:1MiB: -o "$ctmp/tree.yaml"
+check calibrate-2node-above-ceiling 2 "a3mega_2node_16gpu.log: not written: .*338.82 GB/s.*200.0 GB/s.*tree or NVLSTree" -- "$dpsim" calibrate "$vd/all_reduce_perf_h100_gcp_a3mega_2node_16gpu.log" --topology "$vd/gcp-a3-mega.yaml" --fit simple:256MiB: -o "$ctmp/a3.yaml" --force
+check calibrate-ring-above-nvls 2 "above 100%.*--fit simple/nvls" -- "$dpsim" calibrate "$vd/all_reduce_perf_h100_dgx_8gpu.log" --topology h100-8x-nvswitch --fit simple:256MiB: -o "$ctmp/ring.yaml"
+if [[ -e $ctmp/tree.yaml || -e $ctmp/a3.yaml || -e $ctmp/ring.yaml ]]; then echo "FAIL calibrate refusals wrote a file"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+check calibrate-h100-nvls 0 "simple nvls on nvswitch, 8 ranks, 7 points" -- "$dpsim" calibrate "$vd/all_reduce_perf_h100_dgx_8gpu.log" --topology h100-8x-nvswitch --fit simple/nvls:256MiB: --name h100-dgx -o "$ctmp/h100.yaml"
+check inspect-topology-calibrated 0 "calibration h100-dgx: applied simple/nvls on nvswitch \(8 ranks\)" -- "$dpsim" inspect topology h100-8x-nvswitch --calibration "$ctmp/h100.yaml" --min-bytes 8GiB --max-bytes 8GiB
+# the log: 480.16 GB/s at 8 GiB; calibrated within 5% (456..504)
+check inspect-topology-calibrated-busbw 0 "^8GiB .*nvls/simple .* (4[5-9][0-9]|50[0-4])\.[0-9]{2}$" -- "$dpsim" inspect topology h100-8x-nvswitch --calibration "$ctmp/h100.yaml" --min-bytes 8GiB --max-bytes 8GiB
+check predict-calibration-applied 0 "^calibration h100-dgx: applied simple/nvls on nvswitch" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --calibration "$ctmp/h100.yaml" --no-advice
+check predict-calibration-not-applied 0 "not applied: simple/nvls on nvswitch \(8 ranks\) \(fitted on nvswitch; .* has pcie in a node\)" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$ctmp/h100.yaml" --no-advice
+check predict-calibration-json 0 '"not_applied": \[' -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml" --calibration "$ctmp/h100.yaml" --no-advice --json
 rm -rf "$ctmp"
 # Hugging Face config.json files: inspect prints the published count; a mixture-of-experts file is refused (exit 2)
 # with the file, line and key.

@@ -8,6 +8,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
+#include "dpsim/validation/fit.hpp"
 
 using namespace dpsim;
 
@@ -147,4 +148,80 @@ TEST_CASE("a calibrated multi-node ring latency is reproduced on EFA (the plugin
   CHECK(s.nccl.ring_efficiency.at("efa") == Approx(0.75));
   const auto cost = allreduce_cost(64, summarize_fabric(s.topology), s.nccl, {Algorithm::ring, Protocol::simple});
   CHECK(cost.latency_s == Approx(700e-6));
+}
+
+namespace {
+std::filesystem::path source(const std::string& path) { return std::filesystem::path(DPSIM_SOURCE_DIR) / path; }
+// The DGX H100 log calibrated as `dpsim calibrate LOG --topology h100-8x-nvswitch --fit simple/nvls:256MiB:` does.
+Calibration h100_nvls_calibration() {
+  const Calibration in =
+      validation::read_calibration_input(source("tests/validation/data/all_reduce_perf_h100_dgx_8gpu.log"));
+  validation::CalibrateOptions o;
+  o.name = "h100-dgx";
+  o.target = validation::fit_target(load_topology(source("topologies/h100-8x-nvswitch.yaml")),
+                                    load_nccl(source("data/nccl.yaml")));
+  validation::FitRange r;
+  r.algorithm = "nvls";
+  r.min_bytes = 256.0 * (1 << 20);
+  o.ranges.push_back(r);
+  return validation::calibrate({in}, {}, o);
+}
+}  // namespace
+
+TEST_CASE("a calibration from the DGX H100 log reproduces the log's busbw within 5% at 256 MiB and up") {
+  const Calibration c = h100_nvls_calibration();
+  Scenario s;  // as inspect topology applies it
+  s.topology = load_topology(source("topologies/h100-8x-nvswitch.yaml"));
+  s.nccl = load_nccl(source("data/nccl.yaml"));
+  const CalibrationReport report = apply_calibration(s, c);
+  CHECK(report.not_applied.empty());
+  REQUIRE(report.applied.size() == 1);
+  CHECK(report.applied[0] == "simple/nvls on nvswitch (8 ranks)");
+  const Calibration log =
+      validation::read_calibration_input(source("tests/validation/data/all_reduce_perf_h100_dgx_8gpu.log"));
+  int checked = 0;
+  for (const auto& row : log.allreduce) {
+    if (row.bytes < 256.0 * (1 << 20)) continue;
+    const auto cost = allreduce_cost(row.bytes, summarize_fabric(s.topology), s.nccl, {});
+    CHECK(cost.algorithm == Algorithm::nvls);
+    CHECK(cost.busbw_bytes_per_s / 1e9 == Approx(row.busbw_GBps).epsilon(0.05));
+    ++checked;
+  }
+  CHECK(checked == 7);  // 256 MiB .. 16 GiB
+}
+
+TEST_CASE("apply_calibration says which entries it applied and why it left the others") {
+  Calibration c = h100_nvls_calibration();
+  c.gemm.push_back({4096, 4096, 4096, 1, "fp32", 1e-3, 1e14, 0.5});
+  CollectiveFit tree = c.fits[0];  // a kind predict does not apply (an old file may hold one)
+  tree.algorithm = "tree";
+  c.fits.push_back(tree);
+  // on 4 RTX 4090s over PCIe: the NVSwitch fit has no place, the fp32 shape not the scenario's dtype
+  Scenario pcie = load_scenario(source("scenarios/gpt2-124m-4xrtx4090.yaml"));
+  const CalibrationReport r = apply_calibration(pcie, c);
+  CHECK(r.applied.empty());
+  REQUIRE(r.not_applied.size() == 3);
+  CHECK(r.not_applied[0].entry == "1 GEMM shape (fp32)");
+  CHECK_THAT(r.not_applied[1].reason, Catch::Contains("fitted on nvswitch") && Catch::Contains("pcie in a node"));
+  CHECK_THAT(r.not_applied[2].reason, Catch::Contains("simple/tree fit has nothing to set"));
+  CHECK_THAT(r.summary(),
+             Catch::StartsWith("calibration h100-dgx: applied nothing; not applied: 1 GEMM shape (fp32) ("));
+  const auto j = r.to_json(c);
+  CHECK(j["name"] == "h100-dgx");
+  CHECK(j["not_applied"].size() == 3);
+  // a busbw above the ring's ceiling (a file written before calibrate refused them) is not applied either
+  Calibration above;
+  above.name = "above";
+  CollectiveFit f;
+  f.world_size = 8;
+  f.busbw_bytes_per_s = 466e9;
+  f.link_bytes_per_s = 400e9;
+  f.bandwidth_efficiency = 1.166;
+  above.fits.push_back(f);
+  Scenario h100 = load_scenario(source("scenarios/llama3.1-8b-8xh100.yaml"));
+  const double before = h100.nccl.ring_efficiency_for("nvswitch", h100.topology.gpu.arch);
+  const CalibrationReport a = apply_calibration(h100, above);
+  REQUIRE(a.not_applied.size() == 1);
+  CHECK_THAT(a.not_applied[0].reason, Catch::Contains("above the ring ceiling 400.0 GB/s"));
+  CHECK(h100.nccl.ring_efficiency_for("nvswitch", h100.topology.gpu.arch) == before);
 }

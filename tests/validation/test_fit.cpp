@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "dpsim/calibration.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
 #include "dpsim/scenario.hpp"
 #include "dpsim/validation/fit.hpp"
 
@@ -93,6 +95,7 @@ TEST_CASE("the nccl-tests log in tests/backend/data fits (GB10 pair, 4 sizes)") 
   FitRange r;
   r.protocol = "ll";
   o.ranges.push_back(r);
+  o.force = true;  // rms 11%: above the limit (the refusal is tested below)
   const Calibration c = calibrate({in}, {}, o);
   REQUIRE(c.fits.size() == 1);
   const CollectiveFit& f = c.fits[0];
@@ -105,4 +108,114 @@ TEST_CASE("the nccl-tests log in tests/backend/data fits (GB10 pair, 4 sizes)") 
   CHECK(f.rms_relative_residual > 0.01);  // the 8 KiB row is slower than the 16 KiB one: not a perfect line
   CHECK(f.loo_relative_error >= f.max_relative_residual);
   CHECK(describe_fit(f).find("leave-one-out") != std::string::npos);
+}
+
+// Real published logs (tests/validation/data, each with its source in its header).
+namespace {
+std::string log_file(const char* name) { return std::string(DPSIM_SOURCE_DIR) + "/tests/validation/data/" + name; }
+FitTarget target_on(const std::string& topology) {
+  return fit_target(load_topology(topology), load_nccl(std::string(DPSIM_SOURCE_DIR) + "/data/nccl.yaml"));
+}
+std::string shipped(const char* name) { return std::string(DPSIM_SOURCE_DIR) + "/topologies/" + name + ".yaml"; }
+FitRange from(const char* protocol, const char* algorithm, double min_bytes) {
+  FitRange r;
+  r.protocol = protocol;
+  r.algorithm = algorithm;
+  r.min_bytes = min_bytes;
+  return r;
+}
+constexpr double kMiB = 1 << 20;
+}  // namespace
+
+TEST_CASE("fits predict does not apply are refused, naming the ones it does") {
+  CHECK(fit_is_applied("ring", "simple"));
+  CHECK(fit_is_applied("nvls", "simple"));
+  CHECK_FALSE(fit_is_applied("tree", "simple"));
+  CHECK_FALSE(fit_is_applied("nvls", "ll"));
+  CollectiveFit tree;
+  tree.algorithm = "tree";
+  tree.world_size = 16;
+  tree.busbw_bytes_per_s = 1e11;
+  const auto problem = check_fit(tree, FitTarget{});
+  REQUIRE(problem);
+  CHECK_FALSE(problem->forceable);
+  CHECK_THAT(problem->reason, Catch::Contains("simple/tree fits are not applied") && Catch::Contains("simple/nvls"));
+}
+
+TEST_CASE(
+    "the DGX H100 log: NVLS over 256 MiB and up fits; the ring there is above its ceiling; every size does not fit") {
+  const Calibration in = read_calibration_input(log_file("all_reduce_perf_h100_dgx_8gpu.log"));
+  REQUIRE(in.allreduce_world_size == 8);
+  const FitTarget t = target_on(shipped("h100-8x-nvswitch"));
+  CHECK(t.nvls);
+  const CollectiveFit nvls = fit_allreduce(in.allreduce, 8, from("simple", "nvls", 256 * kMiB), t);
+  CHECK_FALSE(check_fit(nvls, t, in.allreduce));
+  CHECK(nvls.points == 7);
+  CHECK(nvls.rms_relative_residual < 0.02);
+  CHECK(nvls.bandwidth_efficiency > 0.5);  // NVLS algbw / NVLink bandwidth
+  CHECK(nvls.bandwidth_efficiency < 1);
+  // 480 GB/s busbw is above the 450 GB/s a ring can reach on H100 NVLink: refused, pointing at NVLS
+  const CollectiveFit ring = fit_allreduce(in.allreduce, 8, from("simple", "ring", 256 * kMiB), t);
+  const auto above = check_fit(ring, t, in.allreduce);
+  REQUIRE(above);
+  CHECK_FALSE(above->forceable);
+  CHECK_THAT(above->reason, Catch::Contains("above 100%") && Catch::Contains("479.90 GB/s") &&
+                                Catch::Contains("450.0 GB/s") && Catch::Contains("--fit simple/nvls"));
+  // every size of the log in one NVLS line: LL, LL128 and Simple mixed, residuals far above the limits
+  const CollectiveFit all = fit_allreduce(in.allreduce, 8, from("simple", "nvls", 0), t);
+  const auto bad = check_fit(all, t, in.allreduce);
+  REQUIRE(bad);
+  CHECK(bad->forceable);
+  CHECK(all.rms_relative_residual > kMaxRmsRelativeResidual);
+  CHECK_THAT(bad->reason, Catch::Contains("limit 10%") && Catch::Contains("--force"));
+}
+
+TEST_CASE("the 2-node 16x H100 log is above the ring's ceiling on its A3 Mega network and is refused") {
+  const Calibration in = read_calibration_input(log_file("all_reduce_perf_h100_gcp_a3mega_2node_16gpu.log"));
+  REQUIRE(in.allreduce_world_size == 16);
+  CalibrateOptions o;
+  o.name = "a3mega";
+  o.inputs = "a3mega.log";
+  o.target = target_on(log_file("gcp-a3-mega.yaml"));
+  REQUIRE(o.target->nodes == 2);
+  CHECK(o.target->link_bytes_per_s == Approx(200e9));  // 8 NICs x 200 Gb/s
+  o.ranges.push_back(from("simple", "ring", 256 * kMiB));
+  CHECK_THROWS_WITH(calibrate({in}, {}, o), Catch::Contains("a3mega.log: not written") &&
+                                                Catch::Contains("338.82 GB/s") && Catch::Contains("200.0 GB/s") &&
+                                                Catch::Contains("tree or NVLSTree") && Catch::Contains("above 100%"));
+  o.force = true;  // --force does not write an efficiency above 100%
+  CHECK_THROWS_WITH(calibrate({in}, {}, o), Catch::Contains("tree or NVLSTree"));
+}
+
+TEST_CASE("a fit above the residual limits is refused, and --force writes it with a warning") {
+  // The GB10 pair's 4 sizes (8..64 KiB) in one Simple line: the 8 KiB row is slower than the 16 KiB one.
+  const Calibration in =
+      read_calibration_input(std::string(DPSIM_SOURCE_DIR) + "/tests/backend/data/all_reduce_perf_gb10_2rank.log");
+  CalibrateOptions o;
+  o.name = "gb10";
+  o.inputs = "gb10.log";
+  FitTarget t;
+  t.fabric = "pcie";
+  o.target = t;
+  CHECK_THROWS_WITH(calibrate({in}, {}, o), Catch::Contains("gb10.log: not written") &&
+                                                Catch::Contains("does not describe the sweep") &&
+                                                Catch::Contains("limit 10%") && Catch::Contains("limit 30%"));
+  o.force = true;
+  std::vector<std::string> warnings;
+  const Calibration c = calibrate({in}, {}, o, &warnings);
+  CHECK(c.fits.size() == 1);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::StartsWith("warning: gb10.log: written with --force"));
+}
+
+TEST_CASE("the limits pass the A100 log's Simple sizes (256 MiB and up, 3 noisy sizes) on its 8x A100 node") {
+  const Calibration in = read_calibration_input(log_file("all_reduce_perf_a100_dgx_8gpu.log"));
+  const FitTarget t = target_on(shipped("a100-8x-nvswitch"));
+  const CollectiveFit f = fit_allreduce(in.allreduce, 8, from("simple", "ring", 256 * kMiB), t);
+  CHECK_FALSE(check_fit(f, t, in.allreduce));
+  CHECK(f.points == 3);
+  CHECK(f.rms_relative_residual < kMaxRmsRelativeResidual);
+  CHECK(f.loo_relative_error < kMaxLooRelativeError);
+  CHECK(f.loo_relative_error > 0.15);  // 512 MiB at 202 GB/s between 201 and 231: the limit leaves room for that
+  CHECK(f.bandwidth_efficiency < 1);
 }

@@ -84,7 +84,8 @@ CollectiveFit fit_allreduce(const std::vector<AllreduceRow>& all_rows, int world
   f.latency_s = lf.a;
   f.busbw_bytes_per_s = 1.0 / lf.c;
   f.link_bytes_per_s = target.link_bytes_per_s;
-  f.bandwidth_efficiency = target.link_bytes_per_s > 0 ? f.busbw_bytes_per_s / target.link_bytes_per_s : 0.0;
+  const double ceiling = fit_ceiling_bytes_per_s(f);
+  f.bandwidth_efficiency = ceiling > 0 ? f.busbw_bytes_per_s / ceiling : 0.0;
   f.min_bytes = *sizes.begin();
   f.max_bytes = *sizes.rbegin();
   f.points = static_cast<int>(rows.size());
@@ -153,6 +154,8 @@ FitTarget fit_target(const Topology& topology, const NcclModel& nccl) {
   t.nodes = f.nodes;
   t.ring_fill = nccl.ring_fill;
   t.nvls_fill = nccl.nvls_fill;
+  t.nvls = runs_nvls(f, nccl);
+  t.topology = topology.name;
   if (f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s) {
     t.fabric = f.net_class;
     t.link_bytes_per_s = f.inter_ring_bytes_per_s;
@@ -163,8 +166,59 @@ FitTarget fit_target(const Topology& topology, const NcclModel& nccl) {
   return t;
 }
 
+namespace {
+
+// What to do when the busbw is above the algorithm's ceiling: which algorithm NCCL probably ran instead.
+std::string above_ceiling_hint(const CollectiveFit& f, const FitTarget& t) {
+  if (f.nodes > 1)
+    return "On 2 or more nodes NCCL runs tree or NVLSTree at large sizes, which halve the inter-node traffic; dpsim "
+           "models the ring only for this fabric (see the issue on NCCL algorithms). Calibrate a sweep run with "
+           "NCCL_ALGO=Ring, or fit only the sizes where NCCL ran the ring";
+  if (t.nvls && f.algorithm == "ring")
+    return "On one NVSwitch node NCCL runs NVLS at large sizes: fit those with --fit simple/nvls:MIN:MAX (e.g. "
+           "--fit simple/nvls:256MiB:)";
+  return fmt::format(
+      "Check that --topology {} is the machine the log was measured on, or fit only the sizes where "
+      "NCCL ran the {}",
+      t.topology.empty() ? "NAME" : t.topology, f.algorithm);
+}
+
+}  // namespace
+
+std::optional<FitProblem> check_fit(const CollectiveFit& f, const FitTarget& t, const std::vector<AllreduceRow>& rows) {
+  if (!fit_is_applied(f.algorithm, f.protocol))
+    return FitProblem{fmt::format("{}/{} fits are not applied by predict; --fit accepts {}", f.protocol, f.algorithm,
+                                  applied_fits_text())};
+  const double ceiling = fit_ceiling_bytes_per_s(f);
+  if (ceiling > 0 && f.busbw_bytes_per_s > ceiling) {
+    std::string measured;  // the log's own busbw at the largest size of the fit
+    for (const auto& r : rows)
+      if (r.bytes == f.max_bytes && r.busbw_GBps > 0)
+        measured = fmt::format(" (the log: {:.2f} GB/s at {})", r.busbw_GBps, format_bytes(r.bytes));
+    return FitProblem{fmt::format(
+        "the {}/{} fit's busbw {:.1f} GB/s{} is {:.1f}% of the {:.1f} GB/s the {} reaches at nominal bandwidth on "
+        "{}{} (the model's ceiling): the log ran faster than the algorithm dpsim would apply it to, and an "
+        "efficiency above 100% would be written. {}",
+        f.protocol, f.algorithm, f.busbw_bytes_per_s / 1e9, measured, 100 * f.busbw_bytes_per_s / ceiling,
+        ceiling / 1e9, f.algorithm, f.fabric,
+        t.topology.empty() ? "" : fmt::format(" ({}, {} node{})", t.topology, f.nodes, f.nodes == 1 ? "" : "s"),
+        above_ceiling_hint(f, t))};
+  }
+  if (f.rms_relative_residual > kMaxRmsRelativeResidual || f.loo_relative_error > kMaxLooRelativeError)
+    return FitProblem{
+        fmt::format("the {}/{} fit over {}..{} does not describe the sweep: rms relative residual {:.1f}% (limit "
+                    "{:.0f}%), leave-one-out worst {:.1f}% (limit {:.0f}%). The range probably spans sizes where "
+                    "NCCL ran other protocols or algorithms (LL, LL128, Simple as sizes grow): narrow it with --fit, "
+                    "e.g. --fit simple:256MiB: for the large sizes, or pass --force to write it anyway",
+                    f.protocol, f.algorithm, format_bytes(f.min_bytes), format_bytes(f.max_bytes),
+                    100 * f.rms_relative_residual, 100 * kMaxRmsRelativeResidual, 100 * f.loo_relative_error,
+                    100 * kMaxLooRelativeError),
+        true};
+  return std::nullopt;
+}
+
 Calibration calibrate(const std::vector<Calibration>& inputs, const std::vector<StepFit>& steps,
-                      const CalibrateOptions& o) {
+                      const CalibrateOptions& o, std::vector<std::string>* warnings) {
   if (inputs.empty() && steps.empty()) throw InputError("calibrate: no input files");
   Calibration out;
   out.source = "dpsim calibrate";
@@ -209,16 +263,28 @@ Calibration calibrate(const std::vector<Calibration>& inputs, const std::vector<
   std::sort(out.allreduce.begin(), out.allreduce.end(),
             [](const AllreduceRow& a, const AllreduceRow& b) { return a.bytes < b.bytes; });
   if (!out.allreduce.empty())
-    for (const auto& r : ranges) out.fits.push_back(fit_allreduce(out.allreduce, out.allreduce_world_size, r, target));
+    for (const auto& r : ranges) {
+      const CollectiveFit f = fit_allreduce(out.allreduce, out.allreduce_world_size, r, target);
+      if (const auto problem = check_fit(f, target, out.allreduce)) {
+        const std::string inputs_label = o.inputs.empty() ? std::string("calibrate") : o.inputs;
+        if (!problem->forceable || !o.force)
+          throw InputError(fmt::format("{}: not written: {}", inputs_label, problem->reason));
+        if (warnings != nullptr)
+          warnings->push_back(fmt::format("warning: {}: written with --force: {}", inputs_label, problem->reason));
+      }
+      out.fits.push_back(f);
+    }
   if (out.fits.empty() && out.gemm_efficiency <= 0 && out.overlap_slowdown <= 0 && out.memory_efficiency <= 0)
     throw InputError("calibrate: the inputs hold nothing to fit (no all-reduce rows, GEMM, memory or step timings)");
   return out;
 }
 
 std::string describe_fit(const CollectiveFit& f) {
-  const std::string eff = f.bandwidth_efficiency > 0 ? fmt::format(" ({:.1f}% of {})", 100 * f.bandwidth_efficiency,
-                                                                   format_bandwidth(f.link_bytes_per_s))
-                                                     : "";
+  const std::string eff =
+      f.bandwidth_efficiency > 0
+          ? fmt::format(" ({:.1f}% of the {} ceiling {} at nominal bandwidth)", 100 * f.bandwidth_efficiency,
+                        f.algorithm, format_bandwidth(fit_ceiling_bytes_per_s(f)))
+          : "";
   return fmt::format(
       "{} {} on {}, {} ranks, {} points {}..{}: a = {}, B = {:.2f} GB/s{}; residuals rms {:.2f}% max {:.2f}%; "
       "leave-one-out worst {:.2f}%",

@@ -6,10 +6,13 @@
 //
 // The fields up to `allreduce` are the ones dpsim::backend::Calibration has (the backend's
 // `measure --calibrate` output reads here unchanged); `name` and `fits` are additions.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -85,13 +88,53 @@ std::string calibration_hash(const Calibration& calibration);
 // {"name": ..., "hash": ..., "source": ...}: what a prediction's context block records.
 nlohmann::json calibration_context(const Calibration& calibration);
 
+// The fits apply_calibration applies, as (algorithm, protocol): the one list `dpsim calibrate --fit` accepts.
+// A ring fit (any protocol) sets the ring's per-hop latency, a Simple one also the ring's bandwidth efficiency;
+// an NVLS fit (Simple only, the one protocol NCCL runs NVLS with) sets NVLS's latency and algorithm bandwidth.
+// No tree fit: the model's tree moves the ring's bytes at the ring's bandwidth (core/cost.cpp), so a tree's
+// measured bandwidth has nothing to set.
+struct FitKind {
+  std::string_view algorithm;
+  std::string_view protocol;
+};
+inline constexpr std::array<FitKind, 4> kAppliedFits{
+    {{"ring", "simple"}, {"ring", "ll128"}, {"ring", "ll"}, {"nvls", "simple"}}};
+bool fit_is_applied(std::string_view algorithm, std::string_view protocol);
+// kAppliedFits as `--fit` spells them: "simple (= simple/ring), ll128, ll, simple/nvls".
+std::string applied_fits_text();
+
+// The busbw the fit's algorithm reaches at the nominal link bandwidth (0 when the link is unknown): the ring's
+// busbw is at most the link's bandwidth; NVLS's algbw is, so its busbw at most link x 2(n-1)/n.
+double fit_ceiling_bytes_per_s(const CollectiveFit& fit);
+
+// Why predict cannot apply this fit on any scenario (a kind not in kAppliedFits, a bandwidth above
+// fit_ceiling_bytes_per_s); nullopt when it can.
+std::optional<std::string> fit_inapplicable(const CollectiveFit& fit);
+
+// What apply_calibration did: each entry of the calibration, applied or not and why not.
+struct CalibrationReport {
+  struct NotApplied {
+    std::string entry;
+    std::string reason;
+  };
+  std::string name;
+  std::string hash;
+  std::vector<std::string> applied;
+  std::vector<NotApplied> not_applied;
+  // "calibration NAME: applied gemm_efficiency 0.71, simple/ring on nvswitch (8 ranks); not applied: ... (reason)"
+  std::string summary() const;
+  // calibration_context() plus "applied": [...] and "not_applied": [{"entry", "reason"}]
+  nlohmann::json to_json(const Calibration& calibration) const;
+};
+
 // Override the scenario's constants with what the calibration measured or fitted (zeros are
 // "not measured" and leave the scenario alone): the GPU's gemm_efficiency and memory_efficiency,
 // nccl.overlap_slowdown, and per fit of the scenario's fabric nccl.ring_efficiency[fabric] (Simple)
 // and the per-hop latency hw_latency[fabric][ring][protocol] that reproduces the fitted latency.
 // The calibration's name and hash are recorded in scenario.nccl.version (which every result's
 // context block carries as nccl_model_version): "2.30.7 + calibration NAME fnv1a64:...".
-void apply_calibration(Scenario& scenario, const Calibration& calibration);
+// Returns which entries were applied and which not (another fabric, another dtype, an inapplicable fit).
+CalibrationReport apply_calibration(Scenario& scenario, const Calibration& calibration);
 
 // A YAML file as JSON (plain scalars that read as numbers or booleans become numbers or booleans;
 // quoted scalars stay strings). For readers outside core, where yaml-cpp is not used: the published
