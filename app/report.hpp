@@ -11,5 +11,7 @@ namespace dpsim::app {
 std::vector<Section> common_sections(const Scenario& scenario, const StepResult& result);
 Section step_section(const StepResult& result, const char* title);
 Section advice_section(const StepResult& result);
+// "85.90 GB (80 GiB)": the capacity dpsim compares with, and as data/gpus.yaml states it when that is binary.
+std::string gpu_memory_label(const GpuSpec& gpu);
 
 }  // namespace dpsim::app
