@@ -68,7 +68,10 @@ bool contains_all(const std::vector<std::string>& big, const std::vector<std::st
 std::pair<int, size_t> closeness(const std::string& word, const std::string& candidate) {
   const auto w = parts(word), c = parts(candidate);
   if (w == c || normalized(word, "") == normalized(candidate, "")) return {0, 0};
-  if (contains_all(c, w) || contains_all(w, c)) return {1, std::max(c.size(), w.size()) - std::min(c.size(), w.size())};
+  // A candidate of one part inside a longer word is left to the edit distance: "gemm_eficiency" means
+  // "gemm_efficiency", not "gemm".
+  if (contains_all(c, w) || (c.size() > 1 && contains_all(w, c)))
+    return {1, std::max(c.size(), w.size()) - std::min(c.size(), w.size())};
   const size_t edits =
       std::min(levenshtein(normalized(word, "-"), normalized(candidate, "-")), levenshtein(joined(w), joined(c)));
   return edits <= kMaxEdits ? std::pair<int, size_t>{2, edits} : std::pair<int, size_t>{3, 0};

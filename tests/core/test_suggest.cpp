@@ -41,6 +41,8 @@ TEST_CASE("did_you_mean phrases the guesses for a message, or says nothing") {
   CHECK(did_you_mean("A100-80GB", kGpus) == " (did you mean \"A100-PCIE-80GB\" or \"A100-SXM-80GB\"?)");
   CHECK(did_you_mean("A100", kGpus) == " (did you mean \"A100-PCIE-80GB\", \"A100-SXM-40GB\" or \"A100-SXM-80GB\"?)");
   CHECK(did_you_mean("micro_bach", {"micro_batch", "sequence_length"}) == " (did you mean \"micro_batch\"?)");
+  // A one-part key inside the word does not beat a one-letter typo of the whole word.
+  CHECK(did_you_mean("gemm_eficiency", {"gemm", "gemm_efficiency"}) == " (did you mean \"gemm_efficiency\"?)");
   CHECK(did_you_mean("zzz", kGpus).empty());
 }
 
