@@ -1,4 +1,4 @@
-// dpsim inspect model FILE: parameter count by tensor, with totals. (inspect topology: cmd_inspect_topology.cpp)
+// dpsim inspect model FILE: parameter count by tensor, with totals. (inspect topology, inspect gpus: cmd_inspect_*.cpp)
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -38,6 +38,7 @@ void register_inspect(CLI::App& app) {
     emit(fmt::format("{} ({})\n", model.name, model.file) + render_table(rows), "");
   });
   register_inspect_topology(*inspect);
+  register_inspect_gpus(*inspect);
 }
 
 }  // namespace dpsim::app

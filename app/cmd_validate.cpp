@@ -98,9 +98,13 @@ void run_compare(const ValidateArgs& a) {
       cal_ctx["file"] = cal_file->string();
     }
     // The measured run may have used fewer GPUs than the scenario names (measure --gpus): predict those.
+    // Resized as the scenario's cluster.gpus_per_node would (core's sized_topology: a PCIe tree or NVLink mesh
+    // keeps its first GPUs' switches and links), not by editing gpus_per_node alone.
     const int gpus = measured.context.value("gpu_count", 0);
-    if (gpus > 0 && s.topology.nodes == 1 && gpus != s.topology.gpus_per_node && gpus < s.topology.gpus_per_node)
-      s.topology.gpus_per_node = gpus;
+    if (gpus > 0 && s.topology.nodes == 1 && gpus < s.topology.gpus_per_node)
+      s.topology = sized_topology(std::move(s.topology), 1, gpus, [&](const std::string& msg) {
+        throw InputError(fmt::format("{}: context.gpu_count {}: {}", a.measured, gpus, msg));
+      });
     SimOptions o;
     o.progress = true;
     predicted = simulate(s, make_step_plan(s), o);

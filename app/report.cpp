@@ -7,6 +7,14 @@
 
 namespace dpsim::app {
 
+std::string gpu_memory_label(const GpuSpec& gpu) {
+  const std::string& w = gpu.memory_as_written;
+  const size_t unit = w.find_first_not_of("0123456789.");
+  const bool binary = unit != std::string::npos && w.find('i', unit) != std::string::npos;  // KiB, MiB, GiB, TiB
+  return binary ? fmt::format("{} ({} {})", format_bytes(gpu.memory_bytes), w.substr(0, unit), w.substr(unit))
+                : format_bytes(gpu.memory_bytes);
+}
+
 std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   std::vector<Section> out;
   Section scen{fmt::format("Scenario {}", s.name), {}};
@@ -32,8 +40,9 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
           s.training.activations ? format_bytes(r.activation_bytes_per_gpu) : "not counted (activations: false)");
   mem.add("DDP bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
   const double need = r.model_state_bytes_per_gpu + r.activation_bytes_per_gpu + r.ddp_buffer_bytes_per_gpu;
-  mem.add("total",
-          fmt::format("{} of {} ({})", format_bytes(need), format_bytes(r.gpu_memory_bytes), s.topology.gpu.name));
+  mem.add("total", fmt::format("{} of {}, all of {}'s memory", format_bytes(need), gpu_memory_label(s.topology.gpu),
+                               s.topology.gpu.name));
+  mem.add("not counted", "CUDA context, NCCL buffers, allocator fragmentation (nothing is reserved for them)");
   mem.add("fits", r.fits ? fmt::format("yes, {} left", format_bytes(r.gpu_memory_bytes - need))
                          : fmt::format("NO: short by {}", format_bytes(need - r.gpu_memory_bytes)));
   out.push_back(std::move(mem));

@@ -14,5 +14,7 @@ Section advice_section(const StepResult& result);
 // app/report_cost.cpp: shown when the scenario gives a price or a total to train on.
 bool has_cost_section(const StepResult& result);
 Section cost_section(const Scenario& scenario, const StepResult& result);
+// "85.90 GB (80 GiB)": the capacity dpsim compares with, and as data/gpus.yaml states it when that is binary.
+std::string gpu_memory_label(const GpuSpec& gpu);
 
 }  // namespace dpsim::app

@@ -5,9 +5,11 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/suggest.hpp"
 #include "load_internal.hpp"
 
 namespace dpsim {
@@ -120,22 +122,22 @@ std::map<Protocol, std::vector<double>> parse_tree_correction(const YNode& n) {
   return out;
 }
 
-}  // namespace
-
-GpuSpec load_gpu(const std::string& key) {
-  const fs::path file = data_root() / "data" / "gpus.yaml";
-  const YNode root = YNode::load_file(file);
-  const YNode gpus = root.at("gpus");
+YNode gpu_catalog(fs::path& file) {
+  file = data_root() / "data" / "gpus.yaml";
+  const YNode gpus = YNode::load_file(file).at("gpus");
   gpus.require_map();
-  const auto entry = gpus.get(key);
-  if (!entry) {
-    const std::string guess = did_you_mean(key, gpus.keys());
-    throw InputError(fmt::format("unknown GPU \"{}\" (not in {}){}", key, file.string(),
-                                 guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));
-  }
-  const YNode& g = *entry;
+  return gpus;
+}
+
+std::vector<std::string> sorted_keys(const YNode& n) {
+  auto keys = n.keys();
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+GpuSpec parse_gpu(const YNode& g, const std::string& key) {
   g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "peak_tf32", "memory", "memory_bandwidth",
-                "gemm_efficiency", "memory_efficiency", "form_factor", "notes"});
+                "gemm_efficiency", "memory_efficiency", "source", "form_factor", "notes"});
   GpuSpec spec;
   spec.key = key;
   spec.name = g.at("name").as_string();
@@ -145,10 +147,34 @@ GpuSpec load_gpu(const std::string& key) {
   spec.peak_fp32_flops_per_s = g.at("peak_fp32").as_flops();
   if (auto v = g.get("peak_tf32")) spec.peak_tf32_flops_per_s = v->as_flops();
   spec.memory_bytes = g.at("memory").as_bytes();
+  spec.memory_as_written = g.at("memory").as_string();
   spec.memory_bandwidth_bytes_per_s = g.at("memory_bandwidth").as_bandwidth();
   spec.gemm_efficiency = fraction(g.at("gemm_efficiency"));
   spec.memory_efficiency = fraction(g.at("memory_efficiency"));
+  if (auto v = g.get("source")) spec.source = v->as_string();
   return spec;
+}
+
+}  // namespace
+
+GpuSpec load_gpu(const std::string& key) {
+  fs::path file;
+  const YNode gpus = gpu_catalog(file);
+  const auto entry = gpus.get(key);
+  if (!entry) {
+    const auto keys = sorted_keys(gpus);
+    throw InputError(fmt::format("unknown GPU \"{}\"{} (the GPUs in {}: {}; see dpsim inspect gpus)", key,
+                                 did_you_mean(key, keys), file.string(), fmt::join(keys, ", ")));
+  }
+  return parse_gpu(*entry, key);
+}
+
+std::vector<GpuSpec> load_gpu_catalog() {
+  fs::path file;
+  const YNode gpus = gpu_catalog(file);
+  std::vector<GpuSpec> out;
+  for (const auto& key : sorted_keys(gpus)) out.push_back(parse_gpu(gpus.at(key), key));
+  return out;
 }
 
 NcclModel load_nccl(const fs::path& file) {

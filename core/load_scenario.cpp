@@ -3,9 +3,11 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/suggest.hpp"
 #include "dpsim/sweep_spec.hpp"
 #include "load_internal.hpp"
 
@@ -15,16 +17,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string shipped_topologies() {
+std::vector<std::string> shipped_topologies() {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(data_root() / "topologies", ec)) {
     if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
   }
   std::sort(names.begin(), names.end());
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
+  return names;
 }
 
 Dtype parse_dtype(const YNode& n) {
@@ -96,7 +96,9 @@ fs::path find_topology(const std::string& name_or_path, const fs::path& dir) {
   if (fs::exists(file, ec)) return file;
   const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml");
   if (is_path) throw InputError(fmt::format("topology file {} does not exist", file.lexically_normal().string()));
-  throw InputError(fmt::format("no topology named \"{}\" (shipped: {})", name_or_path, shipped_topologies()));
+  const auto shipped = shipped_topologies();
+  throw InputError(fmt::format("no topology named \"{}\"{} (shipped: {})", name_or_path,
+                               did_you_mean(name_or_path, shipped), fmt::join(shipped, ", ")));
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <yaml-cpp/depthguard.h>
 
 #include "dpsim/error.hpp"
+#include "dpsim/suggest.hpp"
 #include "dpsim/units.hpp"
 
 namespace dpsim {
@@ -83,19 +84,6 @@ std::string read_bounded(std::ifstream& in, std::uintmax_t limit) {
   return text;
 }
 
-size_t levenshtein(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // Recursion keeps yaml-cpp's node handles copied, never re-assigned (assignment would alias nodes).
 void set_in(YAML::Node node, const std::vector<std::string>& parts, size_t i, const YAML::Node& value,
             const std::string& file, const std::string& key_path) {
@@ -112,19 +100,6 @@ void set_in(YAML::Node node, const std::vector<std::string>& parts, size_t i, co
 }
 
 }  // namespace
-
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = 4;
-  for (const auto& c : candidates) {
-    const size_t d = levenshtein(word, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  return best;
-}
 
 YNode::YNode(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
@@ -213,11 +188,9 @@ void YNode::allow_only(std::initializer_list<const char*> allowed) const {
       throw InputError(file_, kv.first.Mark().line + 1, path_, "a key must be a name, not a list or mapping");
     const std::string key = kv.first.Scalar();
     if (std::find(names.begin(), names.end(), key) != names.end()) continue;
-    const std::string guess = did_you_mean(key, names);
     const std::string where = path_.empty() ? key : path_ + "." + key;
     throw InputError(file_, kv.first.Mark().line + 1, where,
-                     guess.empty() ? fmt::format("unknown key \"{}\"", key)
-                                   : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, guess));
+                     fmt::format("unknown key \"{}\"{}", key, did_you_mean(key, names)));
   }
 }
 

@@ -68,7 +68,4 @@ class YNode {
   double parse_unit(Parse parse) const;
 };
 
-// Levenshtein-closest candidate within distance 3, or empty.
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
-
 }  // namespace dpsim

@@ -112,5 +112,31 @@ out=$("$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json 2>&1)
 if grep -qE '"cost"|time_to_train_s' <<<"$out"; then echo "FAIL cost-absent"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
 check cost-zero-price 2 "--set cluster.price_per_gpu_hour=0: cluster.price_per_gpu_hour: must be greater than 0" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set cluster.price_per_gpu_hour=0
 check cost-nan-tokens 2 "training.total_tokens: expected a finite number" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set training.total_tokens=nan
+# The GPU catalog: keys sorted, memory in GB with the GiB it is written in, dense peaks, sources; and the
+# did-you-mean for a GPU key with its parts reordered (scenario and topology file) or a topology name.
+check inspect-gpus 0 "^A100-SXM-80GB +NVIDIA A100-SXM4-80GB +ampere +85\.90 GB \(80 GiB\) +312\.0 +312\.0 +156\.0 +19\.5 +2039\.0 GB/s$" -- "$dpsim" inspect gpus
+check inspect-gpus-no-bf16 0 "^V100-SXM2-32GB .* 34\.36 GB \(32 GiB\) +- +125\.0 +- +15\.7 " -- "$dpsim" inspect gpus
+check inspect-gpus-sources 0 "^  H100-SXM: NVIDIA H100 datasheet" -- "$dpsim" inspect gpus
+check inspect-gpus-json 0 '"memory_as_written": "143771MiB"' -- "$dpsim" inspect gpus --json
+keys=$("$dpsim" inspect gpus | sed -n '3,/^Sources:/p' | sed '$d' | awk '{print $1}')
+if [[ -n $keys && $keys == "$(sort <<<"$keys")" && $(wc -l <<<"$keys") -ge 8 ]]; then pass=$((pass + 1)); else echo "FAIL inspect-gpus-sorted: $keys"; fail=$((fail + 1)); fi
+check gpu-did-you-mean 2 'gpu-reordered.yaml:9: cluster.gpu: unknown GPU "A100-80GB-SXM" \(did you mean "A100-SXM-80GB"\?\)' -- "$dpsim" estimate "$src/tests/bad-inputs/gpu-reordered.yaml"
+check topology-did-you-mean 2 'no topology named "h100-nvswitch-8x" \(did you mean "h100-8x-nvswitch"\?\)' -- "$dpsim" inspect topology h100-nvswitch-8x
+check memory-capacity-label 0 "total .* of 85\.90 GB \(80 GiB\), all of NVIDIA H100 80GB HBM3's memory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
+check memory-not-counted 0 "not counted +CUDA context, NCCL buffers, allocator fragmentation" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
+# validate SCENARIO --measured on fewer GPUs than the scenario's PCIe tree: predicted on the first 2 of its 4 GPUs
+# (the switch tree cut down as cluster.gpus_per_node: 2 would), so it matches a prediction made for 2 GPUs.
+vtmp=$(mktemp -d)
+sed -e "s|\.\./models/|$(cd "$src" && pwd)/models/|" -e "s/gpus_per_node: 4/gpus_per_node: 2/" "$s/gpt2-124m-4xrtx4090.yaml" >"$vtmp/two.yaml"
+"$dpsim" predict "$vtmp/two.yaml" --json --no-advice -o "$vtmp/p.json"
+python3 - "$vtmp/p.json" "$vtmp/m.json" <<'EOP'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["mode"] = "measure"
+r["context"] = {"gpu_count": 2}
+json.dump(r, open(sys.argv[2], "w"))
+EOP
+check validate-fewer-gpus-pcie 0 "gpt2-124m-4xrtx4090.yaml \(2 GPUs\)" -- "$dpsim" validate "$s/gpt2-124m-4xrtx4090.yaml" --measured "$vtmp/m.json"
+rm -rf "$vtmp"
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -1,5 +1,6 @@
 // The catalogue in tests/bad-inputs/: each file's first line "# expect: MESSAGE" (or a line in
-// expected.txt) is the exact error dpsim must give for it; {file} is the file's path, {dir} its folder's parent.
+// expected.txt) is the exact error dpsim must give for it; {file} is the file's path, {dir} its folder's parent,
+// {data} dpsim's data root (data_root(): where data/gpus.yaml is).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -26,6 +27,7 @@ std::string substitute(std::string text, const fs::path& file) {
   };
   replace("{file}", file.string());
   replace("{dir}", file.parent_path().string());
+  replace("{data}", data_root().string());
   return text;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "dpsim/scenario.hpp"
 
@@ -16,6 +17,7 @@ Scenario load_scenario(const std::filesystem::path& file);
 Topology load_topology(const std::filesystem::path& file);
 ModelSpec load_model(const std::filesystem::path& file);  // models/*.yaml or a Hugging Face config.json
 GpuSpec load_gpu(const std::string& key);                 // from data/gpus.yaml
+std::vector<GpuSpec> load_gpu_catalog();                  // every GPU in data/gpus.yaml, sorted by key
 NcclModel load_nccl(const std::filesystem::path& file);
 
 // The topology on `nodes` nodes of its first `gpus_per_node` GPUs (keep_first_gpus), checked (at most 2^20

@@ -37,13 +37,15 @@ struct GpuSpec {
   double peak_fp16_flops_per_s = 0;
   double peak_fp32_flops_per_s = 0;
   double peak_tf32_flops_per_s = 0;  // TF32 tensor cores (fp32 matmuls with allow_tf32); 0: none
-  double memory_bytes = 0;
+  double memory_bytes = 0;           // the whole capacity: nothing is reserved for CUDA, NCCL or the allocator
+  std::string memory_as_written;     // as data/gpus.yaml states it, e.g. "80GiB"
   double memory_bandwidth_bytes_per_s = 0;
   double gemm_efficiency = 0;    // achieved / peak for large GEMMs
   double memory_efficiency = 0;  // achieved / peak HBM bandwidth for streaming kernels
   // Calibrated GEMM efficiency per shape {m, n, k, batch} (as the plan has them, micro-batch included), from
   // `dpsim measure --calibrate` through a calibration; shapes not listed use gemm_efficiency.
   std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape;
+  std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
 
