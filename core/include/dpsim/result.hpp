@@ -1,6 +1,7 @@
 #pragma once
 // StepResult: the one schema that estimate, predict and measure print (keys in DESIGN.md).
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,20 @@ struct TimelineEvent {  // for Chrome traces: one per compute op or collective o
 
 struct Spread {  // measured figures: median, p10, p90 over timed iterations
   double median = 0, p10 = 0, p90 = 0;
+};
+
+// One end of the closed form's bracket (estimate): the step with communication fully hidden behind the
+// synchronized backward (perfect overlap) or fully serialized after it (no overlap).
+struct StepBound {
+  double step_time_s = 0;
+  double exposed_comm_s = 0;
+  double samples_per_s = 0;
+  double scaling_efficiency = 0;
+};
+
+struct StepBounds {
+  StepBound perfect_overlap;
+  StepBound no_overlap;
 };
 
 struct StepResult {
@@ -66,6 +81,8 @@ struct StepResult {
   double samples_per_s = 0;
   double tokens_per_s = 0;
   double scaling_efficiency = 0;
+
+  std::optional<StepBounds> bounds;  // estimate: both ends of the bracket (JSON "bounds"); predict/measure: none
 
   std::vector<BucketTiming> buckets;
   std::vector<TimelineEvent> timeline;                // not serialized into the result JSON; used for traces
