@@ -1,5 +1,6 @@
 // dpsim inspect topology NAME: the fabric dpsim sees in a topology and the NCCL all-reduce it predicts at each
 // message size, printed the way nccl-tests' all_reduce_perf prints a sweep (time per call, algbw, busbw).
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -81,6 +82,10 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl,
           {"intra_ring_GBps_nominal", f.intra_ring_bytes_per_s / 1e9},
           {"intra_ring_efficiency", fb.intra_efficiency},
           {"inter_node_GBps_nominal", t.nodes > 1 ? f.inter_ring_bytes_per_s / 1e9 : 0.0},
+          {"inter_node_nics_GBps_nominal", t.nodes > 1 ? f.nic_ring_bytes_per_s / 1e9 : 0.0},
+          {"inter_node_uplink_GBps_nominal", t.nodes > 1 && std::isfinite(f.uplink_ring_bytes_per_s)
+                                                 ? nlohmann::json(f.uplink_ring_bytes_per_s / 1e9)
+                                                 : nlohmann::json(nullptr)},
           {"inter_node_transport", to_string(t.network.transport)},
           {"inter_node_efficiency", t.nodes > 1 ? nccl.ring_efficiency_for(f.net_class, f.arch) : 0.0},
           {"net_plugin_latency_s", nccl.net_plugin_latency(f.net_class)},
@@ -88,6 +93,15 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl,
           {"nccl_model_version", nccl.version},
           {"calibration", fb.calibration_json},
           {"allreduce", out}};
+}
+
+// What bounds the ring between nodes: the NICs (their count x the slowest) or an oversubscribed uplink.
+std::string inter_limit(const Topology& t, const FabricSummary& f) {
+  const std::string nics = fmt::format("{} NICs x slowest {:.1f} GB/s", t.nics.size(),
+                                       f.nic_ring_bytes_per_s / static_cast<double>(t.nics.size()) / 1e9);
+  if (!f.uplink_bound()) return nics;
+  return fmt::format("{:g}:1 oversubscribed {} uplink; {} would give {:.1f}", t.network.oversubscription,
+                     t.network.kind == NetworkKind::fat_tree ? "leaf" : "rail", nics, f.nic_ring_bytes_per_s / 1e9);
 }
 
 std::string to_text(const Inspected& fb, const NcclModel& nccl,
@@ -103,8 +117,8 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl,
   if (t.nodes > 1) {
     const double plugin_s = nccl.net_plugin_latency(f.net_class);
     out += fmt::format(
-        "  between nodes   {}: {:.1f} GB/s per node per direction (all its NICs), x {:.3f}{}\n",
-        to_string(t.network.transport), f.inter_ring_bytes_per_s / 1e9, nccl.ring_efficiency_for(f.net_class, f.arch),
+        "  between nodes   {}: {:.1f} GB/s per node per direction ({}), x {:.3f}{}\n", to_string(t.network.transport),
+        f.inter_ring_bytes_per_s / 1e9, inter_limit(t, f), nccl.ring_efficiency_for(f.net_class, f.arch),
         plugin_s > 0 ? fmt::format(", +{} per inter-node step (network plugin)", format_seconds(plugin_s))
                      : std::string());
   }

@@ -41,15 +41,29 @@ std::string bottleneck(const Scenario& s, const StepResult& r) {
   const bool net = f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s;
   const double bw = f.ring_bytes_per_s();
   const double busy = r.comm_busy_s > 0 ? r.comm_busy_s : r.allreduce_time_s;
-  return fmt::format("the {} ({} per direction) is the bottleneck, busy {:.0f}% of the step",
-                     net ? "inter-node network (all NICs of a node)" : std::string(f.intra_class) + " link",
+  const std::string link = !net ? std::string(f.intra_class) + " link"
+                           : f.uplink_bound()
+                               ? fmt::format("{:g}:1 oversubscribed {} uplink", s.topology.network.oversubscription,
+                                             s.topology.network.kind == NetworkKind::fat_tree ? "leaf" : "rail")
+                               : std::string("inter-node network (a node's NICs x its slowest NIC)");
+  return fmt::format("the {} ({} per direction) is the bottleneck, busy {:.0f}% of the step", link,
                      format_bandwidth(bw), 100.0 * busy / r.step_time_s);
+}
+
+// estimate's figures are the perfect-overlap bound: say so, with the other end of the bracket.
+std::string bound_note(const StepResult& r) {
+  if (!r.bounds) return "";
+  const StepBound& none = r.bounds->no_overlap;
+  return fmt::format(
+      " (perfect-overlap bound; with no overlap: exposed communication {:.1f}%, scaling efficiency "
+      "{:.1f}%)",
+      100.0 * none.exposed_comm_s / none.step_time_s, 100.0 * none.scaling_efficiency);
 }
 
 std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::vector<std::string> out;
-  out.push_back(fmt::format("Communication-bound: exposed communication is {:.0f}% of the step ({}); {}.",
-                            100.0 * r.exposed_comm_s / r.step_time_s, format_seconds(r.exposed_comm_s),
+  out.push_back(fmt::format("Communication-bound: exposed communication is {:.0f}% of the step ({}){}; {}.",
+                            100.0 * r.exposed_comm_s / r.step_time_s, format_seconds(r.exposed_comm_s), bound_note(r),
                             bottleneck(s, r)));
   Scenario bigger_batch = s;
   bigger_batch.training.micro_batch *= 2;
@@ -101,9 +115,9 @@ std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Ev
   } else {
     out.push_back(fmt::format(
         "Compute-bound: forward {} + backward {} are {:.0f}% of the step; exposed communication {:.1f}%; scaling "
-        "efficiency {:.1f}%.",
+        "efficiency {:.1f}%{}.",
         format_seconds(r.forward_s), format_seconds(r.backward_s), 100.0 * (r.forward_s + r.backward_s) / r.step_time_s,
-        100.0 * r.exposed_comm_s / r.step_time_s, 100.0 * r.scaling_efficiency));
+        100.0 * r.exposed_comm_s / r.step_time_s, 100.0 * r.scaling_efficiency, bound_note(r)));
   }
   if (s.topology.nodes > 1 && s.topology.network.transport == NetTransport::efa)
     out.push_back(efa_advice(s, r, evaluate));

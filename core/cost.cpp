@@ -133,6 +133,34 @@ int network_hops(const Topology& t) {
   return 2;
 }
 
+double slowest_nic(const Topology& t) {
+  double bw = t.nics.empty() ? 0.0 : std::numeric_limits<double>::infinity();
+  for (const auto& nic : t.nics) bw = std::min(bw, nic.link.bandwidth_bytes_per_s);
+  return bw;
+}
+
+// The uplinks of the leaves (fat tree) or rail groups (rail-optimized) of `leaf_radix` nodes, as
+// sim/src/platform.cpp builds them: a leaf's uplink is members x (a node's NIC bandwidth) / oversubscription
+// wide, rail c's members x (NIC c's bandwidth) / oversubscription. The ring visits nodes in order, so it
+// leaves and enters each leaf or group once per direction, carrying one node's ring traffic: the smallest
+// leaf (the last one may be partial) bounds it. Within one leaf or group the ring crosses no uplink.
+double uplink_ring(const Topology& t) {
+  const Network& net = t.network;
+  const int radix = net.leaf_radix > 0 ? net.leaf_radix : t.nodes;
+  const bool tiered = net.kind == NetworkKind::fat_tree || net.kind == NetworkKind::rail_optimized;
+  if (!tiered || t.nodes <= radix || t.nics.empty()) return std::numeric_limits<double>::infinity();
+  const int smallest = t.nodes % radix == 0 ? radix : t.nodes % radix;
+  const double over = net.oversubscription > 0 ? net.oversubscription : 1.0;
+  const double n = static_cast<double>(t.nics.size());
+  double per_member = 0;  // a member node's share of the uplink, in the node's ring bytes per second
+  if (net.kind == NetworkKind::fat_tree) {
+    for (const auto& nic : t.nics) per_member += nic.link.bandwidth_bytes_per_s;
+  } else {
+    per_member = n * slowest_nic(t);  // rail c carries channel c, 1/n of the traffic: the slowest rail paces all
+  }
+  return smallest * per_member / over;
+}
+
 }  // namespace
 
 bool runs_nvls(const FabricSummary& f, const NcclModel& nccl) {
@@ -157,12 +185,11 @@ FabricSummary summarize_fabric(const Topology& t) {
     case IntraKind::nvlink_mesh: mesh_ring(t.intra, t.gpus_per_node, f); break;
   }
   if (t.gpus_per_node == 1) f.intra_ring_bytes_per_s = std::numeric_limits<double>::infinity();
-  double nic_sum = 0, nic_latency = 0;
-  for (const auto& nic : t.nics) {
-    nic_sum += nic.link.bandwidth_bytes_per_s;
-    nic_latency = std::max(nic_latency, nic.link.latency_s);
-  }
-  f.inter_ring_bytes_per_s = nic_sum;
+  double nic_latency = 0;
+  for (const auto& nic : t.nics) nic_latency = std::max(nic_latency, nic.link.latency_s);
+  f.nic_ring_bytes_per_s = static_cast<double>(t.nics.size()) * slowest_nic(t);
+  f.uplink_ring_bytes_per_s = uplink_ring(t);
+  f.inter_ring_bytes_per_s = std::min(f.nic_ring_bytes_per_s, f.uplink_ring_bytes_per_s);
   f.inter_edge_latency_s = 2 * nic_latency + network_hops(t) * t.network.link_latency_s;
   return f;
 }

@@ -45,11 +45,9 @@ void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
 
 namespace {
 
-void fill_throughput(const StepPlan& plan, double single_gpu_step_s, StepResult& r) {
+StepBound bound(const StepPlan& plan, double single_gpu_step_s, double step_s, double exposed_s) {
   const double samples = static_cast<double>(plan.world_size * plan.micro_batch * plan.gradient_accumulation);
-  r.samples_per_s = r.step_time_s > 0 ? samples / r.step_time_s : 0;
-  r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
-  r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_step_s / r.step_time_s : 0;
+  return {step_s, exposed_s, step_s > 0 ? samples / step_s : 0, step_s > 0 ? single_gpu_step_s / step_s : 0};
 }
 
 }  // namespace
@@ -80,9 +78,14 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   e.perfect_overlap_step_s = e.compute_s + r.exposed_comm_s;
   e.no_overlap_step_s = e.compute_s + r.comm_busy_s;
   e.single_gpu_step_s = e.compute_s;
+  // The stable keys (step.time_s, throughput, scaling_efficiency) carry the perfect-overlap bound; "bounds" has both.
+  r.bounds = StepBounds{bound(plan, e.single_gpu_step_s, e.perfect_overlap_step_s, r.exposed_comm_s),
+                        bound(plan, e.single_gpu_step_s, e.no_overlap_step_s, r.comm_busy_s)};
   r.step_time_s = e.perfect_overlap_step_s;
   r.no_overlap_step_s = e.no_overlap_step_s;
-  fill_throughput(plan, e.single_gpu_step_s, r);
+  r.samples_per_s = r.bounds->perfect_overlap.samples_per_s;
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
+  r.scaling_efficiency = r.bounds->perfect_overlap.scaling_efficiency;
   fill_training_cost(s, r);
   e.largest_model_parameters =
       s.topology.gpu.memory_bytes /

@@ -51,6 +51,18 @@ TrainingCost cost_from_json(const json& j) {
   return c;
 }
 
+json bound_json(const StepBound& b) {
+  return {{"step_time_s", b.step_time_s},
+          {"exposed_comm_s", b.exposed_comm_s},
+          {"samples_per_s", b.samples_per_s},
+          {"scaling_efficiency", b.scaling_efficiency}};
+}
+
+StepBound bound_from_json(const json& j) {
+  return {j.at("step_time_s").get<double>(), j.at("exposed_comm_s").get<double>(), j.at("samples_per_s").get<double>(),
+          j.at("scaling_efficiency").get<double>()};
+}
+
 }  // namespace
 
 json to_json(const StepResult& r) {
@@ -94,6 +106,9 @@ json to_json(const StepResult& r) {
                             {"algorithm", b.algorithm},
                             {"protocol", b.protocol}});
   }
+  if (r.bounds)
+    j["bounds"] = {{"perfect_overlap", bound_json(r.bounds->perfect_overlap)},
+                   {"no_overlap", bound_json(r.bounds->no_overlap)}};
   if (!r.spreads.empty()) j["spreads"] = r.spreads;
   j["advice"] = r.advice;
   return j;
@@ -154,6 +169,9 @@ StepResult result_from_json(const json& j) {
                            b.at("start_s").get<double>(), b.at("end_s").get<double>(), b.value("algorithm", ""),
                            b.value("protocol", "")});
     }
+    if (j.contains("bounds"))
+      r.bounds = StepBounds{bound_from_json(j.at("bounds").at("perfect_overlap")),
+                            bound_from_json(j.at("bounds").at("no_overlap"))};
     r.spreads = j.value("spreads", json::object());
     r.advice = j.value("advice", std::vector<std::string>{});
     return r;

@@ -138,5 +138,22 @@ json.dump(r, open(sys.argv[2], "w"))
 EOP
 check validate-fewer-gpus-pcie 0 "gpt2-124m-4xrtx4090.yaml \(2 GPUs\)" -- "$dpsim" validate "$s/gpt2-124m-4xrtx4090.yaml" --measured "$vtmp/m.json"
 rm -rf "$vtmp"
+# Oversubscription and the slowest NIC (tests/data/oversubscription: 2 nodes x 8 H100, one node per leaf): estimate
+# and inspect topology see the leaf uplink (8 x 50 GB/s / oversubscription, x 0.96) where 1:1 is NVSwitch-bound
+# (~360-366 GB/s); one NIC at 1e-6 Gbps paces the ring (8 x 125 B/s), it is not averaged away.
+o=$src/tests/data/oversubscription
+check inspect-topology-1to1 0 "^8GiB .*ring/simple .* 36[0-9]\.[0-9]{2}$" -- "$dpsim" inspect topology "$o/fat-tree-1to1.yaml" --algorithm ring --min-bytes 8GiB --max-bytes 8GiB
+check inspect-topology-2to1 0 "^8GiB .*ring/simple .* 19[01]\.[0-9]{2}$" -- "$dpsim" inspect topology "$o/fat-tree-2to1.yaml" --algorithm ring --min-bytes 8GiB --max-bytes 8GiB
+check inspect-topology-8to1 0 "^8GiB .*ring/simple .* 4[78]\.[0-9]{2}$" -- "$dpsim" inspect topology "$o/fat-tree-8to1.yaml" --algorithm ring --min-bytes 8GiB --max-bytes 8GiB
+check inspect-topology-8to1-why 0 "50.0 GB/s per node per direction \(8:1 oversubscribed leaf uplink" -- "$dpsim" inspect topology "$o/fat-tree-8to1.yaml" --max-bytes 8B
+check estimate-1to1 0 "NCCL model \(ring/simple\) .*busbw 3[56][0-9]\.[0-9] GB/s" -- "$dpsim" estimate "$o/fat-tree-1to1-scenario.yaml"
+check estimate-2to1 0 "NCCL model \(ring/simple\) .*busbw 19[01]\.[0-9] GB/s" -- "$dpsim" estimate "$o/fat-tree-2to1-scenario.yaml"
+check estimate-8to1 0 "NCCL model \(ring/simple\) .*busbw 4[78]\.[0-9] GB/s" -- "$dpsim" estimate "$o/fat-tree-8to1-scenario.yaml"
+check estimate-slow-nic 0 '"busbw_GBps": 1e-06,' -- "$dpsim" estimate "$o/slow-nic-scenario.yaml" --json
+# estimate labels its step figures as the two bounds, in the table and in JSON (bounds.*).
+check estimate-bounds-step 0 "^  step time +[0-9.]+ ms \(perfect-overlap bound\) to [0-9.]+ ms \(no-overlap bound\)$" -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml"
+check estimate-bounds-exposed 0 "^  exposed communication +[0-9.]+ (us|ms) \(perfect-overlap bound\) to [0-9.]+ ms \(no-overlap bound\)$" -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml"
+check estimate-bounds-scaling 0 "^  scaling efficiency +[0-9.]+% \(perfect-overlap bound\) to [0-9.]+% \(no-overlap bound\)$" -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml"
+check estimate-bounds-json 0 '"no_overlap": \{' -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml" --json
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -13,7 +13,10 @@ namespace dpsim {
 
 using Evaluate = std::function<StepResult(const Scenario&)>;
 
-// Exposed communication above this share of the step makes a step communication-bound.
+// Exposed communication above this share of the step makes a step communication-bound: the one threshold of
+// the advice, stated in docs/guide.md (tests/core/test_advice.cpp checks the two agree). A product decision, not a
+// hardware fact, so a named constant rather than data/*.yaml: it matches the usual 90% scaling-efficiency target
+// (a step that loses more than a tenth of its time waiting on the network is below it from communication alone).
 inline constexpr double kCommBoundShare = 0.10;
 
 std::vector<std::string> advise(const Scenario& scenario, const StepResult& result, const Evaluate& evaluate);

@@ -33,10 +33,16 @@ struct FabricSummary {
   std::string net_class = "net";  // net (InfiniBand / RoCE) | efa: the inter-node ring_efficiency class
   bool nvls = false;
   double intra_ring_bytes_per_s = 0;  // slowest intra-node ring edge, per direction, nominal
-  double inter_ring_bytes_per_s = 0;  // what one node can push to the next (all its NICs), nominal
-  double intra_edge_latency_s = 0;    // slowest intra-node ring edge
-  double inter_edge_latency_s = 0;    // node-to-node ring edge (NIC + switch hops)
-  double ring_bytes_per_s() const;    // nominal bottleneck of the whole ring
+  // What one node's ring traffic can push to the next node, nominal: the slower of its NICs (NCCL runs one
+  // channel per NIC, each with an equal share, so the slowest NIC paces them all: NICs x slowest) and, where
+  // the ring leaves a leaf (fat tree) or a rail group, that uplink (members x NIC bandwidth / oversubscription).
+  double inter_ring_bytes_per_s = 0;
+  double nic_ring_bytes_per_s = 0;     // NICs x slowest NIC
+  double uplink_ring_bytes_per_s = 0;  // the narrowest uplink the ring crosses; infinity where it crosses none
+  double intra_edge_latency_s = 0;     // slowest intra-node ring edge
+  double inter_edge_latency_s = 0;     // node-to-node ring edge (NIC + switch hops)
+  double ring_bytes_per_s() const;     // nominal bottleneck of the whole ring
+  bool uplink_bound() const { return uplink_ring_bytes_per_s < nic_ring_bytes_per_s; }
 };
 
 FabricSummary summarize_fabric(const Topology& topology);

@@ -45,6 +45,20 @@ struct TrainingCost {
   std::optional<double> time_to_train_s;     // steps_to_train x step time
 };
 
+// One end of the closed form's bracket (estimate): the step with communication fully hidden behind the
+// synchronized backward (perfect overlap) or fully serialized after it (no overlap).
+struct StepBound {
+  double step_time_s = 0;
+  double exposed_comm_s = 0;
+  double samples_per_s = 0;
+  double scaling_efficiency = 0;
+};
+
+struct StepBounds {
+  StepBound perfect_overlap;
+  StepBound no_overlap;
+};
+
 struct StepResult {
   std::string scenario;
   std::string mode;  // estimate | predict | measure
@@ -80,6 +94,8 @@ struct StepResult {
   double tokens_per_s = 0;
   double scaling_efficiency = 0;
   TrainingCost cost;
+
+  std::optional<StepBounds> bounds;  // estimate: both ends of the bracket (JSON "bounds"); predict/measure: none
 
   std::vector<BucketTiming> buckets;
   std::vector<TimelineEvent> timeline;                // not serialized into the result JSON; used for traces
