@@ -174,12 +174,27 @@ std::vector<fs::path> render(const fs::path& out_dir, const std::string& name, c
   return files;
 }
 
+// Reference lines of the scaling-efficiency panel: (percent, gnuplot line style, legend entry).
+struct EfficiencyLine {
+  int percent;
+  const char* style;
+  const char* title;
+};
+constexpr EfficiencyLine kEfficiencyLines[] = {
+    {100, "dt 3 lw 2 lc rgb 'black'", "100% (linear scaling)"},
+    {90, "dt 2 lw 2 lc rgb 'gray40'", "90% scaling efficiency"},
+};
+
 std::vector<fs::path> scaling(const Table& t, const fs::path& out) {
   const auto g = groups(t, {"cluster.nodes", "cluster.gpus_per_node"}, "world_size", number);
   std::string data = "# GPUs, samples/s, scaling efficiency (%), fits in GPU memory (1/0)\n";
-  std::string thr = "plot ", eff =
-                                 "plot 100 with lines dt 3 lw 2 lc rgb 'black' title '100% (linear scaling)', "
-                                 "90 with lines dt 2 lw 2 lc rgb 'gray40' title '90% scaling efficiency'";
+  std::string thr = "plot ", eff = "plot ", lines;
+  for (const auto& [percent, style, title] : kEfficiencyLines) {
+    // An arrow spans the panel even when every point has the same x; the NaN series is its legend entry.
+    lines +=
+        fmt::format("set arrow from graph 0, first {} to graph 1, first {} nohead {} back\n", percent, percent, style);
+    eff += fmt::format("{}NaN with lines {} title '{}'", eff == "plot " ? "" : ", ", style, title);
+  }
   int block = 0;
   for (const auto& [name, rows] : g) {
     data += fmt::format("# {}\n", name);
@@ -204,13 +219,13 @@ std::vector<fs::path> scaling(const Table& t, const fs::path& out) {
       "set logscale x 2\nset key top left box opaque\nset xlabel 'world_size (GPUs)'\n"
       "set title 'Throughput'\nset ylabel 'samples_per_s (samples/s)'\nset logscale y\n{}\nunset logscale y\n"
       "set title 'Scaling efficiency (one GPU without communication / step time)'\n"
-      "set ylabel 'scaling_efficiency (%)'\nset yrange [0:115]\nset key bottom left\n{}\nunset multiplot\n",
-      quoted(out.string()), thr, eff);
+      "set ylabel 'scaling_efficiency (%)'\nset yrange [0:115]\nset key bottom left\n{}{}\nunset multiplot\n",
+      quoted(out.string()), thr, lines, eff);
   return render(out, "scaling", body);
 }
 
 std::vector<fs::path> breakdown(const Table& t, const fs::path& out) {
-  std::string data = "point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits\n";
+  std::string data = "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits\n";
   for (const auto& r : t.rows) {
     data += fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {}\n", quoted(values(r, t.axes)), ms(r.at("forward_s")),
                         ms(r.at("backward_s")), ms(r.at("exposed_comm_s")), ms(r.at("optimizer_s")),
@@ -218,8 +233,9 @@ std::vector<fs::path> breakdown(const Table& t, const fs::path& out) {
   }
   write_file_atomic(out / "breakdown.dat", data);
   std::string plot =
-      "plot 'breakdown.dat' using 2:xtic(1) title 'forward_s', '' using 3 title 'backward_s', "
-      "'' using 4 title 'exposed_comm_s (communication not hidden by the backward)', '' using 5 title 'optimizer_s'";
+      "plot 'breakdown.dat' using 2:xtic(1) title 'forward (forward_s)', '' using 3 title 'backward (backward_s)', "
+      "'' using 4 title 'exposed communication, not hidden by the backward (exposed_comm_s)', "
+      "'' using 5 title 'optimizer (optimizer_s)'";
   if (any_misfit(t)) plot += misfit_series("breakdown.dat", "0", "$6", 7);
   const std::string body = fmt::format(
       "cd {}\nset title 'Step breakdown per sweep point'\nset style data histograms\nset style histogram rowstacked\n"
@@ -245,8 +261,8 @@ std::vector<fs::path> buckets(const Table& t, const fs::path& out) {
     plot += fmt::format(
         "{}'buckets.dat' index {} using 1:2 with linespoints lw 2 pt 7 lc {} title {}, '' index {} using 1:3 with "
         "linespoints lw 2 pt 6 dashtype 2 lc {} title {}",
-        block ? ", " : "", block, block + 1, quoted(prefix + "step_time_s"), block, block + 1,
-        quoted(prefix + "exposed_comm_s"));
+        block ? ", " : "", block, block + 1, quoted(prefix + "step time (step_time_s)"), block, block + 1,
+        quoted(prefix + "exposed communication (exposed_comm_s)"));
     ++block;
   }
   if (any_misfit(t)) plot += misfit_series("buckets.dat", "1", "$2", 4);

@@ -164,7 +164,8 @@ TEST_CASE("plots name axes and legend entries with key and unit, draw 90% and ma
   CHECK(scaling.find("set xlabel 'world_size (GPUs)'") != std::string::npos);
   CHECK(scaling.find("set ylabel 'samples_per_s (samples/s)'") != std::string::npos);
   CHECK(scaling.find("set ylabel 'scaling_efficiency (%)'") != std::string::npos);
-  CHECK(scaling.find("90 with lines dt 2 lw 2 lc rgb 'gray40' title '90% scaling efficiency'") != std::string::npos);
+  CHECK(scaling.find("set arrow from graph 0, first 90 to graph 1, first 90 nohead dt 2") != std::string::npos);
+  CHECK(scaling.find("NaN with lines dt 2 lw 2 lc rgb 'gray40' title '90% scaling efficiency'") != std::string::npos);
   CHECK(scaling.find("title '100% (linear scaling)'") != std::string::npos);
   CHECK(scaling.find("title \"cluster.topology = h100-8x-nvswitch\"") != std::string::npos);
   CHECK(scaling.find("title \"does not fit in GPU memory\"") != std::string::npos);
@@ -195,6 +196,6 @@ TEST_CASE("a sweep where every point fits has no does-not-fit entry; legends car
   CHECK(scaling.find("title \"ddp.bucket_cap = 25MiB\"") != std::string::npos);
   const std::string buckets = read(dir / "plots" / "buckets.png.gp");
   CHECK(buckets.find("set xlabel 'ddp.bucket_cap (MB, 10^6 bytes)'") != std::string::npos);
-  CHECK(buckets.find("title \"cluster.nodes = 2 nodes: step_time_s\"") != std::string::npos);
+  CHECK(buckets.find("title \"cluster.nodes = 2 nodes: step time (step_time_s)\"") != std::string::npos);
   fs::remove_all(dir);
 }
