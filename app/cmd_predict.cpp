@@ -109,9 +109,8 @@ void register_predict(CLI::App& app) {
     std::string text = args->json ? to_json(r).dump(2) + "\n" : render(s, r, o, args->buckets);
     if (!args->trace.empty()) {
       write_file_atomic(args->trace, chrome_trace_json(r, o.trace_ranks));
-      const std::string note =
-          fmt::format("Trace {}: {}; --trace-ranks N keeps at most N GPUs.\n", args->trace,
-                      trace_sample_note(r.context.value("world_size", 1), o.trace_ranks));
+      const std::string note = fmt::format("Trace {}: {}; --trace-ranks N keeps at most N GPUs.\n", args->trace,
+                                           trace_sample_note(r.context.value("world_size", 1), o.trace_ranks));
       if (args->json)
         fmt::print(stderr, "{}", note);  // stdout stays one JSON document
       else
