@@ -80,7 +80,8 @@ void register_predict(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print the result JSON (keys in docs/metrics.md) instead of a table");
   cmd->add_flag("--buckets", args->buckets, "Add a per-bucket table (bytes, ready, start, end, algorithm, protocol)");
   cmd->add_option("--trace", args->trace, "Write a Chrome trace (open in Perfetto) to this file");
-  cmd->add_option("--trace-ranks", args->trace_ranks, "GPUs shown in the trace at most (default 8)");
+  cmd->add_option("--trace-ranks", args->trace_ranks,
+                  "GPUs shown in the trace at most (default 8): the first, the last and evenly spaced ones");
   cmd->add_option("--fidelity", args->fidelity,
                   "fast (bucket-granularity flows, default) or step (NCCL ring steps as messages)")
       ->check(CLI::IsMember({"fast", "step"}));
@@ -119,9 +120,18 @@ void register_predict(CLI::App& app) {
       });
     }
     if (calibrated) r.context["calibration"] = calibration_json;
-    if (!args->trace.empty()) write_file_atomic(args->trace, chrome_trace_json(r, o.trace_ranks));
     const std::string calibration_line = calibrated ? calibrated->summary() + "\n\n" : "";
-    emit(args->json ? to_json(r).dump(2) + "\n" : calibration_line + render(s, r, o, args->buckets), args->output);
+    std::string text = args->json ? to_json(r).dump(2) + "\n" : calibration_line + render(s, r, o, args->buckets);
+    if (!args->trace.empty()) {
+      write_file_atomic(args->trace, chrome_trace_json(r, o.trace_ranks));
+      const std::string note = fmt::format("Trace {}: {}; --trace-ranks N keeps at most N GPUs.\n", args->trace,
+                                           trace_sample_note(r.context.value("world_size", 1), o.trace_ranks));
+      if (args->json)
+        fmt::print(stderr, "{}", note);  // stdout stays one JSON document
+      else
+        text += "\n" + note;
+    }
+    emit(text, args->output);
   });
 }
 

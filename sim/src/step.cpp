@@ -23,6 +23,7 @@
 #include "dpsim/estimate.hpp"
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/training_cost.hpp"
+#include "dpsim/units.hpp"
 #include "platform.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -199,21 +200,14 @@ struct Run {
       }
       b.end = now();
       const auto& pb = plan->buckets[i];
-      timeline.push_back(
-          {0, "comm",
-           fmt::format("all-reduce b{} {} {}/{}", pb.index, format_bytes_short(static_cast<double>(pb.bytes)),
-                       to_string(b.cost.algorithm), to_string(b.cost.protocol)),
-           b.start, b.end});
+      timeline.push_back({0, "comm",
+                          fmt::format("all-reduce b{} {} {}/{}", pb.index, format_bytes(static_cast<double>(pb.bytes)),
+                                      to_string(b.cost.algorithm), to_string(b.cost.protocol)),
+                          b.start, b.end});
       progress.tick("bucket", i + 1, buckets.size());
     }
     comm_end = buckets.empty() ? now() : buckets.back().end;
     comm_done->release();
-  }
-
-  static std::string format_bytes_short(double bytes) {
-    if (bytes >= 1 << 30) return fmt::format("{:.2f}GiB", bytes / (1 << 30));
-    if (bytes >= 1 << 20) return fmt::format("{:.1f}MiB", bytes / (1 << 20));
-    return fmt::format("{:.1f}KiB", bytes / 1024);
   }
 };
 

@@ -1,5 +1,8 @@
 #include "dpsim/sim/trace.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -21,13 +24,23 @@ std::vector<int> trace_sample(int world, int max_ranks) {
   return {chosen.begin(), chosen.end()};
 }
 
+std::string trace_sample_note(int world, int max_ranks) {
+  const std::vector<int> ranks = trace_sample(world, max_ranks);
+  if (static_cast<int>(ranks.size()) == world) return fmt::format("all {} GPU{}", world, world == 1 ? "" : "s");
+  return fmt::format(
+      "GPUs {} of {} (the first, the last and evenly spaced ones between: every GPU runs the same simulated "
+      "timeline)",
+      fmt::join(ranks, ", "), world);
+}
+
 std::string chrome_trace_json(const StepResult& result, int max_ranks) {
   using nlohmann::json;
   const int world = result.context.value("world_size", 1);
   const int per_node = std::max(1, result.context.value("gpus_per_node", 1));
   json events = json::array();
   std::set<int> named_nodes;
-  for (int rank : trace_sample(world, max_ranks)) {
+  const std::vector<int> ranks = trace_sample(world, max_ranks);
+  for (int rank : ranks) {
     const int node = rank / per_node, local = rank % per_node;
     if (named_nodes.insert(node).second) {
       events.push_back(
@@ -55,10 +68,15 @@ std::string chrome_trace_json(const StepResult& result, int max_ranks) {
                         {"dur", (e.end_s - e.start_s) * 1e6}});
     }
   }
-  json trace = {
-      {"traceEvents", events},
-      {"displayTimeUnit", "ms"},
-      {"otherData", {{"scenario", result.scenario}, {"mode", result.mode}, {"step_time_s", result.step_time_s}}}};
+  json trace = {{"traceEvents", events},
+                {"displayTimeUnit", "ms"},
+                {"otherData",
+                 {{"scenario", result.scenario},
+                  {"mode", result.mode},
+                  {"step_time_s", result.step_time_s},
+                  {"world_size", world},
+                  {"traced_gpus", ranks},
+                  {"traced_gpus_note", trace_sample_note(world, max_ranks)}}}};
   return trace.dump();
 }
 

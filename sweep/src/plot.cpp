@@ -20,6 +20,9 @@ namespace {
 
 using Row = std::map<std::string, std::string>;
 
+// The legend entry of the marker over points whose configuration does not fit in GPU memory.
+constexpr const char* kMisfitTitle = "does not fit in GPU memory";
+
 std::vector<std::string> split_csv(const std::string& line) {
   std::vector<std::string> out(1);
   bool quoted = false;
@@ -67,10 +70,47 @@ Table read_results(const fs::path& csv) {
   return t;
 }
 
-std::string label(const Row& r, const std::vector<std::string>& keys) {
+// Units of the sweep keys whose values are plain numbers (docs/scenario-format.md); a value with its
+// own unit ("400Gbps", "25MiB") is shown as the sweep file writes it.
+const std::map<std::string, std::string> kPlainUnits = {
+    {"cluster.nodes", "nodes"},
+    {"cluster.gpus_per_node", "GPUs per node"},
+    {"training.micro_batch", "samples per GPU"},
+    {"training.sequence_length", "tokens per sample"},
+    {"training.gradient_accumulation", "micro-steps"},
+};
+
+bool plain_number(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789.eE+-") == std::string::npos;
+}
+
+// "8 nodes" for cluster.nodes = 8; "400Gbps" stays "400Gbps".
+std::string with_unit(const std::string& key, const std::string& value) {
+  const auto u = kPlainUnits.find(key);
+  return u != kPlainUnits.end() && plain_number(value) ? value + " " + u->second : value;
+}
+
+// "cluster.topology = h100-ib-cluster, cluster.nic_bandwidth = 400Gbps"; empty without keys.
+std::string legend(const Row& r, const std::vector<std::string>& keys) {
   std::string out;
-  for (const auto& k : keys) out += (out.empty() ? "" : " ") + r.at(k);
-  return out.empty() ? "all" : out;
+  for (const auto& k : keys) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", k, with_unit(k, r.at(k)));
+  return out;
+}
+
+// The sweep's keys in the order of a breakdown bar's label, each with its unit: "cluster.nodes (nodes)".
+std::string keys_with_units(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) {
+    const auto u = kPlainUnits.find(k);
+    out += (out.empty() ? "" : " / ") + k + (u == kPlainUnits.end() ? "" : " (" + u->second + ")");
+  }
+  return out;
+}
+
+std::string values(const Row& r, const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : " / ") + r.at(k);
+  return out;
 }
 
 // Rows grouped by the axes other than `except`, each group sorted by the numeric column `x`.
@@ -81,7 +121,7 @@ std::map<std::string, std::vector<Row>> groups(const Table& t, const std::vector
     if (std::find(except.begin(), except.end(), a) == except.end()) keys.push_back(a);
   }
   std::map<std::string, std::vector<Row>> out;
-  for (const auto& r : t.rows) out[label(r, keys)].push_back(r);
+  for (const auto& r : t.rows) out[legend(r, keys)].push_back(r);
   for (auto& [name, rows] : out) {
     std::sort(rows.begin(), rows.end(),
               [&](const Row& a, const Row& b) { return to_number(a.at(x)) < to_number(b.at(x)); });
@@ -91,21 +131,39 @@ std::map<std::string, std::vector<Row>> groups(const Table& t, const std::vector
 
 double number(const std::string& s) { return std::stod(s); }
 double bytes(const std::string& s) { return parse_bytes(s); }
+double ms(const std::string& seconds) { return std::stod(seconds) * 1e3; }
+
+// 1 where the point's model state and activations fit in GPU memory, 0 where they do not.
+int fits(const Row& r) { return r.at("fits") == "false" ? 0 : 1; }
+
+bool any_misfit(const Table& t) {
+  return std::any_of(t.rows.begin(), t.rows.end(), [](const Row& r) { return fits(r) == 0; });
+}
 
 std::string quoted(std::string s) {
   std::replace(s.begin(), s.end(), '"', '\'');
   return "\"" + s + "\"";
 }
 
+// A red cross over every point whose `fit_column` is 0, at (x_expr, y_expr); one legend entry.
+std::string misfit_series(const std::string& data, const std::string& x_expr, const std::string& y_expr,
+                          int fit_column) {
+  return fmt::format(", {} using {}:(${} == 0 ? {} : 1/0) with points pt 2 ps 2.5 lw 2 lc rgb 'red' title {}",
+                     quoted(data), x_expr, fit_column, y_expr, quoted(kMisfitTitle));
+}
+
+// Settings every plot shares: plain text (keys hold underscores), a grid.
+constexpr const char* kCommon = "set termoption noenhanced\nset grid\n";
+
 // Runs one gnuplot script once per format; returns the images.
 std::vector<fs::path> render(const fs::path& out_dir, const std::string& name, const std::string& body) {
   std::vector<fs::path> files;
   for (const auto& [ext, terminal] :
-       {std::pair{"png", "pngcairo size 1000,650 font ',10'"}, {"svg", "svg size 1000,650"}}) {
+       {std::pair{"png", "pngcairo size 1200,700 font ',10'"}, {"svg", "svg size 1200,700"}}) {
     const fs::path image = out_dir / fmt::format("{}.{}", name, ext);
     const fs::path script = out_dir / fmt::format("{}.{}.gp", name, ext);
-    write_file_atomic(script,
-                      fmt::format("set terminal {}\nset output {}\n{}", terminal, quoted(image.string()), body));
+    write_file_atomic(
+        script, fmt::format("set terminal {}\nset output {}\n{}{}", terminal, quoted(image.string()), kCommon, body));
     const std::string cmd =
         fmt::format("gnuplot {} 2>{}", quoted(script.string()), quoted((out_dir / "gnuplot.log").string()));
     if (std::system(cmd.c_str()) != 0) {
@@ -117,66 +175,102 @@ std::vector<fs::path> render(const fs::path& out_dir, const std::string& name, c
   return files;
 }
 
+// Reference lines of the scaling-efficiency panel: (percent, gnuplot line style, legend entry).
+struct EfficiencyLine {
+  int percent;
+  const char* style;
+  const char* title;
+};
+constexpr EfficiencyLine kEfficiencyLines[] = {
+    {100, "dt 3 lw 2 lc rgb 'black'", "100% (linear scaling)"},
+    {90, "dt 2 lw 2 lc rgb 'gray40'", "90% scaling efficiency"},
+};
+
 std::vector<fs::path> scaling(const Table& t, const fs::path& out) {
   const auto g = groups(t, {"cluster.nodes", "cluster.gpus_per_node"}, "world_size", number);
-  std::string data, thr = "plot ", eff = "plot ";
+  std::string data = "# GPUs, samples/s, scaling efficiency (%), fits in GPU memory (1/0)\n";
+  std::string thr = "plot ", eff = "plot ", lines;
+  for (const auto& [percent, style, title] : kEfficiencyLines) {
+    // An arrow spans the panel even when every point has the same x; the NaN series is its legend entry.
+    lines +=
+        fmt::format("set arrow from graph 0, first {} to graph 1, first {} nohead {} back\n", percent, percent, style);
+    eff += fmt::format("{}NaN with lines {} title '{}'", eff == "plot " ? "" : ", ", style, title);
+  }
   int block = 0;
   for (const auto& [name, rows] : g) {
     data += fmt::format("# {}\n", name);
     for (const auto& r : rows)
-      data += fmt::format("{} {} {}\n", r.at("world_size"), r.at("samples_per_s"), r.at("scaling_efficiency"));
+      data += fmt::format("{} {} {:.6g} {}\n", r.at("world_size"), r.at("samples_per_s"),
+                          std::stod(r.at("scaling_efficiency")) * 100, fits(r));
     data += "\n\n";
-    const std::string sep = block ? ", " : "";
-    thr += fmt::format("{}'scaling.dat' index {} using 1:2 with linespoints title {}", sep, block, quoted(name));
-    eff += fmt::format("{}'scaling.dat' index {} using 1:($3*100) with linespoints title {}", sep, block, quoted(name));
+    const std::string title = quoted(name.empty() ? "predicted" : name);
+    thr += fmt::format("{}'scaling.dat' index {} using 1:2 with linespoints lw 2 pt 7 lc {} title {}",
+                       block ? ", " : "", block, block + 1, title);
+    eff += fmt::format(", 'scaling.dat' index {} using 1:3 with linespoints lw 2 pt 7 lc {} title {}", block, block + 1,
+                       title);
     ++block;
+  }
+  if (any_misfit(t)) {
+    thr += misfit_series("scaling.dat", "1", "$2", 4);
+    eff += misfit_series("scaling.dat", "1", "$3", 4);
   }
   write_file_atomic(out / "scaling.dat", data);
   const std::string body = fmt::format(
-      "cd {}\nset multiplot layout 1,2 title 'Scaling'\nset logscale x 2\nset grid\nset key top left\n"
-      "set xlabel 'GPUs'\nset ylabel 'throughput (samples/s)'\nset logscale y\n{}\nunset logscale y\n"
-      "set ylabel 'scaling efficiency (%)'\nset yrange [0:105]\n{}\nunset multiplot\n",
-      quoted(out.string()), thr, eff);
+      "cd {}\nset multiplot layout 1,2 title 'Scaling (world_size = cluster.nodes x cluster.gpus_per_node)'\n"
+      "set logscale x 2\nset key top left box opaque\nset xlabel 'world_size (GPUs)'\n"
+      "set title 'Throughput'\nset ylabel 'samples_per_s (samples/s)'\nset logscale y\n{}\nunset logscale y\n"
+      "set title 'Scaling efficiency (one GPU without communication / step time)'\n"
+      "set ylabel 'scaling_efficiency (%)'\nset yrange [0:115]\nset key bottom left\n{}{}\nunset multiplot\n",
+      quoted(out.string()), thr, lines, eff);
   return render(out, "scaling", body);
 }
 
 std::vector<fs::path> breakdown(const Table& t, const fs::path& out) {
-  std::string data = "point forward backward exposed_comm optimizer\n";
+  std::string data = "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits\n";
   for (const auto& r : t.rows) {
-    data += fmt::format("{} {} {} {} {}\n", quoted(label(r, t.axes)), r.at("forward_s"), r.at("backward_s"),
-                        r.at("exposed_comm_s"), r.at("optimizer_s"));
+    data += fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {}\n", quoted(values(r, t.axes)), ms(r.at("forward_s")),
+                        ms(r.at("backward_s")), ms(r.at("exposed_comm_s")), ms(r.at("optimizer_s")),
+                        ms(r.at("step_time_s")), fits(r));
   }
   write_file_atomic(out / "breakdown.dat", data);
+  std::string plot =
+      "plot 'breakdown.dat' using 2:xtic(1) title 'forward (forward_s)', '' using 3 title 'backward (backward_s)', "
+      "'' using 4 title 'exposed communication, not hidden by the backward (exposed_comm_s)', "
+      "'' using 5 title 'optimizer (optimizer_s)'";
+  if (any_misfit(t)) plot += misfit_series("breakdown.dat", "0", "$6", 7);
   const std::string body = fmt::format(
-      "cd {}\nset title 'Step breakdown per point'\nset style data histograms\nset style histogram rowstacked\n"
-      "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds'\nset grid y\nset key outside right\n"
-      "set xtics rotate by -35\nplot 'breakdown.dat' using 2:xtic(1) title 'forward', '' using 3 title 'backward', "
-      "'' using 4 title 'exposed communication', '' using 5 title 'optimizer'\n",
-      quoted(out.string()));
+      "cd {}\nset title 'Step breakdown per sweep point'\nset style data histograms\nset style histogram rowstacked\n"
+      "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'time per step (ms)'\nset yrange [0:*]\n"
+      "set key outside right box\nset xtics rotate by -35\nset xlabel {}\n{}\n",
+      quoted(out.string()), quoted("sweep point: " + keys_with_units(t.axes)), plot);
   return render(out, "breakdown", body);
 }
 
 std::vector<fs::path> buckets(const Table& t, const fs::path& out) {
   const auto g = groups(t, {"ddp.bucket_cap"}, "ddp.bucket_cap", bytes);
-  std::string data, plot = "plot ";
+  std::string data = "# ddp.bucket_cap (MB), step_time (ms), exposed_comm (ms), fits in GPU memory (1/0)\n";
+  std::string plot = "plot ";
   int block = 0;
   for (const auto& [name, rows] : g) {
     data += fmt::format("# {}\n", name);
     for (const auto& r : rows) {
-      data += fmt::format("{} {} {}\n", parse_bytes(r.at("ddp.bucket_cap")) / 1048576.0, r.at("step_time_s"),
-                          r.at("exposed_comm_s"));
+      data += fmt::format("{:.6g} {:.6g} {:.6g} {}\n", parse_bytes(r.at("ddp.bucket_cap")) / 1e6,
+                          ms(r.at("step_time_s")), ms(r.at("exposed_comm_s")), fits(r));
     }
     data += "\n\n";
+    const std::string prefix = name.empty() ? "" : name + ": ";
     plot += fmt::format(
-        "{}'buckets.dat' index {} using 1:2 with linespoints title {}, '' index {} using 1:3 with "
-        "linespoints dashtype 2 title {}",
-        block ? ", " : "", block, quoted(name + " step"), block, quoted(name + " exposed comm"));
+        "{}'buckets.dat' index {} using 1:2 with linespoints lw 2 pt 7 lc {} title {}, '' index {} using 1:3 with "
+        "linespoints lw 2 pt 6 dashtype 2 lc {} title {}",
+        block ? ", " : "", block, block + 1, quoted(prefix + "step time (step_time_s)"), block, block + 1,
+        quoted(prefix + "exposed communication (exposed_comm_s)"));
     ++block;
   }
+  if (any_misfit(t)) plot += misfit_series("buckets.dat", "1", "$2", 4);
   write_file_atomic(out / "buckets.dat", data);
   const std::string body = fmt::format(
-      "cd {}\nset title 'Bucket-size sensitivity'\nset logscale x 2\nset grid\nset xlabel 'DDP bucket cap (MiB)'\n"
-      "set ylabel 'seconds'\nset key outside right\n{}\n",
+      "cd {}\nset title 'Bucket-size sensitivity'\nset logscale x 10\nset xlabel 'ddp.bucket_cap (MB, 10^6 bytes)'\n"
+      "set ylabel 'time per step (ms)'\nset yrange [0:*]\nset key outside right box\n{}\n",
       quoted(out.string()), plot);
   return render(out, "buckets", body);
 }

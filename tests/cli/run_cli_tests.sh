@@ -155,5 +155,18 @@ check estimate-bounds-step 0 "^  step time +[0-9.]+ ms \(perfect-overlap bound\)
 check estimate-bounds-exposed 0 "^  exposed communication +[0-9.]+ (us|ms) \(perfect-overlap bound\) to [0-9.]+ ms \(no-overlap bound\)$" -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml"
 check estimate-bounds-scaling 0 "^  scaling efficiency +[0-9.]+% \(perfect-overlap bound\) to [0-9.]+% \(no-overlap bound\)$" -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml"
 check estimate-bounds-json 0 '"no_overlap": \{' -- "$dpsim" estimate "$s/gpt2-1.5b-16xh100-ib.yaml" --json
+# --trace names the GPUs it holds (text output) and the trace names each bucket's size as the --buckets table does.
+ttmp=$(mktemp -d)
+"$dpsim" predict "$s/gpt2-1.5b-16xh100-ib.yaml" --no-advice --buckets --trace "$ttmp/t.json" --trace-ranks 4 -o "$ttmp/table.txt"
+check predict-trace-ranks 0 "^Trace $ttmp/t.json: GPUs 0, 5, 10, 15 of 16 \(the first, the last" -- cat "$ttmp/table.txt"
+check predict-trace-ranks-json 0 "^Trace .*: all 8 GPUs" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --no-advice --json --trace "$ttmp/t8.json"
+size=$(grep -m1 -oE "^ *0 +[0-9.]+ [kMGT]?B" "$ttmp/table.txt" | sed -E 's/^ *0 +//')
+if [[ -n $size ]] && grep -q "all-reduce b0 $size " "$ttmp/t.json" && grep -q '"traced_gpus":\[0,5,10,15\]' "$ttmp/t.json"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL trace-bucket-size: table says '$size' for bucket 0; trace: $(grep -oE 'all-reduce b0 [^"]*' "$ttmp/t.json" | head -1)"
+  fail=$((fail + 1))
+fi
+rm -rf "$ttmp"
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

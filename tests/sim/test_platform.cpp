@@ -7,6 +7,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/sim/trace.hpp"
+#include "dpsim/units.hpp"
 #include "sim_fixtures.hpp"
 
 using namespace dpsim;
@@ -82,4 +83,25 @@ TEST_CASE("Chrome trace: one process per node, compute and comm tracks per GPU",
   CHECK(trace_sample(32, 8).front() == 0);
   CHECK(trace_sample(32, 8).back() == 31);
   CHECK(trace_sample(4, 8).size() == 4);
+}
+
+TEST_CASE("the trace says which GPUs it holds, and names each bucket as the bucket table does", "[sim]") {
+  const Scenario s = scenario_on(ib_cluster(2));
+  SimOptions o;
+  o.progress = false;
+  const StepResult r = simulate(s, one_bucket_plan(16, 184600000), o);
+  const auto trace = nlohmann::json::parse(chrome_trace_json(r, 4));
+  CHECK(trace["otherData"]["traced_gpus"] == nlohmann::json::array({0, 5, 10, 15}));
+  CHECK(trace["otherData"]["world_size"] == 16);
+  CHECK(trace["otherData"]["traced_gpus_note"] ==
+        "GPUs 0, 5, 10, 15 of 16 (the first, the last and evenly spaced ones between: every GPU runs the same "
+        "simulated timeline)");
+  CHECK(trace_sample_note(4, 8) == "all 4 GPUs");
+  bool named = false;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "comm")
+      named = named || e["name"].get<std::string>().find(" 184.60 MB ") != std::string::npos;
+  }
+  CHECK(named);
+  CHECK(format_bytes(static_cast<double>(r.buckets.at(0).bytes)) == "184.60 MB");
 }

@@ -221,5 +221,52 @@ TEST_CASE("plot cost without cost columns is refused") {
   run(spec, dir / "r", 2);
   CHECK_THROWS_WITH(plot_sweep(dir / "r" / "results.csv", dir / "plots", {"cost"}),
                     Catch::Contains("set cluster.price_per_gpu_hour"));
+TEST_CASE("plots name axes and legend entries with key and unit, draw 90% and mark points that do not fit") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-plot-labels";
+  fs::create_directories(dir);
+  const fs::path f = dir / "fit.yaml";
+  // Llama 3.1 8B with DDP: 128.5 GB of model state per GPU fits the H200's 141 GB, not the H100's 80 GB.
+  std::ofstream(f) << "base: " << src("scenarios/llama3.1-8b-8xh100.yaml").string()
+                   << "\ncommand: estimate\naxes:\n  cluster.topology: [h100-8x-nvswitch, h200-8x-nvswitch]\n"
+                      "  cluster.gpus_per_node: [4, 8]\n";
+  run(load_sweep(f), dir / "r", 2);
+  plot_sweep(dir / "r" / "results.csv", dir / "plots", {"scaling", "breakdown"});
+  const std::string scaling = read(dir / "plots" / "scaling.png.gp");
+  CHECK(scaling.find("set xlabel 'world_size (GPUs)'") != std::string::npos);
+  CHECK(scaling.find("set ylabel 'samples_per_s (samples/s)'") != std::string::npos);
+  CHECK(scaling.find("set ylabel 'scaling_efficiency (%)'") != std::string::npos);
+  CHECK(scaling.find("set arrow from graph 0, first 90 to graph 1, first 90 nohead dt 2") != std::string::npos);
+  CHECK(scaling.find("NaN with lines dt 2 lw 2 lc rgb 'gray40' title '90% scaling efficiency'") != std::string::npos);
+  CHECK(scaling.find("title '100% (linear scaling)'") != std::string::npos);
+  CHECK(scaling.find("title \"cluster.topology = h100-8x-nvswitch\"") != std::string::npos);
+  CHECK(scaling.find("title \"does not fit in GPU memory\"") != std::string::npos);
+  // The marker series draws exactly the H100 points: fits is column 4 of scaling.dat, 0 for the H100 block only.
+  const std::string data = read(dir / "plots" / "scaling.dat");
+  const size_t h100 = data.find("# cluster.topology = h100-8x-nvswitch\n"),
+               h200 = data.find("# cluster.topology = h200-8x-nvswitch\n");
+  REQUIRE(h100 != std::string::npos);
+  REQUIRE(h200 != std::string::npos);
+  CHECK(data.substr(h100, h200 - h100).find(" 1\n") == std::string::npos);
+  CHECK(data.substr(h200).find(" 0\n") == std::string::npos);
+  CHECK(scaling.find("using 1:($4 == 0 ? $2 : 1/0) with points") != std::string::npos);
+  const std::string breakdown = read(dir / "plots" / "breakdown.png.gp");
+  CHECK(breakdown.find("set xlabel \"sweep point: cluster.topology / cluster.gpus_per_node (GPUs per node)\"") !=
+        std::string::npos);
+  CHECK(breakdown.find("set ylabel 'time per step (ms)'") != std::string::npos);
+  CHECK(breakdown.find("title \"does not fit in GPU memory\"") != std::string::npos);
+  CHECK(read(dir / "plots" / "breakdown.dat").find("\"h100-8x-nvswitch / 4\"") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a sweep where every point fits has no does-not-fit entry; legends carry the value's unit") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-plot-fit";
+  run(load_sweep(small_sweep(dir)), dir / "r", 2);
+  plot_sweep(dir / "r" / "results.csv", dir / "plots", {"scaling", "buckets"});
+  const std::string scaling = read(dir / "plots" / "scaling.png.gp");
+  CHECK(scaling.find("does not fit") == std::string::npos);
+  CHECK(scaling.find("title \"ddp.bucket_cap = 25MiB\"") != std::string::npos);
+  const std::string buckets = read(dir / "plots" / "buckets.png.gp");
+  CHECK(buckets.find("set xlabel 'ddp.bucket_cap (MB, 10^6 bytes)'") != std::string::npos);
+  CHECK(buckets.find("title \"cluster.nodes = 2 nodes: step time (step_time_s)\"") != std::string::npos);
   fs::remove_all(dir);
 }
