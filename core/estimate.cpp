@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "dpsim/analytic.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/training_cost.hpp"
+#include "dpsim/program.hpp"
 
 namespace dpsim {
 
@@ -57,23 +59,15 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   StepResult& r = e.result;
   r.mode = "estimate";
   fill_common(s, plan, r);
-  const ComputeModel cm = compute_model(s);
-  const FabricSummary fabric = summarize_fabric(s.topology);
-  for (const auto& op : plan.ops) {
-    r.forward_s += forward_seconds(op, cm);
-    r.backward_s += backward_seconds(op, cm);
-  }
-  const auto k = static_cast<double>(plan.gradient_accumulation);
-  r.forward_s *= k;
-  r.backward_s *= k;
-  r.optimizer_s = memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, cm);
-  for (const auto& b : plan.buckets) {
-    const CollectiveCost c = allreduce_cost(static_cast<double>(b.bytes), fabric, s.nccl, s.collective);
-    r.comm_busy_s += c.time_s + s.nccl.framework_launch_overhead_s;
-  }
+  const StepProgram program = make_step_program(plan);
+  AnalyticExecutor run(s, plan, program);
+  walk_program(program, program.classes.front(), run);
+  r.forward_s = run.phase_busy_s(Phase::forward);
+  r.backward_s = run.phase_busy_s(Phase::backward);
+  r.optimizer_s = run.phase_busy_s(Phase::optimizer);
+  r.comm_busy_s = run.comm_busy_s();
   // Only the synchronized micro-step's backward can hide communication.
-  const double last_backward = r.backward_s / k;
-  r.exposed_comm_s = std::max(0.0, r.comm_busy_s - last_backward);
+  r.exposed_comm_s = std::max(0.0, r.comm_busy_s - run.synced_backward_s());
   e.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
   e.perfect_overlap_step_s = e.compute_s + r.exposed_comm_s;
   e.no_overlap_step_s = e.compute_s + r.comm_busy_s;

@@ -1,10 +1,13 @@
 // The plan walker: one DDP training step of a StepPlan through any Executor.
 #include <algorithm>
+#include <fmt/format.h>
+
 #include <map>
 #include <stdexcept>
 
 #include "dpsim/backend/executor.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/program.hpp"
 
 namespace dpsim::backend {
 
@@ -27,20 +30,6 @@ const char* to_string(MemoryRole role) {
     case MemoryRole::scatter_add: return "scatter-add";
     case MemoryRole::grad_to_bucket: return "grad->bucket";
     case MemoryRole::bucket_to_grad: return "bucket->grad";
-  }
-  return "?";
-}
-
-const char* to_string(Mark mark) {
-  switch (mark) {
-    case Mark::step_begin: return "step_begin";
-    case Mark::forward_begin: return "forward_begin";
-    case Mark::forward_end: return "forward_end";
-    case Mark::backward_end: return "backward_end";
-    case Mark::bucket_start: return "bucket_start";
-    case Mark::bucket_end: return "bucket_end";
-    case Mark::optimizer_begin: return "optimizer_begin";
-    case Mark::optimizer_end: return "optimizer_end";
   }
   return "?";
 }
@@ -131,124 +120,107 @@ void launch_gemm(Executor& ex, const GemmCall& c) {
     ex.gemm(c);
 }
 
+// The backend's side of the step program: each program instruction becomes the kernels, copies and events
+// that PyTorch DDP launches for it on the GPU.
+class KernelAdaptor final : public StepExecutor {
+ public:
+  KernelAdaptor(const StepPlan& plan, const StepLayout& layout, Executor& ex) : plan_(plan), layout_(layout), ex_(ex) {}
+
+  void forward(const Instr& in) override {
+    const PlanOp& op = plan_.ops[static_cast<size_t>(in.op)];
+    if (op.kind == OpKind::embedding || op.forward_bytes > 0)
+      ex_.memory_kernel({.op = in.op, .role = MemoryRole::forward, .bytes = op.forward_bytes});
+    for (size_t j = 0; j < op.gemms.size(); ++j)
+      launch_gemm(ex_, make_gemm(in.op, static_cast<int>(j), op.gemms[j], GemmRole::forward));
+  }
+
+  void backward(const Instr& in) override {
+    const int o = in.op;
+    const PlanOp& op = plan_.ops[static_cast<size_t>(o)];
+    const bool accumulate = in.micro > 0;
+    double grad_bytes = 0;
+    for (int g : op.grads) grad_bytes += static_cast<double>(plan_.grads[static_cast<size_t>(g)].bytes);
+    // Elementwise backward traffic; the DDP grad->bucket copy is launched on its own below.
+    const double copy_bytes = layout_.bucket_view ? 0.0 : 2.0 * grad_bytes;
+    const double elementwise = std::max(0.0, op.backward_bytes - copy_bytes);
+    if (elementwise > 0) ex_.memory_kernel({.op = o, .role = MemoryRole::backward, .bytes = elementwise});
+    for (size_t j = 0; j < op.gemms.size(); ++j) {
+      const GemmShape& s = op.gemms[j];
+      launch_gemm(ex_, make_gemm(o, static_cast<int>(j), s, GemmRole::backward_input));
+      GemmCall dw = make_gemm(o, static_cast<int>(j), s, GemmRole::backward_weight);
+      dw.grad = layout_.gemm_grad[static_cast<size_t>(o)][j];
+      dw.accumulate = accumulate && dw.grad >= 0;
+      launch_gemm(ex_, dw);
+    }
+    for (int g : op.grads) {
+      if (layout_.grads[static_cast<size_t>(g)].gemm >= 0) continue;
+      const bool embedding = op.kind == OpKind::embedding;
+      const auto bytes = static_cast<double>(plan_.grads[static_cast<size_t>(g)].bytes);
+      ex_.memory_kernel({.op = o,
+                         .role = embedding ? MemoryRole::scatter_add : MemoryRole::grad_fill,
+                         .bytes = embedding ? bytes : 2.0 * bytes,
+                         .grad = g,
+                         .bucket = plan_.grads[static_cast<size_t>(g)].bucket,
+                         .accumulate = accumulate});
+    }
+    if (layout_.bucket_view) return;
+    for (int g : op.grads)
+      ex_.memory_kernel({.op = o,
+                         .role = MemoryRole::grad_to_bucket,
+                         .bytes = 2.0 * static_cast<double>(plan_.grads[static_cast<size_t>(g)].bytes),
+                         .grad = g,
+                         .bucket = plan_.grads[static_cast<size_t>(g)].bucket});
+  }
+
+  void collective(const Instr&, const CommCall& call) override {
+    if (call.kind != CollectiveKind::all_reduce || call.group != GroupKind::data || call.bucket < 0)
+      throw RuntimeError(fmt::format("the backend runs DDP bucket all-reduces only, not {} over the {} group",
+                                     to_string(call.kind), to_string(call.group)));
+    ex_.allreduce_bucket(call.bucket);
+  }
+
+  void record(const Instr& in) override { ex_.record_event(stream(in), event(in)); }
+  void wait(const Instr& in) override { ex_.stream_wait(stream(in), event(in)); }
+
+  void unflatten(const Instr&) override {
+    if (layout_.bucket_view) return;
+    for (size_t b = 0; b < plan_.buckets.size(); ++b)
+      ex_.memory_kernel({.role = MemoryRole::bucket_to_grad,
+                         .bytes = 2.0 * static_cast<double>(plan_.buckets[b].bytes),
+                         .bucket = static_cast<int>(b)});
+  }
+
+  void optimizer(const Instr&) override { ex_.optimizer_step(); }
+  void mark(const Instr& in) override { ex_.mark(stream(in), in.mark, in.mark_index); }
+
+ private:
+  static Stream stream(const Instr& in) {
+    if (in.stream == StepProgram::kCompute) return Stream::compute;
+    if (in.stream == StepProgram::kComm) return Stream::comm;
+    throw RuntimeError(fmt::format("the backend has a compute and a comm stream, not stream {}", in.stream));
+  }
+  static EventRef event(const Instr& in) {
+    switch (in.event.kind) {
+      case dpsim::EventKind::bucket_ready: return {EventKind::bucket_ready, in.event.index};
+      case dpsim::EventKind::bucket_done: return {EventKind::bucket_done, in.event.index};
+      default: break;
+    }
+    throw RuntimeError(fmt::format("the backend has no {} event (it always overlaps communication)",
+                                   to_string(in.event.kind)));
+  }
+  const StepPlan& plan_;
+  const StepLayout& layout_;
+  Executor& ex_;
+};
+
 }  // namespace
 
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& ex) {
-  const int64_t micro_steps = std::max<int64_t>(1, options.gradient_accumulation);
-  const int nops = static_cast<int>(plan.ops.size());
-  const int nbuckets = static_cast<int>(plan.buckets.size());
-
-  // Buckets completed after each backward position, in bucket order.
-  std::map<int, std::vector<int>> completes_at;
-  for (int b = 0; b < nbuckets; ++b) completes_at[plan.buckets[b].ready_after_backward_op].push_back(b);
-  for (auto& [pos, list] : completes_at) std::sort(list.begin(), list.end());
-
-  ex.mark(Stream::compute, Mark::step_begin, 0);
-  for (int64_t micro = 0; micro < micro_steps; ++micro) {
-    const bool sync = micro == micro_steps - 1;  // DDP: no_sync() on the first k-1 micro-steps
-    const bool accumulate = micro > 0;
-    const int mi = static_cast<int>(micro);
-
-    ex.mark(Stream::compute, Mark::forward_begin, mi);
-    for (int o = 0; o < nops; ++o) {
-      const PlanOp& op = plan.ops[o];
-      if (op.kind == OpKind::embedding || op.forward_bytes > 0) {
-        MemoryCall m;
-        m.op = o;
-        m.role = MemoryRole::forward;
-        m.bytes = op.forward_bytes;
-        ex.memory_kernel(m);
-      }
-      for (size_t j = 0; j < op.gemms.size(); ++j)
-        launch_gemm(ex, make_gemm(o, static_cast<int>(j), op.gemms[j], GemmRole::forward));
-    }
-    ex.mark(Stream::compute, Mark::forward_end, mi);
-
-    int next_bucket = 0;  // buckets are launched strictly in order
-    for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
-      const int o = plan.backward_order[pos];
-      if (o < 0 || o >= nops)
-        throw RuntimeError("plan backward_order names op " + std::to_string(o) + ", out of range");
-      const PlanOp& op = plan.ops[o];
-      double grad_bytes = 0;
-      for (int g : op.grads) grad_bytes += static_cast<double>(plan.grads[g].bytes);
-      // Elementwise backward traffic; the DDP grad->bucket copy is launched on its own below.
-      const double copy_bytes = layout.bucket_view ? 0.0 : 2.0 * grad_bytes;
-      const double elementwise = std::max(0.0, op.backward_bytes - copy_bytes);
-      if (elementwise > 0) {
-        MemoryCall m;
-        m.op = o;
-        m.role = MemoryRole::backward;
-        m.bytes = elementwise;
-        ex.memory_kernel(m);
-      }
-      for (size_t j = 0; j < op.gemms.size(); ++j) {
-        const GemmShape& s = op.gemms[j];
-        GemmCall dx = make_gemm(o, static_cast<int>(j), s, GemmRole::backward_input);
-        launch_gemm(ex, dx);
-        GemmCall dw = make_gemm(o, static_cast<int>(j), s, GemmRole::backward_weight);
-        dw.grad = layout.gemm_grad[o][j];
-        dw.accumulate = accumulate && dw.grad >= 0;
-        launch_gemm(ex, dw);
-      }
-      for (int g : op.grads) {
-        if (layout.grads[g].gemm >= 0) continue;
-        MemoryCall m;
-        m.op = o;
-        m.role = op.kind == OpKind::embedding ? MemoryRole::scatter_add : MemoryRole::grad_fill;
-        m.grad = g;
-        m.bucket = plan.grads[g].bucket;
-        m.bytes = op.kind == OpKind::embedding ? static_cast<double>(plan.grads[g].bytes)
-                                               : 2.0 * static_cast<double>(plan.grads[g].bytes);
-        m.accumulate = accumulate;
-        ex.memory_kernel(m);
-      }
-      if (!layout.bucket_view) {
-        for (int g : op.grads) {
-          MemoryCall m;
-          m.op = o;
-          m.role = MemoryRole::grad_to_bucket;
-          m.grad = g;
-          m.bucket = plan.grads[g].bucket;
-          m.bytes = 2.0 * static_cast<double>(plan.grads[g].bytes);
-          ex.memory_kernel(m);
-        }
-      }
-      if (!sync) continue;
-      auto it = completes_at.find(static_cast<int>(pos));
-      if (it == completes_at.end()) continue;
-      for (int b : it->second) {
-        if (b != next_bucket)
-          throw RuntimeError("plan bucket " + std::to_string(b) + " completes before bucket " +
-                             std::to_string(next_bucket) + ": DDP launches buckets strictly in order");
-        ++next_bucket;
-        ex.record_event(Stream::compute, {EventKind::bucket_ready, b});
-        ex.stream_wait(Stream::comm, {EventKind::bucket_ready, b});
-        ex.mark(Stream::comm, Mark::bucket_start, b);
-        ex.allreduce_bucket(b);
-        ex.mark(Stream::comm, Mark::bucket_end, b);
-        ex.record_event(Stream::comm, {EventKind::bucket_done, b});
-      }
-    }
-    ex.mark(Stream::compute, Mark::backward_end, mi);
-    if (sync && next_bucket != nbuckets)
-      throw RuntimeError("plan: " + std::to_string(nbuckets - next_bucket) +
-                         " bucket(s) never complete (ready_after_backward_op beyond the backward)");
-  }
-
-  if (nbuckets > 0) ex.stream_wait(Stream::compute, {EventKind::bucket_done, nbuckets - 1});
-  if (!layout.bucket_view) {
-    for (int b = 0; b < nbuckets; ++b) {
-      MemoryCall m;
-      m.role = MemoryRole::bucket_to_grad;
-      m.bucket = b;
-      m.bytes = 2.0 * static_cast<double>(plan.buckets[b].bytes);
-      ex.memory_kernel(m);
-    }
-  }
-  ex.mark(Stream::compute, Mark::optimizer_begin, 0);
-  ex.optimizer_step();
-  ex.mark(Stream::compute, Mark::optimizer_end, 0);
+  ProgramOptions po;
+  po.micro_steps = std::max<int64_t>(1, options.gradient_accumulation);
+  const StepProgram program = make_step_program(plan, po);
+  KernelAdaptor adaptor(plan, layout, ex);
+  walk_program(program, program.classes.front(), adaptor);
 }
 
 }  // namespace dpsim::backend

@@ -55,7 +55,8 @@ std::vector<TimelineEvent> timeline_from_json(const nlohmann::json& a) {
                     {"flows", stats.flows},
                     {"hosts", stats.hosts},
                     {"links", stats.links},
-                    {"peak_rss_bytes", stats.peak_rss_bytes}};
+                    {"peak_rss_bytes", stats.peak_rss_bytes},
+                    {"executed", stats.executed}};
   } catch (const InputError& e) {
     out = {{"error", e.what()}, {"kind", "input"}};
     code = 1;
@@ -128,6 +129,7 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
     stats->hosts = s.value("hosts", int64_t{0});
     stats->links = s.value("links", int64_t{0});
     stats->peak_rss_bytes = s.value("peak_rss_bytes", int64_t{0});
+    stats->executed = s.value("executed", std::vector<std::string>{});
     stats->wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return r;

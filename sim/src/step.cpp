@@ -1,6 +1,6 @@
-// One training step on SimGrid: a compute actor (forward, backward in plan order, optimizer) and a
-// communication actor (one FIFO stream of bucket all-reduces), handing buckets over with a
-// semaphore. All ranks run the same plan on a symmetric platform, so one pair of actors drives the
+// One training step on SimGrid: the step program (core/program.cpp) walked once to queue each instruction on its
+// stream, then one actor per stream (compute, comm) runs its queue in virtual time, handing events over with
+// semaphores. All ranks of a class run the same program on a symmetric platform, so one set of actors drives the
 // step (driver pattern); the collectives' flows use Comm::sendto_async and need no actor per rank.
 #include <xbt/log.h>
 #include <simgrid/s4u/Actor.hpp>
@@ -18,9 +18,11 @@
 #include <map>
 
 #include "collective.hpp"
+#include "dpsim/analytic.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
+#include "dpsim/program.hpp"
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/training_cost.hpp"
 #include "dpsim/units.hpp"
@@ -62,30 +64,61 @@ class Progress {
   bool shown_ = false;
 };
 
-struct BucketRun {
+struct CallRun {
   CollectiveCost cost;
   const CollectiveAlgorithm* algorithm = nullptr;
   double wire_factor = 1;  // wire bytes per payload byte: 1 / protocol efficiency
   double ready = -1, start = 0, end = 0;
 };
 
-struct Run {
+// An event of the program: when it was recorded and the semaphore its waiters block on.
+struct EventState {
+  bool recorded = false;
+  double time = 0;
+  int waiters = 0;
+  sg4::SemaphorePtr sem = sg4::Semaphore::create(0);
+};
+
+// The simulator's executor of the step program: walking the program queues each instruction on its stream; an
+// actor per stream then runs its queue in virtual time, handing events over with semaphores.
+struct Run final : StepExecutor {
   const Scenario* scenario = nullptr;
   const StepPlan* plan = nullptr;
+  const StepProgram* program = nullptr;
+  const RankProgram* rank = nullptr;
   SimOptions options;
   Platform* platform = nullptr;
   ComputeModel cm;
-  std::vector<BucketRun> buckets;
+  std::vector<CallRun> calls;                    // per RankProgram::comms
   std::map<Algorithm, double> seconds_per_byte;  // fast fidelity: platform time per wire byte
-  std::vector<std::vector<int>> ready_at;        // backward position -> buckets
-  sg4::SemaphorePtr bucket_ready = sg4::Semaphore::create(0);
-  sg4::SemaphorePtr comm_done = sg4::Semaphore::create(0);
-  bool backward_done = false;
-  double t0 = 0, forward_end = 0, backward_end = 0, comm_end = 0, optimizer_start = 0, step_end = 0;
-  double accumulation_s = 0, forward_sum = 0, backward_sum = 0;
+  std::vector<std::vector<Instr>> queues;        // per stream, in issue order
+  std::map<std::pair<int, int>, EventState> events_;
+  std::map<std::pair<int, int>, double> marks;  // (mark, index) -> time
+  bool synced_backward_done = false;            // collectives started before it slow the backward beside them
+  double t0 = 0, comm_end = 0, optimizer_start = -1, step_end = 0;
+  double forward_sum = 0, backward_sum = 0;
   std::vector<TimelineEvent> timeline;
+  std::vector<std::vector<const Instr*>> executed;  // per stream, in run order (SimOptions::record_program)
   int64_t events = 0, flows = 0;
+  size_t backward_done_ops = 0, backward_ops = 0;
   Progress progress{false};
+
+  // Issue: walking the program fills the stream queues.
+  void queue(const Instr& in) { queues[static_cast<size_t>(in.stream)].push_back(in); }
+  void forward(const Instr& in) override { queue(in); }
+  void backward(const Instr& in) override {
+    queue(in);
+    ++backward_ops;
+  }
+  void collective(const Instr& in, const CommCall&) override { queue(in); }
+  void record(const Instr& in) override { queue(in); }
+  void wait(const Instr& in) override {
+    queue(in);
+    ++events_[{static_cast<int>(in.event.kind), in.event.index}].waiters;
+  }
+  void unflatten(const Instr& in) override { queue(in); }
+  void optimizer(const Instr& in) override { queue(in); }
+  void mark(const Instr& in) override { queue(in); }
 
   double now() const { return sg4::Engine::get_clock() - t0; }
 
@@ -110,8 +143,8 @@ struct Run {
     sg4::Comm::wait_all(comms);
   }
 
-  std::vector<Flow> pattern(const BucketRun& b, bool per_step, double wire_factor) const {
-    auto flows_ = per_step ? b.algorithm->step_flows(*platform, 1.0) : b.algorithm->flows(*platform, 1.0);
+  std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor) const {
+    auto flows_ = per_step ? c.algorithm->step_flows(*platform, 1.0) : c.algorithm->flows(*platform, 1.0);
     for (Flow& f : flows_) f.bytes *= wire_factor;
     return flows_;
   }
@@ -121,36 +154,34 @@ struct Run {
   // themselves, and the fluid model's time scales exactly with the bytes (and with the protocol's
   // wire bytes).
   void probe_patterns() {
-    for (const BucketRun& b : buckets) {
-      const auto key = b.cost.algorithm;
+    for (const CallRun& c : calls) {
+      const auto key = c.cost.algorithm;
       if (seconds_per_byte.count(key)) continue;
       const double start = sg4::Engine::get_clock();
-      run_flows(pattern(b, false, 1.0), kProbeBytes);
+      run_flows(pattern(c, false, 1.0), kProbeBytes);
       seconds_per_byte[key] = (sg4::Engine::get_clock() - start) / kProbeBytes;
     }
   }
 
-  void collective(size_t index) {
-    BucketRun& b = buckets[index];
-    const auto bytes = static_cast<double>(plan->buckets[index].bytes);
+  void run_collective(const CallRun& c, double bytes) {
     // NCCL's model time = latency + pipeline fill + bandwidth term; links bound only the bandwidth term.
-    const double fill_s = b.cost.fill_s;
-    const double model_bw_s = std::max(0.0, b.cost.time_s - b.cost.latency_s - fill_s);
-    const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this bucket
+    const double fill_s = c.cost.fill_s;
+    const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
+    const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
     if (options.fidelity == Fidelity::fast) {
-      const double platform_s = seconds_per_byte.at(b.cost.algorithm) * bytes * b.wire_factor;
-      sg4::this_actor::sleep_for(launch_s + b.cost.latency_s + fill_s + std::max(model_bw_s, platform_s));
+      const double platform_s = seconds_per_byte.at(c.cost.algorithm) * bytes * c.wire_factor;
+      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, platform_s));
       ++events;
       return;
     }
     // Step fidelity: NCCL's steps as synchronized rounds of messages, each after its share of the latency.
-    const int steps = b.algorithm->steps(*platform);
-    const std::vector<Flow> round = pattern(b, true, b.wire_factor);
+    const int steps = c.algorithm->steps(*platform);
+    const std::vector<Flow> round = pattern(c, true, c.wire_factor);
     if (launch_s + fill_s > 0) sg4::this_actor::sleep_for(launch_s + fill_s);
     const double start = sg4::Engine::get_clock();
     double latency_paid = 0;
     for (int s = 0; s < steps; ++s) {
-      const double lat = b.cost.latency_s / steps;
+      const double lat = c.cost.latency_s / steps;
       sg4::this_actor::sleep_for(lat);
       latency_paid += lat;
       run_flows(round, bytes);
@@ -159,55 +190,90 @@ struct Run {
     if (model_bw_s > platform_s) sg4::this_actor::sleep_for(model_bw_s - platform_s);
   }
 
-  void compute_actor() {
-    const auto k = plan->gradient_accumulation;
-    if (k > 1)
-      compute(fmt::format("{} micro-steps without sync", k - 1),
-              static_cast<double>(k - 1) * (forward_sum + backward_sum));
-    const double fwd_start = now();
-    for (const PlanOp& op : plan->ops) compute("fwd " + op.name, forward_seconds(op, cm));
-    forward_end = now();
-    accumulation_s = fwd_start;
-    for (size_t pos = 0; pos < plan->backward_order.size(); ++pos) {
-      const PlanOp& op = plan->ops[static_cast<size_t>(plan->backward_order[pos])];
-      compute("bwd " + op.name, backward_seconds(op, cm));
-      for (int b : ready_at[pos]) {
-        buckets[static_cast<size_t>(b)].ready = now();
-        bucket_ready->release();
-      }
-      progress.tick("backward op", pos + 1, plan->backward_order.size());
+  void do_collective(const Instr& in) {
+    CallRun& c = calls[static_cast<size_t>(in.comm)];
+    const CommCall& call = rank->comms[static_cast<size_t>(in.comm)];
+    const auto ready = events_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
+    c.ready = ready != events_.end() && ready->second.recorded ? ready->second.time : -1;
+    c.start = now();
+    if (plan->world_size > 1) {
+      sg4::Host* cpu = platform->compute_host();
+      if (!synced_backward_done) cpu->set_pstate(1);  // the collective slows the backward beside it
+      run_collective(c, call.bytes);
+      cpu->set_pstate(0);
     }
-    backward_end = now();
-    backward_done = true;
-    bucket_ready->release();
-    comm_done->acquire();
-    optimizer_start = now();
-    compute("optimizer", memory_seconds(plan->optimizer.bytes + plan->final_copy_bytes, cm));
-    step_end = now();
+    c.end = now();
+    comm_end = c.end;
+    timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
+                        fmt::format("{} b{} {} {}/{}", label(call.kind), call.index, format_bytes(call.bytes),
+                                    to_string(c.cost.algorithm), to_string(c.cost.protocol)),
+                        c.start, c.end});
+    progress.tick("bucket", static_cast<size_t>(in.comm) + 1, calls.size());
   }
 
-  void comm_actor() {
-    sg4::Host* cpu = platform->compute_host();
-    const bool communicate = plan->world_size > 1;
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      BucketRun& b = buckets[i];
-      while (b.ready < 0 || (!options.overlap && !backward_done)) bucket_ready->acquire();
-      b.start = now();
-      if (communicate) {
-        if (!backward_done) cpu->set_pstate(1);  // the collective slows the backward beside it
-        collective(i);
-        cpu->set_pstate(0);
-      }
-      b.end = now();
-      const auto& pb = plan->buckets[i];
-      timeline.push_back({0, "comm",
-                          fmt::format("all-reduce b{} {} {}/{}", pb.index, format_bytes(static_cast<double>(pb.bytes)),
-                                      to_string(b.cost.algorithm), to_string(b.cost.protocol)),
-                          b.start, b.end});
-      progress.tick("bucket", i + 1, buckets.size());
+  void do_record(const Instr& in) {
+    EventState& e = events_[{static_cast<int>(in.event.kind), in.event.index}];
+    e.recorded = true;
+    e.time = now();
+    for (int i = 0; i < e.waiters; ++i) e.sem->release();
+  }
+
+  void do_wait(const Instr& in) {
+    EventState& e = events_.at({static_cast<int>(in.event.kind), in.event.index});
+    e.sem->acquire();  // released once per waiter when recorded (at once if it already was)
+  }
+
+  void do_mark(const Instr& in) {
+    marks[{static_cast<int>(in.mark), in.mark_index}] = now();
+    if (in.mark == Mark::backward_end && in.mark_index == program->micro_steps - 1) synced_backward_done = true;
+    if (in.mark == Mark::optimizer_end) step_end = now();
+  }
+
+  void execute(const Instr& in) {
+    switch (in.type) {
+      case Instr::Type::forward:
+        compute("fwd " + plan->ops[static_cast<size_t>(in.op)].name,
+                forward_seconds(plan->ops[static_cast<size_t>(in.op)], cm));
+        break;
+      case Instr::Type::backward:
+        compute("bwd " + plan->ops[static_cast<size_t>(in.op)].name,
+                backward_seconds(plan->ops[static_cast<size_t>(in.op)], cm));
+        progress.tick("backward op", ++backward_done_ops, backward_ops);
+        break;
+      case Instr::Type::collective: do_collective(in); break;
+      case Instr::Type::record: do_record(in); break;
+      case Instr::Type::wait: do_wait(in); break;
+      case Instr::Type::unflatten:
+        if (optimizer_start < 0) optimizer_start = now();
+        if (plan->final_copy_bytes > 0) compute("copy buckets back", memory_seconds(plan->final_copy_bytes, cm));
+        break;
+      case Instr::Type::optimizer:
+        if (optimizer_start < 0) optimizer_start = now();
+        compute("optimizer", memory_seconds(plan->optimizer.bytes, cm));
+        break;
+      case Instr::Type::mark: do_mark(in); break;
     }
-    comm_end = buckets.empty() ? now() : buckets.back().end;
-    comm_done->release();
+  }
+
+  void stream_actor(int stream) {
+    for (const Instr& in : queues[static_cast<size_t>(stream)]) {
+      execute(in);
+      if (options.record_program) executed[static_cast<size_t>(stream)].push_back(&in);  // described after the run
+    }
+  }
+
+  double mark_at(Mark m, int index) const { return marks.at({static_cast<int>(m), index}); }
+
+  static const char* label(CollectiveKind kind) {
+    switch (kind) {
+      case CollectiveKind::all_reduce: return "all-reduce";
+      case CollectiveKind::reduce_scatter: return "reduce-scatter";
+      case CollectiveKind::all_gather: return "all-gather";
+      case CollectiveKind::broadcast: return "broadcast";
+      case CollectiveKind::send: return "send";
+      case CollectiveKind::recv: return "recv";
+    }
+    return "?";
   }
 };
 
@@ -233,7 +299,9 @@ Fidelity parse_fidelity(const std::string& text) {
 
 double estimated_events(const StepPlan& plan, Fidelity fidelity) {
   const double n = plan.world_size;
-  const double ops = 2.0 * static_cast<double>(plan.ops.size()) + 1;
+  const double ops = 2.0 * static_cast<double>(plan.ops.size()) *
+                         static_cast<double>(std::max<int64_t>(1, plan.gradient_accumulation)) +
+                     2;
   const double buckets = static_cast<double>(plan.buckets.size());
   if (fidelity == Fidelity::step) return ops + buckets * 2.0 * (n - 1) * n;
   return ops + 4.0 * buckets;
@@ -264,44 +332,52 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
 
   Platform platform(scenario, options.fidelity == Fidelity::fast);
 
+  ProgramOptions po;
+  po.overlap = options.overlap;
+  const StepProgram program = make_step_program(plan, po);
+  const RankProgram& rank = program.classes.front();
+
   Run run;
   run.scenario = &scenario;
   run.plan = &plan;
+  run.program = &program;
+  run.rank = &rank;
   run.options = options;
   run.platform = &platform;
   run.cm = compute_model(scenario);
   run.progress = Progress(options.progress);
+  run.queues.resize(program.streams.size());
+  run.executed.resize(program.streams.size());
   for (const PlanOp& op : plan.ops) {
     run.forward_sum += forward_seconds(op, run.cm);
     run.backward_sum += backward_seconds(op, run.cm);
   }
-  const FabricSummary fabric = summarize_fabric(scenario.topology);
-  run.ready_at.resize(plan.backward_order.size());
-  for (const Bucket& b : plan.buckets) {
-    BucketRun br;
+  std::map<GroupKind, FabricSummary> fabrics;
+  for (const CommCall& call : rank.comms) {
+    CallRun c;
     if (plan.world_size > 1) {
-      br.cost = allreduce_cost(static_cast<double>(b.bytes), fabric, scenario.nccl, scenario.collective);
-      br.algorithm = &collective_algorithm(br.cost.algorithm);
-      if (!br.algorithm->available(platform))
-        throw InputError(fmt::format("collective: {} is not available on topology {}", to_string(br.cost.algorithm),
+      auto f = fabrics.find(call.group);
+      if (f == fabrics.end()) f = fabrics.emplace(call.group, group_fabric(scenario, program, call.group)).first;
+      c.cost = call_cost(scenario, call, f->second);
+      c.algorithm = &collective_algorithm(c.cost.algorithm);
+      if (!c.algorithm->available(platform))
+        throw InputError(fmt::format("collective: {} is not available on topology {}", to_string(c.cost.algorithm),
                                      scenario.topology.name));
-      const double eff = scenario.nccl.protocol_efficiency.get(br.cost.protocol);
-      if (!(eff > 0)) throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(br.cost.protocol)));
-      br.wire_factor = 1.0 / eff;
+      const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
+      if (!(eff > 0)) throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));
+      c.wire_factor = 1.0 / eff;
     }
-    run.buckets.push_back(br);
-    const int pos = b.ready_after_backward_op;
-    if (pos < 0 || static_cast<size_t>(pos) >= run.ready_at.size())
-      throw RuntimeError(
-          fmt::format("plan: bucket {} is ready after backward position {}, outside the backward", b.index, pos));
-    run.ready_at[static_cast<size_t>(pos)].push_back(b.index);
+    run.calls.push_back(c);
   }
+  walk_program(program, rank, run);  // queues every instruction on its stream
 
   sg4::Actor::create("step", platform.compute_host(), [&run] {
     if (run.options.fidelity == Fidelity::fast && run.plan->world_size > 1) run.probe_patterns();
     run.t0 = sg4::Engine::get_clock();
-    sg4::Actor::create("comm", run.platform->compute_host(), [&run] { run.comm_actor(); });
-    run.compute_actor();
+    for (size_t st = 1; st < run.queues.size(); ++st)
+      sg4::Actor::create(run.program->streams[st], run.platform->compute_host(),
+                         [&run, st] { run.stream_actor(static_cast<int>(st)); });
+    run.stream_actor(StepProgram::kCompute);
   });
   const auto sim_start = Clock::now();
   engine.run();
@@ -311,19 +387,25 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   StepResult r;
   r.mode = "predict";
   fill_common(scenario, plan, r);
-  const auto k = static_cast<double>(plan.gradient_accumulation);
+  const auto k = static_cast<double>(program.micro_steps);
   const double micro = run.forward_sum + run.backward_sum;
-  r.forward_s = (k - 1) * run.forward_sum + (run.forward_end - run.accumulation_s);
-  r.backward_s = (k - 1) * run.backward_sum + (run.backward_end - run.forward_end);
-  r.exposed_comm_s = std::max(0.0, run.comm_end - run.backward_end);
+  for (int m = 0; m < program.micro_steps; ++m) {
+    r.forward_s += run.mark_at(Mark::forward_end, m) - run.mark_at(Mark::forward_begin, m);
+    r.backward_s += run.mark_at(Mark::backward_end, m) - run.mark_at(Mark::forward_end, m);
+  }
+  const double backward_end = run.mark_at(Mark::backward_end, program.micro_steps - 1);
+  r.exposed_comm_s = std::max(0.0, run.comm_end - backward_end);
   r.optimizer_s = run.step_end - run.optimizer_start;
   r.step_time_s = run.step_end;
-  for (size_t i = 0; i < plan.buckets.size(); ++i) {
-    const BucketRun& b = run.buckets[i];
-    r.comm_busy_s += b.end - b.start;
-    r.buckets.push_back({plan.buckets[i].index, static_cast<long long>(plan.buckets[i].bytes), b.ready, b.start, b.end,
-                         plan.world_size > 1 ? to_string(b.cost.algorithm) : "none",
-                         plan.world_size > 1 ? to_string(b.cost.protocol) : "none"});
+  for (size_t i = 0; i < rank.comms.size(); ++i) {
+    const CallRun& c = run.calls[i];
+    const CommCall& call = rank.comms[i];
+    r.comm_busy_s += c.end - c.start;
+    if (call.bucket < 0) continue;
+    const auto& pb = plan.buckets[static_cast<size_t>(call.bucket)];
+    r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
+                         plan.world_size > 1 ? to_string(c.cost.algorithm) : "none",
+                         plan.world_size > 1 ? to_string(c.cost.protocol) : "none"});
   }
   const double single_gpu_s = k * micro + memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, run.cm);
   r.no_overlap_step_s = single_gpu_s + r.comm_busy_s;
@@ -350,6 +432,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     stats->peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+    for (const auto& ran : run.executed)
+      for (const Instr* in : ran) stats->executed.push_back(describe(*in, program, rank));
   }
   return r;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dpsim/plan.hpp"
+#include "dpsim/program.hpp"
 
 namespace dpsim::backend {
 
@@ -63,19 +64,8 @@ struct EventRef {
   int bucket = 0;
 };
 
-// Timing points. Each is recorded on one stream at a position in its launch order; the executor
-// turns them into seconds after the step (CUDA events on the GPU).
-enum class Mark {
-  step_begin,       // compute
-  forward_begin,    // compute, per micro-step
-  forward_end,      // compute, per micro-step (= backward begin)
-  backward_end,     // compute, per micro-step
-  bucket_start,     // comm, per bucket: the all-reduce begins (after its wait)
-  bucket_end,       // comm, per bucket
-  optimizer_begin,  // compute, after waiting for the last bucket
-  optimizer_end,    // compute (= step end)
-};
-const char* to_string(Mark mark);
+// Timing points: the step program's marks (core/include/dpsim/program.hpp).
+using dpsim::Mark;
 
 // Where every gradient lives: buckets are contiguous slices of one flat buffer in bucket order,
 // each gradient a slice of its bucket in ready order (gradient_as_bucket_view). Optimizer state
@@ -116,12 +106,9 @@ struct WalkOptions {
   int64_t gradient_accumulation = 1;  // k: k-1 no-sync micro-steps, then the synced one
 };
 
-// One training step of `plan` through `executor`, in DDP's order:
-//   per micro-step: forward ops in order; backward ops in plan.backward_order; on the synced
-//   micro-step, after the op that completes bucket b: record bucket_ready[b] on compute, the comm
-//   stream waits for it and all-reduces bucket b (buckets strictly in order), records bucket_done[b];
-//   then the compute stream waits for the last bucket_done (and copies buckets back when they are
-//   not views) and runs the optimizer.
+// One training step of `plan` through `executor`: the step program (make_step_program, the order every
+// executor runs) walked by walk_program, each instruction expanded into the kernels PyTorch DDP launches for it
+// (an op's GEMMs and memory kernels, the grad -> bucket copies, the bucket all-reduces on the comm stream).
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& executor);
 
 // ---- the dry run ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 // process), so simulate() can be called any number of times from one program.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dpsim/plan.hpp"
 #include "dpsim/result.hpp"
@@ -24,6 +25,7 @@ struct SimOptions {
   int trace_ranks = 8;      // GPUs kept in the timeline's sample (see trace.hpp)
   bool progress = true;     // progress line on stderr once a run takes more than a second
   double max_events = 5e6;  // refuse (with the estimate) a run that would simulate more activities
+  bool record_program = false;  // tests: SimStats::executed lists every instruction each stream's actor ran
 };
 
 // What the run cost (never part of the result: results must be byte-for-byte deterministic).
@@ -35,6 +37,8 @@ struct SimStats {
   int64_t hosts = 0;           // hosts in the platform
   int64_t links = 0;           // links in the platform (one per direction)
   int64_t peak_rss_bytes = 0;  // of the simulating child process
+  std::vector<std::string> executed;  // SimOptions::record_program: describe() of each instruction run, per stream
+                                      // in the order its actor ran them, streams one after the other
 };
 
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options);

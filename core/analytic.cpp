@@ -1,0 +1,80 @@
+#include "dpsim/analytic.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "dpsim/error.hpp"
+
+namespace dpsim {
+
+FabricSummary group_fabric(const Scenario& s, const StepProgram& program, GroupKind kind) {
+  const ProcessGroup g = group_of(0, kind, program.dims);
+  const GroupPlacement p = placement(g, program.dims, s.topology.gpus_per_node);
+  return summarize_fabric(group_topology(s.topology, p));
+}
+
+CollectiveCost call_cost(const Scenario& s, const CommCall& call, const FabricSummary& fabric) {
+  switch (call.kind) {
+    case CollectiveKind::all_reduce: return allreduce_cost(call.bytes, fabric, s.nccl, s.collective);
+    default: break;
+  }
+  throw RuntimeError(fmt::format("{} over the {} group: no cost model for this collective kind yet",
+                                 to_string(call.kind), to_string(call.group)));
+}
+
+AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program)
+    : s_(s), plan_(plan), program_(program), cm_(compute_model(s)) {
+  clock_.assign(program.streams.size(), 0.0);
+}
+
+void AnalyticExecutor::advance(const Instr& in, double seconds) {
+  clock_[static_cast<size_t>(in.stream)] += seconds;
+  phase_busy_[static_cast<size_t>(in.phase())] += seconds;
+}
+
+void AnalyticExecutor::forward(const Instr& in) {
+  advance(in, forward_seconds(plan_.ops[static_cast<size_t>(in.op)], cm_));
+}
+
+void AnalyticExecutor::backward(const Instr& in) {
+  const double t = backward_seconds(plan_.ops[static_cast<size_t>(in.op)], cm_);
+  advance(in, t);
+  if (in.sync) synced_backward_ += t;
+}
+
+void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
+  auto it = fabric_.find(call.group);
+  if (it == fabric_.end()) it = fabric_.emplace(call.group, group_fabric(s_, program_, call.group)).first;
+  CallTiming t;
+  t.cost = call_cost(s_, call, it->second);
+  const auto ready = event_s_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
+  t.ready_s = ready == event_s_.end() ? 0.0 : ready->second;
+  double& clock = clock_[static_cast<size_t>(in.stream)];
+  t.start_s = clock;
+  const double seconds = t.cost.time_s + s_.nccl.framework_launch_overhead_s;
+  clock += seconds;
+  t.end_s = clock;
+  comm_busy_ += seconds;
+  calls_.push_back(t);
+}
+
+void AnalyticExecutor::record(const Instr& in) {
+  event_s_[{static_cast<int>(in.event.kind), in.event.index}] = clock_[static_cast<size_t>(in.stream)];
+}
+
+void AnalyticExecutor::wait(const Instr& in) {
+  const double t = event_s_.at({static_cast<int>(in.event.kind), in.event.index});
+  double& clock = clock_[static_cast<size_t>(in.stream)];
+  clock = std::max(clock, t);
+}
+
+void AnalyticExecutor::unflatten(const Instr& in) { advance(in, memory_seconds(plan_.final_copy_bytes, cm_)); }
+
+void AnalyticExecutor::optimizer(const Instr& in) { advance(in, memory_seconds(plan_.optimizer.bytes, cm_)); }
+
+void AnalyticExecutor::mark(const Instr&) {}
+
+double AnalyticExecutor::step_s() const { return *std::max_element(clock_.begin(), clock_.end()); }
+
+}  // namespace dpsim

@@ -1,0 +1,108 @@
+#include "dpsim/groups.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "dpsim/error.hpp"
+
+namespace dpsim {
+
+const char* to_string(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::data: return "data";
+    case GroupKind::tensor: return "tensor";
+    case GroupKind::pipeline: return "pipeline";
+  }
+  return "?";
+}
+
+std::optional<GroupKind> group_kind_named(std::string_view name) {
+  for (GroupKind k : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline})
+    if (name == to_string(k)) return k;
+  return std::nullopt;
+}
+
+void check_dims(const ParallelDims& d) {
+  if (d.data < 1 || d.tensor < 1 || d.pipeline < 1)
+    throw InputError(fmt::format("parallelism: data {}, tensor {}, pipeline {}: every degree must be >= 1", d.data,
+                                 d.tensor, d.pipeline));
+}
+
+RankCoords coords_of(int rank, const ParallelDims& d) {
+  check_dims(d);
+  if (rank < 0 || rank >= d.world())
+    throw RuntimeError(fmt::format("rank {} outside a world of {}", rank, d.world()));
+  return {(rank / d.tensor) % d.data, rank % d.tensor, rank / (d.tensor * d.data)};
+}
+
+int rank_of(const RankCoords& c, const ParallelDims& d) {
+  check_dims(d);
+  if (c.data < 0 || c.data >= d.data || c.tensor < 0 || c.tensor >= d.tensor || c.pipeline < 0 ||
+      c.pipeline >= d.pipeline)
+    throw RuntimeError(fmt::format("coordinates (data {}, tensor {}, pipeline {}) outside degrees ({}, {}, {})",
+                                   c.data, c.tensor, c.pipeline, d.data, d.tensor, d.pipeline));
+  return c.tensor + d.tensor * (c.data + d.data * c.pipeline);
+}
+
+namespace {
+int degree(GroupKind kind, const ParallelDims& d) {
+  return kind == GroupKind::data ? d.data : kind == GroupKind::tensor ? d.tensor : d.pipeline;
+}
+int& coordinate(GroupKind kind, RankCoords& c) {
+  return kind == GroupKind::data ? c.data : kind == GroupKind::tensor ? c.tensor : c.pipeline;
+}
+}  // namespace
+
+ProcessGroup group_of(int rank, GroupKind kind, const ParallelDims& d) {
+  RankCoords c = coords_of(rank, d);
+  ProcessGroup g{kind, {}};
+  for (int i = 0; i < degree(kind, d); ++i) {
+    coordinate(kind, c) = i;
+    g.ranks.push_back(rank_of(c, d));
+  }
+  std::sort(g.ranks.begin(), g.ranks.end());
+  return g;
+}
+
+std::vector<ProcessGroup> groups_of(GroupKind kind, const ParallelDims& d) {
+  std::vector<ProcessGroup> out;
+  std::vector<bool> seen(static_cast<size_t>(d.world()), false);
+  for (int r = 0; r < d.world(); ++r) {
+    if (seen[static_cast<size_t>(r)]) continue;
+    ProcessGroup g = group_of(r, kind, d);
+    for (int m : g.ranks) seen[static_cast<size_t>(m)] = true;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+GroupPlacement placement(const ProcessGroup& g, const ParallelDims& d, int gpus_per_node) {
+  if (gpus_per_node < 1) throw RuntimeError("placement: gpus_per_node must be >= 1");
+  if (g.ranks.empty()) throw RuntimeError("placement: empty group");
+  std::set<int> nodes;
+  for (int r : g.ranks) nodes.insert(r / gpus_per_node);
+  GroupPlacement p;
+  p.ranks = static_cast<int>(g.ranks.size());
+  p.nodes = static_cast<int>(nodes.size());
+  p.ranks_per_node = p.ranks / p.nodes;
+  // Groups of this kind with a rank on the first node of this group.
+  const int node = *nodes.begin();
+  std::set<int> sharing;
+  for (int r = node * gpus_per_node; r < std::min(d.world(), (node + 1) * gpus_per_node); ++r)
+    sharing.insert(group_of(r, g.kind, d).ranks.front());
+  p.groups_per_node = static_cast<int>(sharing.size());
+  return p;
+}
+
+Topology group_topology(const Topology& t, const GroupPlacement& p) {
+  if (p.nodes > t.nodes || p.ranks_per_node > t.gpus_per_node)
+    throw RuntimeError(fmt::format("a group of {} node(s) x {} GPU(s) does not fit topology {} ({} x {})", p.nodes,
+                                   p.ranks_per_node, t.name, t.nodes, t.gpus_per_node));
+  Topology g = p.ranks_per_node < t.gpus_per_node ? keep_first_gpus(t, p.ranks_per_node) : t;
+  g.nodes = p.nodes;
+  return g;
+}
+
+}  // namespace dpsim

@@ -1,0 +1,61 @@
+#pragma once
+// The closed-form executor of a step program: a clock per stream, no contention. A compute instruction advances
+// its stream's clock by the op's modelled time, a collective by NCCL's cost model over its group's fabric plus
+// the framework's launch of it; a wait moves the waiting stream's clock to the event's time.
+#include <array>
+#include <map>
+#include <vector>
+
+#include "dpsim/cost.hpp"
+#include "dpsim/program.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+// The fabric a group's traffic crosses: the topology as the group sees it (its nodes, its GPUs per node, the
+// NICs serving them).
+FabricSummary group_fabric(const Scenario& scenario, const StepProgram& program, GroupKind group);
+
+// NCCL's cost of one call of the program over `fabric`.
+CollectiveCost call_cost(const Scenario& scenario, const CommCall& call, const FabricSummary& fabric);
+
+struct CallTiming {
+  double ready_s = 0;  // when its input was complete (CommCall::inputs_ready)
+  double start_s = 0;
+  double end_s = 0;
+  CollectiveCost cost;
+};
+
+class AnalyticExecutor final : public StepExecutor {
+ public:
+  AnalyticExecutor(const Scenario& scenario, const StepPlan& plan, const StepProgram& program);
+  void forward(const Instr& instr) override;
+  void backward(const Instr& instr) override;
+  void collective(const Instr& instr, const CommCall& call) override;
+  void record(const Instr& instr) override;
+  void wait(const Instr& instr) override;
+  void unflatten(const Instr& instr) override;
+  void optimizer(const Instr& instr) override;
+  void mark(const Instr& instr) override;
+
+  double step_s() const;                                       // the latest stream clock
+  double phase_busy_s(Phase phase) const { return phase_busy_[static_cast<size_t>(phase)]; }
+  double comm_busy_s() const { return comm_busy_; }            // every collective, launch included
+  double synced_backward_s() const { return synced_backward_; }  // the backward that can hide communication
+  const std::vector<CallTiming>& calls() const { return calls_; }
+
+ private:
+  void advance(const Instr& instr, double seconds);
+  const Scenario& s_;
+  const StepPlan& plan_;
+  const StepProgram& program_;
+  ComputeModel cm_;
+  std::map<GroupKind, FabricSummary> fabric_;
+  std::vector<double> clock_;
+  std::map<std::pair<int, int>, double> event_s_;
+  std::array<double, 3> phase_busy_{};
+  double comm_busy_ = 0, synced_backward_ = 0;
+  std::vector<CallTiming> calls_;
+};
+
+}  // namespace dpsim

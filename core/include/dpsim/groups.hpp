@@ -1,0 +1,66 @@
+#pragma once
+// Process groups: where a rank sits in the job (its data, tensor and pipeline coordinates, in Megatron-LM's
+// order: tensor fastest and inside a node, then data, then pipeline) and which ranks communicate together.
+// Pure functions of the degrees; ranks fill nodes in order (rank / gpus_per_node is the node).
+// Source of the order: Megatron-LM megatron/core/parallel_state.py (RankGenerator, order "tp-cp-ep-dp-pp"),
+// ../shared/reference/parallelism-model.md.
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+struct ParallelDims {
+  int data = 1;
+  int tensor = 1;
+  int pipeline = 1;
+  int world() const { return data * tensor * pipeline; }
+};
+
+struct RankCoords {
+  int data = 0;
+  int tensor = 0;
+  int pipeline = 0;
+  bool operator==(const RankCoords&) const = default;
+};
+
+// The kinds of group a step communicates over. `data` is the data-parallel group (DDP's all-reduce).
+enum class GroupKind { data, tensor, pipeline };
+const char* to_string(GroupKind kind);
+std::optional<GroupKind> group_kind_named(std::string_view name);  // inverse of to_string
+
+// Throws InputError unless every degree is >= 1.
+void check_dims(const ParallelDims& dims);
+RankCoords coords_of(int rank, const ParallelDims& dims);
+int rank_of(const RankCoords& coords, const ParallelDims& dims);
+
+struct ProcessGroup {
+  GroupKind kind = GroupKind::data;
+  std::vector<int> ranks;  // ascending; position in the group = index in this list
+  bool operator==(const ProcessGroup&) const = default;
+};
+
+// The group of `kind` that holds `rank`.
+ProcessGroup group_of(int rank, GroupKind kind, const ParallelDims& dims);
+// Every group of `kind` (disjoint, covering the world), ordered by their lowest rank.
+std::vector<ProcessGroup> groups_of(GroupKind kind, const ParallelDims& dims);
+
+// How a group lies on the nodes: the fabric its traffic crosses. Groups of one kind run their collectives at
+// the same time, so `groups_per_node` of them share each node's NICs and switch uplinks.
+struct GroupPlacement {
+  int ranks = 1;
+  int nodes = 1;              // nodes the group spans
+  int ranks_per_node = 1;     // the group's ranks on each of them (the same on every node, by construction)
+  int groups_per_node = 1;    // groups of this kind with ranks on one node
+  bool intra_node() const { return nodes == 1; }
+};
+GroupPlacement placement(const ProcessGroup& group, const ParallelDims& dims, int gpus_per_node);
+
+// The topology one group's collectives run on: its nodes, its ranks per node (the first GPUs of each, which on a
+// symmetric node stand for any of them) and the NICs serving those GPUs, so that groups sharing a node share its
+// NICs in proportion. A group spanning the whole world sees the topology unchanged.
+Topology group_topology(const Topology& topology, const GroupPlacement& placement);
+
+}  // namespace dpsim

@@ -1,0 +1,117 @@
+#pragma once
+// StepProgram: one training step as a rank runs it, compute ops and communication calls on named streams with
+// the events between them. Written once (make_step_program) and executed by one walker (walk_program) through a
+// StepExecutor, implemented by the simulator (sim/), the GPU backend and its dry run (backend/) and the closed-form
+// estimate (AnalyticExecutor, core). DDP is one instance: buckets are all-reduces over the data group on one comm
+// stream, launched in order as the backward completes them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dpsim/collective_kind.hpp"
+#include "dpsim/groups.hpp"
+#include "dpsim/plan.hpp"
+
+namespace dpsim {
+
+// Timing points, each recorded on one stream at its position in the stream's order.
+enum class Mark {
+  step_begin,       // compute
+  forward_begin,    // compute, per micro-step
+  forward_end,      // compute, per micro-step (= backward begin)
+  backward_end,     // compute, per micro-step
+  bucket_start,     // comm, per DDP bucket: the all-reduce begins (after its wait)
+  bucket_end,       // comm, per DDP bucket
+  optimizer_begin,  // compute, after the wait for the last bucket and the copy back
+  optimizer_end,    // compute (= step end)
+};
+const char* to_string(Mark mark);
+
+// Events between streams: recorded on one stream, waited for on another.
+enum class EventKind {
+  bucket_ready,   // compute: a bucket's gradients are all written
+  bucket_done,    // comm: a bucket's all-reduce is done
+  backward_done,  // compute: the synced micro-step's backward is done (no-overlap schedules wait for it)
+};
+const char* to_string(EventKind kind);
+struct EventRef {
+  EventKind kind = EventKind::bucket_ready;
+  int index = 0;
+  bool operator==(const EventRef&) const = default;
+};
+
+struct CommCall {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  GroupKind group = GroupKind::data;
+  int index = 0;     // per (kind, group), in issue order: what validate matches measured and predicted by
+  double bytes = 0;  // the buffer size S as nccl-tests prints it
+  int bucket = -1;   // the DDP bucket reduced (index into StepPlan::buckets); -1: none
+  EventRef inputs_ready{};  // the event that says its input is complete (its ready_s in results)
+};
+
+// Which phase of the step a compute instruction's time counts towards.
+enum class Phase { forward, backward, optimizer };
+
+struct Instr {
+  enum class Type { forward, backward, collective, record, wait, unflatten, optimizer, mark };
+  Type type = Type::forward;
+  int stream = 0;     // index into StepProgram::streams
+  int op = -1;        // forward / backward: index into StepPlan::ops
+  int micro = 0;      // forward / backward: the micro-step
+  bool sync = false;  // backward: the micro-step whose gradients are reduced (DDP: outside no_sync())
+  int comm = -1;      // collective: index into RankProgram::comms
+  EventRef event{};   // record / wait
+  Mark mark = Mark::step_begin;
+  int mark_index = 0;  // mark: micro-step or bucket
+  Phase phase() const;
+};
+const char* to_string(Instr::Type type);
+
+struct RankProgram {
+  std::string rank_class;  // which ranks run it, in words ("every rank" for data parallelism)
+  int ranks = 1;           // how many ranks run it
+  std::vector<CommCall> comms;
+  std::vector<Instr> instrs;  // issue order: one host thread can issue them so (every wait after its record)
+};
+
+struct StepProgram {
+  std::vector<std::string> streams;  // index 0 is the compute stream
+  ParallelDims dims;
+  std::vector<RankProgram> classes;  // one per distinct rank class
+  int micro_steps = 1;
+  static constexpr int kCompute = 0;
+  static constexpr int kComm = 1;
+};
+
+struct ProgramOptions {
+  int64_t micro_steps = 0;  // 0: the plan's gradient_accumulation
+  bool overlap = true;      // false: communication starts only after the whole backward (predict --no-overlap)
+};
+
+// The step of `plan` (data parallelism over all of its ranks: DDP). Throws RuntimeError for an inconsistent plan
+// (buckets that complete out of order or never).
+StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options = {});
+
+// What executes a program: each call is one instruction, in issue order.
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  virtual void forward(const Instr& instr) = 0;
+  virtual void backward(const Instr& instr) = 0;
+  virtual void collective(const Instr& instr, const CommCall& call) = 0;
+  virtual void record(const Instr& instr) = 0;
+  virtual void wait(const Instr& instr) = 0;
+  virtual void unflatten(const Instr& instr) = 0;  // copy reduced buckets back into the gradients
+  virtual void optimizer(const Instr& instr) = 0;
+  virtual void mark(const Instr& instr) = 0;
+};
+
+// One line per instruction ("comm collective all_reduce data #3 bucket 3"): the program's listing, and what tests
+// compare to check that two executors ran the same program.
+std::string describe(const Instr& instr, const StepProgram& program, const RankProgram& rank);
+
+// Runs `rank` of `program` through `executor`, instruction by instruction in issue order. Throws RuntimeError
+// for a program no executor could run (a wait before its record, an index out of range).
+void walk_program(const StepProgram& program, const RankProgram& rank, StepExecutor& executor);
+
+}  // namespace dpsim

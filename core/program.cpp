@@ -1,0 +1,237 @@
+// The step program (written once) and its walker.
+#include "dpsim/program.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "dpsim/error.hpp"
+
+namespace dpsim {
+
+const char* to_string(Mark mark) {
+  switch (mark) {
+    case Mark::step_begin: return "step_begin";
+    case Mark::forward_begin: return "forward_begin";
+    case Mark::forward_end: return "forward_end";
+    case Mark::backward_end: return "backward_end";
+    case Mark::bucket_start: return "bucket_start";
+    case Mark::bucket_end: return "bucket_end";
+    case Mark::optimizer_begin: return "optimizer_begin";
+    case Mark::optimizer_end: return "optimizer_end";
+  }
+  return "?";
+}
+
+const char* to_string(EventKind kind) {
+  switch (kind) {
+    case EventKind::bucket_ready: return "bucket_ready";
+    case EventKind::bucket_done: return "bucket_done";
+    case EventKind::backward_done: return "backward_done";
+  }
+  return "?";
+}
+
+const char* to_string(Instr::Type type) {
+  switch (type) {
+    case Instr::Type::forward: return "forward";
+    case Instr::Type::backward: return "backward";
+    case Instr::Type::collective: return "collective";
+    case Instr::Type::record: return "record";
+    case Instr::Type::wait: return "wait";
+    case Instr::Type::unflatten: return "unflatten";
+    case Instr::Type::optimizer: return "optimizer";
+    case Instr::Type::mark: return "mark";
+  }
+  return "?";
+}
+
+Phase Instr::phase() const {
+  switch (type) {
+    case Type::forward: return Phase::forward;
+    case Type::backward: return Phase::backward;
+    default: return Phase::optimizer;
+  }
+}
+
+namespace {
+
+// Builds one rank class's instruction list; each helper appends one instruction.
+struct Builder {
+  RankProgram rank;
+  void push(Instr i) { rank.instrs.push_back(i); }
+  void mark(int stream, Mark m, int index) {
+    push({.type = Instr::Type::mark, .stream = stream, .mark = m, .mark_index = index});
+  }
+  void record(int stream, EventRef e) { push({.type = Instr::Type::record, .stream = stream, .event = e}); }
+  void wait(int stream, EventRef e) { push({.type = Instr::Type::wait, .stream = stream, .event = e}); }
+};
+
+// Buckets completed after each backward position, checked to come in bucket order (DDP launches them so).
+std::map<int, std::vector<int>> buckets_by_position(const StepPlan& plan) {
+  std::map<int, std::vector<int>> at;
+  const int nbuckets = static_cast<int>(plan.buckets.size());
+  int never = 0;
+  for (int b = 0; b < nbuckets; ++b) {
+    const int pos = plan.buckets[static_cast<size_t>(b)].ready_after_backward_op;
+    if (pos < 0 || pos >= static_cast<int>(plan.backward_order.size()))
+      ++never;
+    else
+      at[pos].push_back(b);
+  }
+  if (never > 0)
+    throw RuntimeError(fmt::format("plan: {} bucket(s) never complete (ready_after_backward_op beyond the backward)",
+                                   never));
+  int expected = 0;
+  for (auto& [pos, list] : at) {
+    std::sort(list.begin(), list.end());
+    for (int b : list) {
+      if (b != expected)
+        throw RuntimeError(fmt::format("plan bucket {} completes before bucket {}: DDP launches buckets strictly in "
+                                       "order",
+                                       b, expected));
+      ++expected;
+    }
+  }
+  return at;
+}
+
+// One DDP bucket on the comm stream: wait for its gradients, all-reduce over the data group, signal done.
+void bucket_allreduce(Builder& bld, const StepPlan& plan, int b, bool wait_backward) {
+  constexpr int comm = StepProgram::kComm;
+  bld.wait(comm, {EventKind::bucket_ready, b});
+  if (wait_backward) bld.wait(comm, {EventKind::backward_done, 0});
+  bld.mark(comm, Mark::bucket_start, b);
+  const int call = static_cast<int>(bld.rank.comms.size());
+  bld.rank.comms.push_back({.kind = CollectiveKind::all_reduce,
+                            .group = GroupKind::data,
+                            .index = b,
+                            .bytes = static_cast<double>(plan.buckets[static_cast<size_t>(b)].bytes),
+                            .bucket = b,
+                            .inputs_ready = {EventKind::bucket_ready, b}});
+  bld.push({.type = Instr::Type::collective, .stream = comm, .comm = call});
+  bld.mark(comm, Mark::bucket_end, b);
+  bld.record(comm, {EventKind::bucket_done, b});
+}
+
+}  // namespace
+
+StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options) {
+  constexpr int compute = StepProgram::kCompute;
+  StepProgram program;
+  program.streams = {"compute", "comm"};
+  program.dims = {plan.world_size, 1, 1};
+  program.micro_steps = static_cast<int>(
+      std::max<int64_t>(1, options.micro_steps > 0 ? options.micro_steps : plan.gradient_accumulation));
+  const auto completes_at = buckets_by_position(plan);
+  const int nbuckets = static_cast<int>(plan.buckets.size());
+  const int nops = static_cast<int>(plan.ops.size());
+
+  Builder bld;
+  bld.rank.rank_class = "every rank";
+  bld.rank.ranks = plan.world_size;
+  bld.mark(compute, Mark::step_begin, 0);
+  for (int micro = 0; micro < program.micro_steps; ++micro) {
+    const bool sync = micro == program.micro_steps - 1;  // DDP: no_sync() on the first k-1 micro-steps
+    bld.mark(compute, Mark::forward_begin, micro);
+    for (int o = 0; o < nops; ++o) bld.push({.type = Instr::Type::forward, .stream = compute, .op = o, .micro = micro});
+    bld.mark(compute, Mark::forward_end, micro);
+    std::vector<int> deferred;  // no overlap: buckets issued once the backward is done
+    for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
+      const int o = plan.backward_order[pos];
+      if (o < 0 || o >= nops) throw RuntimeError(fmt::format("plan backward_order names op {}, out of range", o));
+      bld.push({.type = Instr::Type::backward, .stream = compute, .op = o, .micro = micro, .sync = sync});
+      if (!sync) continue;
+      const auto it = completes_at.find(static_cast<int>(pos));
+      if (it == completes_at.end()) continue;
+      for (int b : it->second) {
+        bld.record(compute, {EventKind::bucket_ready, b});
+        if (options.overlap)
+          bucket_allreduce(bld, plan, b, false);
+        else
+          deferred.push_back(b);
+      }
+    }
+    bld.mark(compute, Mark::backward_end, micro);
+    if (sync && !options.overlap) {
+      bld.record(compute, {EventKind::backward_done, 0});
+      for (int b : deferred) bucket_allreduce(bld, plan, b, b == deferred.front());
+    }
+  }
+  if (nbuckets > 0) bld.wait(compute, {EventKind::bucket_done, nbuckets - 1});
+  // Copy the reduced buckets back into the gradients (a no-op where gradients are bucket views).
+  if (nbuckets > 0) bld.push({.type = Instr::Type::unflatten, .stream = compute});
+  bld.mark(compute, Mark::optimizer_begin, 0);
+  bld.push({.type = Instr::Type::optimizer, .stream = compute});
+  bld.mark(compute, Mark::optimizer_end, 0);
+  program.classes.push_back(std::move(bld.rank));
+  return program;
+}
+
+std::string describe(const Instr& in, const StepProgram& program, const RankProgram& rank) {
+  const std::string stream = in.stream >= 0 && in.stream < static_cast<int>(program.streams.size())
+                                 ? program.streams[static_cast<size_t>(in.stream)]
+                                 : fmt::format("stream{}", in.stream);
+  switch (in.type) {
+    case Instr::Type::forward:
+    case Instr::Type::backward:
+      return fmt::format("{} {} op {} micro {}{}", stream, to_string(in.type), in.op, in.micro,
+                         in.type == Instr::Type::backward && in.sync ? " sync" : "");
+    case Instr::Type::collective: {
+      const CommCall& c = rank.comms.at(static_cast<size_t>(in.comm));
+      return fmt::format("{} collective {} {} #{} bucket {}", stream, to_string(c.kind), to_string(c.group), c.index,
+                         c.bucket);
+    }
+    case Instr::Type::record:
+    case Instr::Type::wait:
+      return fmt::format("{} {} {}[{}]", stream, to_string(in.type), to_string(in.event.kind), in.event.index);
+    case Instr::Type::mark: return fmt::format("{} mark {}[{}]", stream, to_string(in.mark), in.mark_index);
+    case Instr::Type::unflatten:
+    case Instr::Type::optimizer: return fmt::format("{} {}", stream, to_string(in.type));
+  }
+  return "?";
+}
+
+namespace {
+
+void check_instr(const StepProgram& program, const RankProgram& rank, const Instr& in,
+                 const std::set<std::tuple<int, int>>& recorded) {
+  if (in.stream < 0 || in.stream >= static_cast<int>(program.streams.size()))
+    throw RuntimeError(fmt::format("program ({}): {} on stream {}, which does not exist", rank.rank_class,
+                                   to_string(in.type), in.stream));
+  if (in.type == Instr::Type::collective && (in.comm < 0 || in.comm >= static_cast<int>(rank.comms.size())))
+    throw RuntimeError(fmt::format("program ({}): collective {} out of range", rank.rank_class, in.comm));
+  if (in.type == Instr::Type::wait &&
+      !recorded.count({static_cast<int>(in.event.kind), in.event.index}))
+    throw RuntimeError(fmt::format("program ({}): stream {} waits for {}[{}] before it is recorded: no executor "
+                                   "could run it",
+                                   rank.rank_class, program.streams[static_cast<size_t>(in.stream)],
+                                   to_string(in.event.kind), in.event.index));
+}
+
+}  // namespace
+
+void walk_program(const StepProgram& program, const RankProgram& rank, StepExecutor& ex) {
+  std::set<std::tuple<int, int>> recorded;
+  for (const Instr& in : rank.instrs) {
+    check_instr(program, rank, in, recorded);
+    switch (in.type) {
+      case Instr::Type::forward: ex.forward(in); break;
+      case Instr::Type::backward: ex.backward(in); break;
+      case Instr::Type::collective: ex.collective(in, rank.comms[static_cast<size_t>(in.comm)]); break;
+      case Instr::Type::record:
+        recorded.insert({static_cast<int>(in.event.kind), in.event.index});
+        ex.record(in);
+        break;
+      case Instr::Type::wait: ex.wait(in); break;
+      case Instr::Type::unflatten: ex.unflatten(in); break;
+      case Instr::Type::optimizer: ex.optimizer(in); break;
+      case Instr::Type::mark: ex.mark(in); break;
+    }
+  }
+}
+
+}  // namespace dpsim

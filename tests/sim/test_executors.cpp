@@ -1,0 +1,185 @@
+// The three executors of the step program (the simulator's actors, the backend's dry run, the closed-form
+// estimate) run the same program on every shipped scenario: the same instructions in the same order per stream.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dpsim/analytic.hpp"
+#include "dpsim/backend/executor.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/program.hpp"
+#include "dpsim/sim/simulate.hpp"
+
+using namespace dpsim;
+
+namespace {
+
+// The program's instructions, per stream, as describe() lists them.
+std::map<int, std::vector<std::string>> expected_per_stream(const StepProgram& p) {
+  std::map<int, std::vector<std::string>> out;
+  const RankProgram& r = p.classes.front();
+  for (const Instr& in : r.instrs) out[in.stream].push_back(describe(in, p, r));
+  return out;
+}
+
+// Records what the closed-form executor was handed, per stream, and runs it.
+struct Logged final : StepExecutor {
+  AnalyticExecutor& inner;
+  const StepProgram& p;
+  std::map<int, std::vector<std::string>> log;
+  Logged(AnalyticExecutor& a, const StepProgram& prog) : inner(a), p(prog) {}
+  void note(const Instr& in) { log[in.stream].push_back(describe(in, p, p.classes.front())); }
+  void forward(const Instr& in) override {
+    note(in);
+    inner.forward(in);
+  }
+  void backward(const Instr& in) override {
+    note(in);
+    inner.backward(in);
+  }
+  void collective(const Instr& in, const CommCall& c) override {
+    note(in);
+    inner.collective(in, c);
+  }
+  void record(const Instr& in) override {
+    note(in);
+    inner.record(in);
+  }
+  void wait(const Instr& in) override {
+    note(in);
+    inner.wait(in);
+  }
+  void unflatten(const Instr& in) override {
+    note(in);
+    inner.unflatten(in);
+  }
+  void optimizer(const Instr& in) override {
+    note(in);
+    inner.optimizer(in);
+  }
+  void mark(const Instr& in) override {
+    note(in);
+    inner.mark(in);
+  }
+};
+
+// The dry run's launches mapped back to the instruction each belongs to (an op's kernels collapse into one),
+// per stream.
+std::map<int, std::vector<std::string>> from_launches(const StepProgram& p, const std::vector<backend::Launch>& ls) {
+  using backend::Launch;
+  using backend::MemoryRole;
+  const RankProgram& r = p.classes.front();
+  std::map<int, std::vector<std::string>> out;
+  int micro = 0;
+  auto add = [&](const Instr& in) {
+    auto& v = out[in.stream];
+    const std::string line = describe(in, p, r);
+    if (v.empty() || v.back() != line) v.push_back(line);
+  };
+  auto op_instr = [&](bool forward, int op) {
+    return Instr{.type = forward ? Instr::Type::forward : Instr::Type::backward,
+                 .stream = 0,
+                 .op = op,
+                 .micro = micro,
+                 .sync = !forward && micro == p.micro_steps - 1};
+  };
+  auto event = [](backend::EventRef e) {
+    return EventRef{e.kind == backend::EventKind::bucket_ready ? EventKind::bucket_ready : EventKind::bucket_done,
+                    e.bucket};
+  };
+  auto stream = [](backend::Stream s) { return s == backend::Stream::compute ? 0 : 1; };
+  for (const Launch& l : ls) {
+    switch (l.type) {
+      case Launch::Type::gemm:
+      case Launch::Type::batched_gemm:
+        add(op_instr(l.gemm_call.role == backend::GemmRole::forward, l.gemm_call.op));
+        break;
+      case Launch::Type::memory:
+        if (l.memory_call.role == MemoryRole::bucket_to_grad)
+          add({.type = Instr::Type::unflatten, .stream = 0});
+        else
+          add(op_instr(l.memory_call.role == MemoryRole::forward, l.memory_call.op));
+        break;
+      case Launch::Type::record:
+        add({.type = Instr::Type::record, .stream = stream(l.stream), .event = event(l.event)});
+        break;
+      case Launch::Type::wait: add({.type = Instr::Type::wait, .stream = stream(l.stream), .event = event(l.event)}); break;
+      case Launch::Type::allreduce: {
+        int call = 0;
+        while (r.comms[static_cast<size_t>(call)].bucket != l.bucket) ++call;
+        add({.type = Instr::Type::collective, .stream = 1, .comm = call});
+        break;
+      }
+      case Launch::Type::optimizer: add({.type = Instr::Type::optimizer, .stream = 0}); break;
+      case Launch::Type::mark:
+        if (l.mark_kind == Mark::forward_begin) micro = l.index;
+        add({.type = Instr::Type::mark, .stream = stream(l.stream), .mark = l.mark_kind, .mark_index = l.index});
+        break;
+    }
+  }
+  return out;
+}
+
+// Is `sub` the program's list with only instructions removed that launch nothing (compute ops without kernels)?
+bool same_but_kernel_less_ops(const std::vector<std::string>& program, const std::vector<std::string>& sub) {
+  size_t j = 0;
+  for (const std::string& line : program) {
+    if (j < sub.size() && sub[j] == line) {
+      ++j;
+      continue;
+    }
+    const bool op = line.find(" forward op ") != std::string::npos || line.find(" backward op ") != std::string::npos;
+    if (!op && line.find(" unflatten") == std::string::npos) return false;  // a call, event or mark went missing
+  }
+  return j == sub.size();
+}
+
+}  // namespace
+
+TEST_CASE("simulator, dry-run backend and estimate execute the same step program on every shipped scenario") {
+  const std::filesystem::path dir = std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO("scenario " << entry.path().filename().string());
+    const Scenario s = load_scenario(entry.path());
+    const StepPlan plan = make_step_plan(s);
+    const StepProgram p = make_step_program(plan);
+    const auto expected = expected_per_stream(p);
+
+    // The simulator: what each stream's actor ran, in its order.
+    SimOptions so;
+    so.record_program = true;
+    so.progress = false;
+    SimStats stats;
+    simulate(s, plan, so, &stats);
+    std::vector<std::string> all;
+    for (const auto& [stream, lines] : expected) all.insert(all.end(), lines.begin(), lines.end());
+    CHECK(stats.executed == all);
+
+    // The closed form: what it was handed, per stream.
+    AnalyticExecutor analytic(s, plan, p);
+    Logged logged(analytic, p);
+    walk_program(p, p.classes.front(), logged);
+    CHECK(logged.log == expected);
+
+    // The dry run: its launches, mapped back to instructions.
+    const backend::StepLayout layout =
+        backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
+    backend::DryRunExecutor dry;
+    backend::WalkOptions wo;
+    wo.gradient_accumulation = plan.gradient_accumulation;
+    backend::walk_step(plan, layout, wo, dry);
+    const auto launched = from_launches(p, dry.launches());
+    REQUIRE(launched.size() == expected.size());
+    for (const auto& [stream, lines] : expected) {
+      INFO("stream " << p.streams[static_cast<size_t>(stream)]);
+      CHECK(same_but_kernel_less_ops(lines, launched.at(stream)));
+    }
+    ++checked;
+  }
+  CHECK(checked >= 10);
+}
