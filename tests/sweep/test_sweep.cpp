@@ -221,6 +221,9 @@ TEST_CASE("plot cost without cost columns is refused") {
   run(spec, dir / "r", 2);
   CHECK_THROWS_WITH(plot_sweep(dir / "r" / "results.csv", dir / "plots", {"cost"}),
                     Catch::Contains("set cluster.price_per_gpu_hour"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("plots name axes and legend entries with key and unit, draw 90% and mark points that do not fit") {
   const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-plot-labels";
   fs::create_directories(dir);
