@@ -4,8 +4,8 @@
 
 #include "dpsim/analytic.hpp"
 #include "dpsim/cost.hpp"
-#include "dpsim/training_cost.hpp"
 #include "dpsim/program.hpp"
+#include "dpsim/training_cost.hpp"
 
 namespace dpsim {
 

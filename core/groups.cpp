@@ -32,8 +32,7 @@ void check_dims(const ParallelDims& d) {
 
 RankCoords coords_of(int rank, const ParallelDims& d) {
   check_dims(d);
-  if (rank < 0 || rank >= d.world())
-    throw RuntimeError(fmt::format("rank {} outside a world of {}", rank, d.world()));
+  if (rank < 0 || rank >= d.world()) throw RuntimeError(fmt::format("rank {} outside a world of {}", rank, d.world()));
   return {(rank / d.tensor) % d.data, rank % d.tensor, rank / (d.tensor * d.data)};
 }
 
@@ -41,8 +40,8 @@ int rank_of(const RankCoords& c, const ParallelDims& d) {
   check_dims(d);
   if (c.data < 0 || c.data >= d.data || c.tensor < 0 || c.tensor >= d.tensor || c.pipeline < 0 ||
       c.pipeline >= d.pipeline)
-    throw RuntimeError(fmt::format("coordinates (data {}, tensor {}, pipeline {}) outside degrees ({}, {}, {})",
-                                   c.data, c.tensor, c.pipeline, d.data, d.tensor, d.pipeline));
+    throw RuntimeError(fmt::format("coordinates (data {}, tensor {}, pipeline {}) outside degrees ({}, {}, {})", c.data,
+                                   c.tensor, c.pipeline, d.data, d.tensor, d.pipeline));
   return c.tensor + d.tensor * (c.data + d.data * c.pipeline);
 }
 

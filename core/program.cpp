@@ -83,16 +83,17 @@ std::map<int, std::vector<int>> buckets_by_position(const StepPlan& plan) {
       at[pos].push_back(b);
   }
   if (never > 0)
-    throw RuntimeError(fmt::format("plan: {} bucket(s) never complete (ready_after_backward_op beyond the backward)",
-                                   never));
+    throw RuntimeError(
+        fmt::format("plan: {} bucket(s) never complete (ready_after_backward_op beyond the backward)", never));
   int expected = 0;
   for (auto& [pos, list] : at) {
     std::sort(list.begin(), list.end());
     for (int b : list) {
       if (b != expected)
-        throw RuntimeError(fmt::format("plan bucket {} completes before bucket {}: DDP launches buckets strictly in "
-                                       "order",
-                                       b, expected));
+        throw RuntimeError(
+            fmt::format("plan bucket {} completes before bucket {}: DDP launches buckets strictly in "
+                        "order",
+                        b, expected));
       ++expected;
     }
   }
@@ -204,12 +205,11 @@ void check_instr(const StepProgram& program, const RankProgram& rank, const Inst
                                    to_string(in.type), in.stream));
   if (in.type == Instr::Type::collective && (in.comm < 0 || in.comm >= static_cast<int>(rank.comms.size())))
     throw RuntimeError(fmt::format("program ({}): collective {} out of range", rank.rank_class, in.comm));
-  if (in.type == Instr::Type::wait &&
-      !recorded.count({static_cast<int>(in.event.kind), in.event.index}))
-    throw RuntimeError(fmt::format("program ({}): stream {} waits for {}[{}] before it is recorded: no executor "
-                                   "could run it",
-                                   rank.rank_class, program.streams[static_cast<size_t>(in.stream)],
-                                   to_string(in.event.kind), in.event.index));
+  if (in.type == Instr::Type::wait && !recorded.count({static_cast<int>(in.event.kind), in.event.index}))
+    throw RuntimeError(fmt::format(
+        "program ({}): stream {} waits for {}[{}] before it is recorded: no executor "
+        "could run it",
+        rank.rank_class, program.streams[static_cast<size_t>(in.stream)], to_string(in.event.kind), in.event.index));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The plan walker: one DDP training step of a StepPlan through any Executor.
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include <map>
 #include <stdexcept>
@@ -205,8 +205,8 @@ class KernelAdaptor final : public StepExecutor {
       case dpsim::EventKind::bucket_done: return {EventKind::bucket_done, in.event.index};
       default: break;
     }
-    throw RuntimeError(fmt::format("the backend has no {} event (it always overlaps communication)",
-                                   to_string(in.event.kind)));
+    throw RuntimeError(
+        fmt::format("the backend has no {} event (it always overlaps communication)", to_string(in.event.kind)));
   }
   const StepPlan& plan_;
   const StepLayout& layout_;

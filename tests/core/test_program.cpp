@@ -82,8 +82,8 @@ TEST_CASE("no overlap: the comm stream waits for the whole backward") {
   });
   REQUIRE(it != r.instrs.end());
   CHECK(it->stream == StepProgram::kComm);
-  const auto first_call = std::find_if(r.instrs.begin(), r.instrs.end(),
-                                       [](const Instr& i) { return i.type == Instr::Type::collective; });
+  const auto first_call =
+      std::find_if(r.instrs.begin(), r.instrs.end(), [](const Instr& i) { return i.type == Instr::Type::collective; });
   CHECK(it < first_call);
 }
 

@@ -106,7 +106,9 @@ std::map<int, std::vector<std::string>> from_launches(const StepProgram& p, cons
       case Launch::Type::record:
         add({.type = Instr::Type::record, .stream = stream(l.stream), .event = event(l.event)});
         break;
-      case Launch::Type::wait: add({.type = Instr::Type::wait, .stream = stream(l.stream), .event = event(l.event)}); break;
+      case Launch::Type::wait:
+        add({.type = Instr::Type::wait, .stream = stream(l.stream), .event = event(l.event)});
+        break;
       case Launch::Type::allreduce: {
         int call = 0;
         while (r.comms[static_cast<size_t>(call)].bucket != l.bucket) ++call;

@@ -13,7 +13,12 @@ axes:
 EOS
 "$dpsim" sweep "$tmp/s.yaml" -o "$tmp/out" -j 2 -q &
 pid=$!
-sleep 2
+# Interrupt once a first point is recorded (not after a fixed time: on a loaded machine none may have finished yet).
+for ((i = 0; i < 1200; ++i)); do
+  [[ -s $tmp/out/results.jsonl ]] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
 kill -INT $pid
 wait $pid
 status=$?

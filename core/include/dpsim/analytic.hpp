@@ -38,9 +38,9 @@ class AnalyticExecutor final : public StepExecutor {
   void optimizer(const Instr& instr) override;
   void mark(const Instr& instr) override;
 
-  double step_s() const;                                       // the latest stream clock
+  double step_s() const;  // the latest stream clock
   double phase_busy_s(Phase phase) const { return phase_busy_[static_cast<size_t>(phase)]; }
-  double comm_busy_s() const { return comm_busy_; }            // every collective, launch included
+  double comm_busy_s() const { return comm_busy_; }              // every collective, launch included
   double synced_backward_s() const { return synced_backward_; }  // the backward that can hide communication
   const std::vector<CallTiming>& calls() const { return calls_; }
 

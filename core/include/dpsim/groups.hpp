@@ -51,9 +51,9 @@ std::vector<ProcessGroup> groups_of(GroupKind kind, const ParallelDims& dims);
 // the same time, so `groups_per_node` of them share each node's NICs and switch uplinks.
 struct GroupPlacement {
   int ranks = 1;
-  int nodes = 1;              // nodes the group spans
-  int ranks_per_node = 1;     // the group's ranks on each of them (the same on every node, by construction)
-  int groups_per_node = 1;    // groups of this kind with ranks on one node
+  int nodes = 1;            // nodes the group spans
+  int ranks_per_node = 1;   // the group's ranks on each of them (the same on every node, by construction)
+  int groups_per_node = 1;  // groups of this kind with ranks on one node
   bool intra_node() const { return nodes == 1; }
 };
 GroupPlacement placement(const ProcessGroup& group, const ParallelDims& dims, int gpus_per_node);

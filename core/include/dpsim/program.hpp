@@ -43,9 +43,9 @@ struct EventRef {
 struct CommCall {
   CollectiveKind kind = CollectiveKind::all_reduce;
   GroupKind group = GroupKind::data;
-  int index = 0;     // per (kind, group), in issue order: what validate matches measured and predicted by
-  double bytes = 0;  // the buffer size S as nccl-tests prints it
-  int bucket = -1;   // the DDP bucket reduced (index into StepPlan::buckets); -1: none
+  int index = 0;            // per (kind, group), in issue order: what validate matches measured and predicted by
+  double bytes = 0;         // the buffer size S as nccl-tests prints it
+  int bucket = -1;          // the DDP bucket reduced (index into StepPlan::buckets); -1: none
   EventRef inputs_ready{};  // the event that says its input is complete (its ready_s in results)
 };
 

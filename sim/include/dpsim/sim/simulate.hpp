@@ -21,22 +21,22 @@ Fidelity parse_fidelity(const std::string& text);  // "fast" | "step"; throws In
 
 struct SimOptions {
   Fidelity fidelity = Fidelity::fast;
-  bool overlap = true;      // false: every all-reduce waits for the end of backward
-  int trace_ranks = 8;      // GPUs kept in the timeline's sample (see trace.hpp)
-  bool progress = true;     // progress line on stderr once a run takes more than a second
-  double max_events = 5e6;  // refuse (with the estimate) a run that would simulate more activities
+  bool overlap = true;          // false: every all-reduce waits for the end of backward
+  int trace_ranks = 8;          // GPUs kept in the timeline's sample (see trace.hpp)
+  bool progress = true;         // progress line on stderr once a run takes more than a second
+  double max_events = 5e6;      // refuse (with the estimate) a run that would simulate more activities
   bool record_program = false;  // tests: SimStats::executed lists every instruction each stream's actor ran
 };
 
 // What the run cost (never part of the result: results must be byte-for-byte deterministic).
 struct SimStats {
-  double wall_s = 0;           // whole call, fork and platform build included
-  double simulate_wall_s = 0;  // SimGrid engine run only
-  int64_t events = 0;          // simulated activities: compute ops, flows, sleeps
-  int64_t flows = 0;           // point-to-point transfers handed to SimGrid
-  int64_t hosts = 0;           // hosts in the platform
-  int64_t links = 0;           // links in the platform (one per direction)
-  int64_t peak_rss_bytes = 0;  // of the simulating child process
+  double wall_s = 0;                  // whole call, fork and platform build included
+  double simulate_wall_s = 0;         // SimGrid engine run only
+  int64_t events = 0;                 // simulated activities: compute ops, flows, sleeps
+  int64_t flows = 0;                  // point-to-point transfers handed to SimGrid
+  int64_t hosts = 0;                  // hosts in the platform
+  int64_t links = 0;                  // links in the platform (one per direction)
+  int64_t peak_rss_bytes = 0;         // of the simulating child process
   std::vector<std::string> executed;  // SimOptions::record_program: describe() of each instruction run, per stream
                                       // in the order its actor ran them, streams one after the other
 };
