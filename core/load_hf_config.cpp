@@ -73,15 +73,23 @@ void refuse_untied(const YNode& n, const std::string& type) {
   }
 }
 
-TransformerConfig parse_llama_variant(const YNode& n, const LlamaVariant& v) {
-  TransformerConfig c;
-  c.family = ModelFamily::llama;
+}  // namespace
+
+void read_hf_dims(const YNode& n, TransformerConfig& c) {
   c.vocab_size = model_dim(n.at("vocab_size"));
   c.hidden_size = model_dim(n.at("hidden_size"));
   c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
   c.num_heads = model_dim(n.at("num_attention_heads"));
   c.num_kv_heads = n.has("num_key_value_heads") ? model_dim(n.at("num_key_value_heads")) : c.num_heads;
   c.intermediate_size = model_dim(n.at("intermediate_size"));
+}
+
+namespace {
+
+TransformerConfig parse_llama_variant(const YNode& n, const LlamaVariant& v) {
+  TransformerConfig c;
+  c.family = ModelFamily::llama;
+  read_hf_dims(n, c);
   if (auto p = n.get("max_position_embeddings")) c.max_position_embeddings = model_dim(*p);
   c.head_dim = n.has("head_dim") ? model_dim(n.at("head_dim")) : v.default_head_dim;
   c.tie_embeddings = n.has("tie_word_embeddings") ? n.at("tie_word_embeddings").as_bool() : v.default_tie;
@@ -119,12 +127,7 @@ TransformerConfig parse_bert(const YNode& n) {
   }
   TransformerConfig c;
   c.family = ModelFamily::bert;
-  c.vocab_size = model_dim(n.at("vocab_size"));
-  c.hidden_size = model_dim(n.at("hidden_size"));
-  c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
-  c.num_heads = model_dim(n.at("num_attention_heads"));
-  c.num_kv_heads = c.num_heads;
-  c.intermediate_size = model_dim(n.at("intermediate_size"));
+  read_hf_dims(n, c);
   c.max_position_embeddings = model_dim(n.at("max_position_embeddings"));
   c.type_vocab_size = n.has("type_vocab_size") ? n.at("type_vocab_size").as_int(0, int64_t{1} << 24) : 2;
   c.tie_embeddings = true;

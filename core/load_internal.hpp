@@ -15,6 +15,9 @@ ModelSpec parse_model_node(const YNode& node, const std::filesystem::path& base_
 
 // Model dimensions: an integer in [1, 2^24].
 int64_t model_dim(const YNode& n);
+// The dimensions every Hugging Face-named transformer block states (vocab_size, hidden_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads (default: the heads), intermediate_size), read into `c`.
+void read_hf_dims(const YNode& n, TransformerConfig& c);
 // Heads divide the hidden size (unless head_dim is explicit) and key/value heads divide the heads.
 void check_heads(const TransformerConfig& c, const YNode& n);
 // A Hugging Face config.json (load_hf_config.cpp).

@@ -44,12 +44,7 @@ TransformerConfig parse_transformer(const YNode& n) {
                 "type_vocab_size"});
   TransformerConfig c;
   c.family = parse_family(n.at("model_type"));
-  c.vocab_size = model_dim(n.at("vocab_size"));
-  c.hidden_size = model_dim(n.at("hidden_size"));
-  c.num_layers = n.at("num_hidden_layers").as_int(1, 100000);
-  c.num_heads = model_dim(n.at("num_attention_heads"));
-  c.num_kv_heads = n.has("num_key_value_heads") ? model_dim(n.at("num_key_value_heads")) : c.num_heads;
-  c.intermediate_size = model_dim(n.at("intermediate_size"));
+  read_hf_dims(n, c);
   if (auto v = n.get("max_position_embeddings")) c.max_position_embeddings = model_dim(*v);
   if (auto v = n.get("tie_word_embeddings")) c.tie_embeddings = v->as_bool();
   if (auto v = n.get("type_vocab_size")) c.type_vocab_size = v->as_int(0, kMaxDim);
