@@ -29,7 +29,7 @@ int run(int argc, char** argv) {
       "dpsim: predict and measure the step time of data-parallel training.\n"
       "Scenarios (YAML) name a model, a batch and a cluster; see docs/scenario-format.md."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "dpsim 0.1.0");
+  app.set_version_flag("--version", "dpsim " DPSIM_VERSION);
   register_estimate(app);
   register_inspect(app);
   register_predict(app);

@@ -154,9 +154,9 @@ Platform::Platform(const Scenario& scenario, bool reduced) : impl_(std::make_uni
       for (int c = 0; c < channels_; ++c) add_host(fmt::format("n{}ch{}", v, c), {HostKind::channel, v, c});
   }
   // The compute timeline of a rank (all ranks are identical): pstate 0 alone, pstate 1 beside a collective.
-  // Speed 1e9 "ops"/s: one op is a nanosecond of GPU time.
   const double slow = scenario.nccl.overlap_slowdown > 0 ? scenario.nccl.overlap_slowdown : 1.0;
-  compute_host_ = m.zone->get_iface()->create_host("compute", std::vector<double>{1e9, 1e9 / slow});
+  compute_host_ = m.zone->get_iface()->create_host(
+      "compute", std::vector<double>{kComputeOpsPerSecond, kComputeOpsPerSecond / slow});
   m.hosts.push_back({HostKind::compute, 0, 0});
 
   // Intra-node links.

@@ -33,6 +33,10 @@ class StandardLinkImpl;
 
 namespace dpsim::sim {
 
+// Speed of the compute host that runs a rank's compute timeline: one op is a nanosecond of GPU time (the step
+// actors execute seconds x this many ops). One constant for the platform and the actors.
+inline constexpr double kComputeOpsPerSecond = 1e9;
+
 struct PlatformStats {
   int hosts = 0;
   int links = 0;  // one per direction

@@ -3,6 +3,8 @@
 // semaphores. All ranks of a class run the same program on a symmetric platform, so one set of actors drives the
 // step (driver pattern); the collectives' flows use Comm::sendto_async and need no actor per rank.
 #include <xbt/log.h>
+// after xbt/log.h: simgrid/version.h uses its XBT_PUBLIC and SG_BEGIN_DECL
+#include <simgrid/version.h>
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
@@ -35,7 +37,6 @@ namespace dpsim {
 namespace sim {
 namespace {
 
-constexpr double kOpsPerSecond = 1e9;    // compute host speed: one op is a nanosecond of GPU time
 constexpr double kProbeBytes = 1 << 30;  // payload of the fast fidelity's pattern probes
 
 using Clock = std::chrono::steady_clock;
@@ -124,7 +125,7 @@ struct Run final : StepExecutor {
 
   void compute(const std::string& name, double seconds) {
     const double start = now();
-    if (seconds > 0) sg4::this_actor::execute(seconds * kOpsPerSecond);
+    if (seconds > 0) sg4::this_actor::execute(seconds * kComputeOpsPerSecond);
     ++events;
     timeline.push_back({0, "compute", name, start, now()});
   }
@@ -415,7 +416,9 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_s / r.step_time_s : 0;
   fill_training_cost(scenario, r);
   r.timeline = std::move(run.timeline);
-  r.context["simulator"] = {{"engine", "SimGrid 3.32"},
+  int sg_major = 0, sg_minor = 0, sg_patch = 0;
+  sg_version_get(&sg_major, &sg_minor, &sg_patch);  // the library this process runs, not the headers
+  r.context["simulator"] = {{"engine", fmt::format("SimGrid {}.{}", sg_major, sg_minor)},
                             {"network_model", "CM02, crosstraffic 0, TCP-gamma 0"},
                             {"fidelity", to_string(options.fidelity)},
                             {"overlap", options.overlap},
