@@ -37,6 +37,7 @@ make_base() {
   if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
     cp /etc/apt/sources.list.d/debian.sources "$base/etc/apt/sources.list.d/" && rm -f "$base/etc/apt/sources.list"
   fi
+  chmod 755 "$base"  # mktemp -d made it 0700; the archive's "." keeps the mode of a real /
   tar -C "$base" -cf "$cache.tmp" . && mv "$cache.tmp" "$cache" && rm -rf "$base"
 }
 
@@ -47,8 +48,9 @@ trap cleanup EXIT
 
 # A fresh root: the cached base, apt lists fetched, sudo present (minbase lacks it), the repository cloned.
 fresh_root() {
-  local root; root=$(mktemp -d /tmp/dpsim-fresh.XXXXXX); chmod 755 "$root"
+  local root; root=$(mktemp -d /tmp/dpsim-fresh.XXXXXX)
   tar -C "$root" -xf "$cache"
+  chmod 755 "$root"  # after tar: it restores the mode of the archive's "." (mktemp's 0700)
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   git clone -q "$repo" "$root/project"
   mount -t proc proc "$root/proc"; echo "$root/proc" >>"$mounts"
