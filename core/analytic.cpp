@@ -14,6 +14,14 @@ FabricSummary group_fabric(const Scenario& s, const StepProgram& program, GroupK
   return summarize_fabric(group_topology(s.topology, p));
 }
 
+std::map<GroupKind, FabricSummary> call_fabrics(const Scenario& s, const StepProgram& program,
+                                                const RankProgram& rank) {
+  std::map<GroupKind, FabricSummary> out;
+  for (const CommCall& c : rank.comms)
+    if (!out.count(c.group)) out.emplace(c.group, group_fabric(s, program, c.group));
+  return out;
+}
+
 CollectiveCost call_cost(const Scenario& s, const CommCall& call, const FabricSummary& fabric) {
   switch (call.kind) {
     case CollectiveKind::all_reduce: return allreduce_cost(call.bytes, fabric, s.nccl, s.collective);
@@ -24,7 +32,11 @@ CollectiveCost call_cost(const Scenario& s, const CommCall& call, const FabricSu
 }
 
 AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program)
-    : s_(s), plan_(plan), program_(program), cm_(compute_model(s)) {
+    : s_(s),
+      plan_(plan),
+      cm_(compute_model(s)),
+      fabric_(program.classes.empty() ? std::map<GroupKind, FabricSummary>{}
+                                      : call_fabrics(s, program, program.classes.front())) {
   clock_.assign(program.streams.size(), 0.0);
 }
 
@@ -44,8 +56,10 @@ void AnalyticExecutor::backward(const Instr& in) {
 }
 
 void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
-  auto it = fabric_.find(call.group);
-  if (it == fabric_.end()) it = fabric_.emplace(call.group, group_fabric(s_, program_, call.group)).first;
+  const auto it = fabric_.find(call.group);
+  if (it == fabric_.end())
+    throw RuntimeError(
+        fmt::format("{} over the {} group: not a call of this program", to_string(call.kind), to_string(call.group)));
   CallTiming t;
   t.cost = call_cost(s_, call, it->second);
   const auto ready = event_s_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});

@@ -265,16 +265,11 @@ struct Run final : StepExecutor {
 
   double mark_at(Mark m, int index) const { return marks.at({static_cast<int>(m), index}); }
 
-  static const char* label(CollectiveKind kind) {
-    switch (kind) {
-      case CollectiveKind::all_reduce: return "all-reduce";
-      case CollectiveKind::reduce_scatter: return "reduce-scatter";
-      case CollectiveKind::all_gather: return "all-gather";
-      case CollectiveKind::broadcast: return "broadcast";
-      case CollectiveKind::send: return "send";
-      case CollectiveKind::recv: return "recv";
-    }
-    return "?";
+  // "all-reduce", "reduce-scatter": the kind's name as people write it in a trace.
+  static std::string label(CollectiveKind kind) {
+    std::string name = to_string(kind);
+    std::replace(name.begin(), name.end(), '_', '-');
+    return name;
   }
 };
 
@@ -353,13 +348,11 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     run.forward_sum += forward_seconds(op, run.cm);
     run.backward_sum += backward_seconds(op, run.cm);
   }
-  std::map<GroupKind, FabricSummary> fabrics;
+  const auto fabrics = call_fabrics(scenario, program, rank);
   for (const CommCall& call : rank.comms) {
     CallRun c;
     if (plan.world_size > 1) {
-      auto f = fabrics.find(call.group);
-      if (f == fabrics.end()) f = fabrics.emplace(call.group, group_fabric(scenario, program, call.group)).first;
-      c.cost = call_cost(scenario, call, f->second);
+      c.cost = call_cost(scenario, call, fabrics.at(call.group));
       c.algorithm = &collective_algorithm(c.cost.algorithm);
       if (!c.algorithm->available(platform))
         throw InputError(fmt::format("collective: {} is not available on topology {}", to_string(c.cost.algorithm),

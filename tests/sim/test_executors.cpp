@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../shipped_scenarios.hpp"
 #include "dpsim/analytic.hpp"
 #include "dpsim/backend/executor.hpp"
 #include "dpsim/load.hpp"
@@ -142,12 +143,10 @@ bool same_but_kernel_less_ops(const std::vector<std::string>& program, const std
 }  // namespace
 
 TEST_CASE("simulator, dry-run backend and estimate execute the same step program on every shipped scenario") {
-  const std::filesystem::path dir = std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios";
   int checked = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".yaml") continue;
-    INFO("scenario " << entry.path().filename().string());
-    const Scenario s = load_scenario(entry.path());
+  for (const auto& path : test::shipped_scenarios()) {
+    INFO("scenario " << path.filename().string());
+    const Scenario s = load_scenario(path);
     const StepPlan plan = make_step_plan(s);
     const StepProgram p = make_step_program(plan);
     const auto expected = expected_per_stream(p);

@@ -15,6 +15,9 @@ namespace dpsim {
 // The fabric a group's traffic crosses: the topology as the group sees it (its nodes, its GPUs per node, the
 // NICs serving them).
 FabricSummary group_fabric(const Scenario& scenario, const StepProgram& program, GroupKind group);
+// The fabric of every group that `rank`'s calls use, each summarized once.
+std::map<GroupKind, FabricSummary> call_fabrics(const Scenario& scenario, const StepProgram& program,
+                                                const RankProgram& rank);
 
 // NCCL's cost of one call of the program over `fabric`.
 CollectiveCost call_cost(const Scenario& scenario, const CommCall& call, const FabricSummary& fabric);
@@ -48,9 +51,8 @@ class AnalyticExecutor final : public StepExecutor {
   void advance(const Instr& instr, double seconds);
   const Scenario& s_;
   const StepPlan& plan_;
-  const StepProgram& program_;
   ComputeModel cm_;
-  std::map<GroupKind, FabricSummary> fabric_;
+  std::map<GroupKind, FabricSummary> fabric_;  // call_fabrics of the program's first rank class
   std::vector<double> clock_;
   std::map<std::pair<int, int>, double> event_s_;
   std::array<double, 3> phase_busy_{};
