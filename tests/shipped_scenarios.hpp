@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "source_dir.hpp"
+
 namespace dpsim::test {
 
 inline std::vector<std::filesystem::path> shipped_scenarios() {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../source_dir.hpp"
 #include "dpsim/backend/calibration.hpp"
 #include "dpsim/error.hpp"
 

@@ -1,6 +1,7 @@
 // Host-side measure logic: the memory message, GPU checks, and the measured result's JSON.
 #include <catch2/catch.hpp>
 
+#include "../source_dir.hpp"
 #include "dpsim/backend/measure.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "../source_dir.hpp"
 #include "dpsim/advice.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"

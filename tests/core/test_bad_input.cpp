@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../source_dir.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "../source_dir.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/load.hpp"
 

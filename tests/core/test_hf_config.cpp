@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "../source_dir.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/model.hpp"

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "../source_dir.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 

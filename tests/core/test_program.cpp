@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "../source_dir.hpp"
 #include "dpsim/analytic.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/load.hpp"

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include "../source_dir.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "../source_dir.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/sweep_spec.hpp"

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "../source_dir.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/sim/simulate.hpp"
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "../source_dir.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/sim/simulate.hpp"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../source_dir.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/sweep/plot.hpp"
 #include "dpsim/sweep/runner.hpp"

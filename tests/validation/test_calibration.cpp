@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "../source_dir.hpp"
 #include "dpsim/backend/calibration.hpp"
 #include "dpsim/calibration.hpp"
 #include "dpsim/cost.hpp"

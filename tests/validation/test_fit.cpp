@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "../source_dir.hpp"
 #include "dpsim/calibration.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"

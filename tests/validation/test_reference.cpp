@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "../source_dir.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/validation/reference.hpp"
