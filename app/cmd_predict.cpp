@@ -35,7 +35,9 @@ struct PredictArgs {
 };
 
 Section collective_section(const StepResult& r) {
-  Section c{"All-reduce per bucket (NCCL's choice)", {}};
+  Section c{
+      r.sharding == "zero1" ? "Reduce-scatter per bucket (NCCL's choice)" : "All-reduce per bucket (NCCL's choice)",
+      {}};
   std::map<std::string, std::pair<int, long long>> by_choice;  // "ring/simple" -> (buckets, bytes)
   for (const auto& b : r.buckets) {
     auto& e = by_choice[b.algorithm + "/" + b.protocol];
@@ -60,7 +62,7 @@ std::string bucket_table(const StepResult& r) {
 
 std::string render(const Scenario& s, const StepResult& r, const SimOptions& o, bool buckets) {
   auto sections = common_sections(s, r);
-  sections.push_back(collective_section(r));
+  if (!r.buckets.empty()) sections.push_back(collective_section(r));
   sections.push_back(step_section(
       r,
       fmt::format("Step (simulated, {} fidelity{})", to_string(o.fidelity), o.overlap ? "" : ", no overlap").c_str()));

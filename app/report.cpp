@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
+#include "dpsim/collective_kind.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
 
@@ -34,12 +37,19 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   Section mem{"Memory per GPU", {}};
   const double per_param =
       model_state_bytes_per_parameter(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
-  mem.add(fmt::format("model state ({}, {:.0f} B/param)", to_string(s.training.optimizer), per_param),
-          format_bytes(r.model_state_bytes_per_gpu));
+  if (s.parallelism.sharding == Sharding::none)
+    mem.add(fmt::format("model state ({}, {:.0f} B/param)", to_string(s.training.optimizer), per_param),
+            format_bytes(r.model_state_bytes_per_gpu));
+  else
+    mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", to_string(s.training.optimizer), per_param,
+                        s.parallelism.sharding_as_written, s.world_size()),
+            format_bytes(r.model_state_bytes_per_gpu));
+  if (r.unsharded_bytes_per_gpu > 0) mem.add("units gathered at once", format_bytes(r.unsharded_bytes_per_gpu));
   mem.add("activations",
           s.training.activations ? format_bytes(r.activation_bytes_per_gpu) : "not counted (activations: false)");
-  mem.add("DDP bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
-  const double need = r.model_state_bytes_per_gpu + r.activation_bytes_per_gpu + r.ddp_buffer_bytes_per_gpu;
+  if (s.parallelism.sharding == Sharding::none || s.parallelism.sharding == Sharding::zero1)
+    mem.add("DDP bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
+  const double need = r.memory_need_bytes();
   mem.add("total", fmt::format("{} of {}, all of {}'s memory", format_bytes(need), gpu_memory_label(s.topology.gpu),
                                s.topology.gpu.name));
   mem.add("not counted", "CUDA context, NCCL buffers, allocator fragmentation (nothing is reserved for them)");
@@ -59,7 +69,36 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
     ar.add("time", "none: one GPU");
   }
   out.push_back(std::move(ar));
+  if (s.parallelism.sharding != Sharding::none) out.push_back(sharded_comm_section(s, r));
   return out;
+}
+
+// The step's collectives by kind: how many, their bytes, what each rank moves, and how long they ran.
+Section sharded_comm_section(const Scenario& s, const StepResult& r) {
+  Section c{fmt::format("Collectives of the step ({} = {})", s.parallelism.sharding_as_written, r.sharding), {}};
+  struct Sum {
+    int calls = 0;
+    double bytes = 0, seconds = 0;
+  };
+  std::map<std::string, Sum> by_kind;
+  for (const CommTiming& t : r.comm) {
+    Sum& k = by_kind[t.kind];
+    ++k.calls;
+    k.bytes += t.bytes;
+    k.seconds += t.end_s - t.start_s;
+  }
+  double moved = 0;
+  for (const auto& [kind, sum] : by_kind) {
+    const auto k = collective_kind_named(kind);
+    const double per_rank = k ? bytes_moved_per_rank(*k, s.world_size(), sum.bytes) : 0.0;
+    moved += per_rank;
+    c.add(kind, fmt::format("{} calls, {} in all, {} moved per GPU, {} busy", sum.calls, format_bytes(sum.bytes),
+                            format_bytes(per_rank), format_seconds(sum.seconds)));
+  }
+  c.add("traffic per GPU",
+        fmt::format("{} ({:.2f}x DDP's all-reduce of the gradients)", format_bytes(moved),
+                    r.allreduce_bytes_sent_per_gpu > 0 ? moved / r.allreduce_bytes_sent_per_gpu : 0.0));
+  return c;
 }
 
 Section step_section(const StepResult& r, const char* title) {

@@ -10,6 +10,8 @@ namespace dpsim::app {
 
 std::vector<Section> common_sections(const Scenario& scenario, const StepResult& result);
 Section step_section(const StepResult& result, const char* title);
+// Sharded steps: the collectives by kind (calls, bytes, traffic per GPU against DDP's).
+Section sharded_comm_section(const Scenario& scenario, const StepResult& result);
 Section advice_section(const StepResult& result);
 // app/report_cost.cpp: shown when the scenario gives a price or a total to train on.
 bool has_cost_section(const StepResult& result);

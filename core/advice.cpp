@@ -10,19 +10,51 @@ namespace dpsim {
 
 namespace {
 
-std::string memory_advice(const Scenario& s, const StepResult& r) {
-  const double need = r.model_state_bytes_per_gpu + r.activation_bytes_per_gpu + r.ddp_buffer_bytes_per_gpu;
-  std::string text = fmt::format(
-      "Does not fit: needs {} per GPU (model state {}, activations {}, DDP buckets {}), the {} has {}.",
-      format_bytes(need), format_bytes(r.model_state_bytes_per_gpu), format_bytes(r.activation_bytes_per_gpu),
-      format_bytes(r.ddp_buffer_bytes_per_gpu), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
-  const int n = s.world_size();
-  if (n > 1) {
-    const double sharded = r.model_state_bytes_per_gpu / n + r.activation_bytes_per_gpu;
-    text +=
-        fmt::format(" Sharding the model state over the {} data-parallel GPUs (FSDP / ZeRO-3) would need {} per GPU{}.",
-                    n, format_bytes(sharded), sharded <= r.gpu_memory_bytes ? ", which fits" : ", still too much");
+std::string gain(const StepResult& base, const StepResult& changed);
+
+// Each sharding strategy the scenario does not use, evaluated as the command evaluates the scenario itself.
+std::string sharding_alternatives(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  std::string text;
+  const StepResult* fastest = nullptr;
+  std::string fastest_name;
+  std::vector<StepResult> results;
+  results.reserve(3);
+  for (Sharding k : {Sharding::zero1, Sharding::zero2, Sharding::zero3}) {
+    if (k == s.parallelism.sharding) continue;
+    Scenario t = s;
+    t.parallelism.sharding = k;
+    t.parallelism.sharding_as_written = to_string(k);
+    if (k == Sharding::zero1) t.fsdp = Fsdp{};  // FSDP's knobs do not apply to zero1
+    results.push_back(evaluate(t));
+    const StepResult& x = results.back();
+    text += fmt::format(" {}: {} per GPU, {}", to_string(k), format_bytes(x.memory_need_bytes()),
+                        x.fits ? fmt::format("fits, step {} ({:.1f} samples/s, {})", format_seconds(x.step_time_s),
+                                             x.samples_per_s, gain(r, x))
+                               : "does not fit");
+    text += ";";
+    if (x.fits && (!fastest || x.step_time_s < fastest->step_time_s)) {
+      fastest = &x;
+      fastest_name = to_string(k);
+    }
   }
+  if (!text.empty()) text.back() = '.';
+  if (fastest)
+    text += fmt::format(" Fastest that fits: {} (set parallelism.sharding: {}).", fastest_name, fastest_name);
+  else
+    text += " None fits: use more GPUs, a smaller micro-batch or sequence, or a GPU with more memory.";
+  return text;
+}
+
+std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  const double need = r.memory_need_bytes();
+  std::string text =
+      fmt::format("Does not fit: needs {} per GPU (model state {}, activations {}, DDP buckets {}{}), the {} has {}.",
+                  format_bytes(need), format_bytes(r.model_state_bytes_per_gpu),
+                  format_bytes(r.activation_bytes_per_gpu), format_bytes(r.ddp_buffer_bytes_per_gpu),
+                  r.unsharded_bytes_per_gpu > 0 ? ", units gathered " + format_bytes(r.unsharded_bytes_per_gpu) : "",
+                  s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
+  if (s.world_size() > 1) text += " Sharded over the " + std::to_string(s.world_size()) + " data-parallel GPUs:";
+  if (s.world_size() > 1) text += sharding_alternatives(s, r, evaluate);
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {
     text += " ddp.gradient_as_bucket_view: true alone would make it fit.";
   }
@@ -70,10 +102,12 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
   const StepResult b = evaluate(bigger_batch);
   out.push_back(fmt::format("Micro-batch {} -> {}: {}{}.", s.training.micro_batch, bigger_batch.training.micro_batch,
                             gain(r, b), b.fits ? "" : " (but it no longer fits in memory)"));
-  Scenario bigger_buckets = s;
-  bigger_buckets.ddp.bucket_cap_bytes *= 4;
-  out.push_back(fmt::format("Bucket cap {} -> {}: {}.", format_bytes(s.ddp.bucket_cap_bytes),
-                            format_bytes(bigger_buckets.ddp.bucket_cap_bytes), gain(r, evaluate(bigger_buckets))));
+  if (!r.buckets.empty()) {  // DDP and zero1 reduce in DDP's buckets; FSDP per unit
+    Scenario bigger_buckets = s;
+    bigger_buckets.ddp.bucket_cap_bytes *= 4;
+    out.push_back(fmt::format("Bucket cap {} -> {}: {}.", format_bytes(s.ddp.bucket_cap_bytes),
+                              format_bytes(bigger_buckets.ddp.bucket_cap_bytes), gain(r, evaluate(bigger_buckets))));
+  }
   Scenario faster = s;
   std::string what;
   if (s.topology.nodes > 1) {
@@ -107,7 +141,7 @@ std::string efa_advice(const Scenario& s, const StepResult& r, const Evaluate& e
 
 std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::vector<std::string> out;
-  if (!r.fits) out.push_back(memory_advice(s, r));
+  if (!r.fits) out.push_back(memory_advice(s, r, evaluate));
   if (r.step_time_s <= 0) return out;
   if (s.world_size() > 1 && r.exposed_comm_s > kCommBoundShare * r.step_time_s) {
     const auto more = comm_advice(s, r, evaluate);

@@ -23,12 +23,21 @@ std::map<GroupKind, FabricSummary> call_fabrics(const Scenario& s, const StepPro
 }
 
 CollectiveCost call_cost(const Scenario& s, const CommCall& call, const FabricSummary& fabric) {
-  switch (call.kind) {
-    case CollectiveKind::all_reduce: return allreduce_cost(call.bytes, fabric, s.nccl, s.collective);
-    default: break;
-  }
-  throw RuntimeError(fmt::format("{} over the {} group: no cost model for this collective kind yet",
-                                 to_string(call.kind), to_string(call.group)));
+  return collective_cost(call.kind, call.bytes, fabric, s.nccl, s.collective);
+}
+
+CommTiming comm_timing(const CommCall& call, const std::string& stream, double ready_s, double start_s, double end_s,
+                       const CollectiveCost* cost) {
+  return {to_string(call.kind),
+          to_string(call.group),
+          call.index,
+          call.bytes,
+          stream,
+          ready_s,
+          start_s,
+          end_s,
+          cost ? to_string(cost->algorithm) : "none",
+          cost ? to_string(cost->protocol) : "none"};
 }
 
 AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program)
@@ -61,6 +70,7 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
     throw RuntimeError(
         fmt::format("{} over the {} group: not a call of this program", to_string(call.kind), to_string(call.group)));
   CallTiming t;
+  t.stream = in.stream;
   t.cost = call_cost(s_, call, it->second);
   const auto ready = event_s_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
   t.ready_s = ready == event_s_.end() ? 0.0 : ready->second;

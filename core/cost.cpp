@@ -1,5 +1,7 @@
 #include "dpsim/cost.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -243,20 +245,23 @@ struct Candidate {
   double fill_s = 0;
 };
 
-Candidate ring_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
+// NCCL's ring (src/graph/tuning.cc, ncclTopoTuneModel): all-reduce runs 2(n-1) steps of which 2(nodes-1) cross
+// the network; reduce-scatter and all-gather run n-1, of which nodes-1 cross it.
+Candidate ring_candidate(CollectiveKind kind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   const Fabric fabric = f.nodes == 1 ? intra_fabric(f) : Fabric::net;
   const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::ring, f.arch);
   const auto net = nccl.hw_latency(Fabric::net, Algorithm::ring, f.arch);
   if (!intra || intra->get(p) < 0 || (fabric == Fabric::net && (!net || net->get(p) < 0))) return {};
   const int n = f.world;
-  const int steps = 2 * (n - 1);
-  const int inter_steps = f.nodes > 1 ? 2 * (f.nodes - 1) : 0;
+  const int passes = kind == CollectiveKind::all_reduce ? 2 : 1;  // reduce-scatter then all-gather, or one of them
+  const int steps = passes * (n - 1);
+  const int inter_steps = f.nodes > 1 ? passes * (f.nodes - 1) : 0;
   double intra_lat = intra->get(p);
   if (f.nodes > 1) intra_lat = std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? 3 : 1));
   const double inter_lat = f.nodes > 1 ? net->get(p) + nccl.net_plugin_latency(f.net_class) : 0.0;
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
   if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
-  const double sent = ring_bytes_sent_per_gpu(bytes, n);
+  const double sent = bytes_moved_per_rank(kind, n, bytes);
   const double bw_s = sent / protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
   // The pipeline fill is GPU-side (NCCL's smaller chunks and fewer channels for smaller messages); LL moves
   // 8-byte lines with flags and has none. It runs beside the transfer: when the network, not the node's own
@@ -295,9 +300,22 @@ Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const
   return {true, latency, latency + fill + bytes / algbw, fill};
 }
 
+Candidate candidate(CollectiveKind kind, Algorithm a, double bytes, Protocol p, const FabricSummary& f,
+                    const NcclModel& nccl) {
+  if (a == Algorithm::ring) return ring_candidate(kind, bytes, p, f, nccl);
+  // Tree is NCCL's all-reduce algorithm only; NCCL also runs reduce-scatter and all-gather with NVLS (and PAT),
+  // which dpsim does not model yet: those kinds run on the ring here.
+  if (kind != CollectiveKind::all_reduce) return {};
+  return a == Algorithm::tree ? tree_candidate(bytes, p, f, nccl) : nvls_candidate(bytes, p, f, nccl);
+}
+
 }  // namespace
 
-CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclModel& nccl, Collective requested) {
+CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& f, const NcclModel& nccl,
+                               Collective requested) {
+  if (kind != CollectiveKind::all_reduce && kind != CollectiveKind::reduce_scatter &&
+      kind != CollectiveKind::all_gather)
+    throw RuntimeError(fmt::format("{}: no cost model for this collective kind yet", to_string(kind)));
   CollectiveCost best;
   best.time_s = std::numeric_limits<double>::infinity();
   if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0, 0};
@@ -305,18 +323,20 @@ CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclMo
     if (requested.algorithm != Algorithm::automatic && requested.algorithm != a) continue;
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       if (requested.protocol != Protocol::automatic && requested.protocol != p) continue;
-      const Candidate c = a == Algorithm::ring   ? ring_candidate(bytes, p, f, nccl)
-                          : a == Algorithm::tree ? tree_candidate(bytes, p, f, nccl)
-                                                 : nvls_candidate(bytes, p, f, nccl);
+      const Candidate c = candidate(kind, a, bytes, p, f, nccl);
       if (c.ok && c.time_s < best.time_s) best = {a, p, c.latency_s, 0, c.time_s, c.fill_s};
     }
   }
   if (!std::isfinite(best.time_s)) {
-    throw InputError(std::string("collective: algorithm ") + to_string(requested.algorithm) + " with protocol " +
-                     to_string(requested.protocol) + " is not available on this cluster");
+    throw InputError(fmt::format("collective: algorithm {} with protocol {} is not available for {} on this cluster",
+                                 to_string(requested.algorithm), to_string(requested.protocol), to_string(kind)));
   }
-  best.busbw_bytes_per_s = ring_bytes_sent_per_gpu(bytes, f.world) / best.time_s;
+  best.busbw_bytes_per_s = bytes_moved_per_rank(kind, f.world, bytes) / best.time_s;
   return best;
+}
+
+CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclModel& nccl, Collective requested) {
+  return collective_cost(CollectiveKind::all_reduce, bytes, f, nccl, requested);
 }
 
 }  // namespace dpsim

@@ -16,8 +16,10 @@ void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
   r.model_state_bytes_per_gpu = plan.memory.model_state_bytes;
   r.activation_bytes_per_gpu = plan.memory.activation_bytes;
   r.ddp_buffer_bytes_per_gpu = plan.memory.ddp_buffer_bytes;
+  r.unsharded_bytes_per_gpu = plan.memory.unsharded_bytes;
+  r.sharding = to_string(plan.sharded.sharding);
   r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
-  r.fits = plan.memory.total_bytes() <= r.gpu_memory_bytes;
+  r.fits = r.memory_need_bytes() <= r.gpu_memory_bytes;
 
   const FabricSummary fabric = summarize_fabric(s.topology);
   const auto bytes = static_cast<double>(plan.gradient_bytes);
@@ -66,9 +68,21 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.backward_s = run.phase_busy_s(Phase::backward);
   r.optimizer_s = run.phase_busy_s(Phase::optimizer);
   r.comm_busy_s = run.comm_busy_s();
-  // Only the synchronized micro-step's backward can hide communication.
-  r.exposed_comm_s = std::max(0.0, r.comm_busy_s - run.synced_backward_s());
   e.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
+  if (plan.sharded.sharding == Sharding::none) {
+    // Only the synchronized micro-step's backward can hide communication.
+    r.exposed_comm_s = std::max(0.0, r.comm_busy_s - run.synced_backward_s());
+  } else {
+    // Sharded: gathers wait on the forward and backward too; the program's order (a clock per stream) says what
+    // the compute waits for.
+    r.exposed_comm_s = std::max(0.0, run.step_s() - e.compute_s);
+  }
+  const RankProgram& rank = program.classes.front();
+  for (size_t i = 0; i < run.calls().size(); ++i) {
+    const CallTiming& t = run.calls()[i];
+    r.comm.push_back(comm_timing(rank.comms[i], program.streams[static_cast<size_t>(t.stream)], t.ready_s, t.start_s,
+                                 t.end_s, plan.world_size > 1 ? &t.cost : nullptr));
+  }
   e.perfect_overlap_step_s = e.compute_s + r.exposed_comm_s;
   e.no_overlap_step_s = e.compute_s + r.comm_busy_s;
   e.single_gpu_step_s = e.compute_s;

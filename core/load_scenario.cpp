@@ -88,6 +88,52 @@ Collective parse_collective(const YNode& n) {
   return c;
 }
 
+// parallelism: data-parallel sharding. The FSDP names map to the ZeRO stage they implement (api.py docstring).
+Parallelism parse_parallelism(const YNode& n, int world) {
+  n.allow_only({"data", "sharding"});
+  Parallelism p;
+  if (auto v = n.get("data")) {
+    if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
+      v->fail(
+          fmt::format("data-parallel GPUs must be the cluster's {} (tensor and pipeline parallelism are not "
+                      "modelled yet); give auto",
+                      world));
+  }
+  if (auto v = n.get("sharding")) {
+    if (v->is_scalar() && v->as_string().starts_with("hybrid_shard"))
+      v->fail(
+          "hybrid sharding (HSDP: shard within a group, replicate across groups) is not modelled yet; give "
+          "full_shard to shard over all data-parallel GPUs");
+    p.sharding = v->as_enum<Sharding>({{"none", Sharding::none},
+                                       {"no_shard", Sharding::none},
+                                       {"zero1", Sharding::zero1},
+                                       {"zero2", Sharding::zero2},
+                                       {"shard_grad_op", Sharding::zero2},
+                                       {"zero3", Sharding::zero3},
+                                       {"full_shard", Sharding::zero3}});
+    p.sharding_as_written = v->as_string();
+  }
+  return p;
+}
+
+Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
+  if (sharding != Sharding::zero2 && sharding != Sharding::zero3)
+    n.fail(
+        fmt::format("FSDP's knobs apply to parallelism.sharding zero2 (shard_grad_op) or zero3 (full_shard), "
+                    "not {}",
+                    to_string(sharding)));
+  n.allow_only({"backward_prefetch", "limit_all_gathers", "reduce_dtype", "wrap_root_ops"});
+  Fsdp f;
+  if (auto v = n.get("backward_prefetch"))
+    f.backward_prefetch = v->as_enum<BackwardPrefetch>({{"backward_pre", BackwardPrefetch::backward_pre},
+                                                        {"backward_post", BackwardPrefetch::backward_post},
+                                                        {"none", BackwardPrefetch::none}});
+  if (auto v = n.get("limit_all_gathers")) f.limit_all_gathers = v->as_bool();
+  if (auto v = n.get("reduce_dtype")) f.reduce_dtype = parse_dtype(*v);
+  if (auto v = n.get("wrap_root_ops")) f.wrap_root_ops = v->as_bool();
+  return f;
+}
+
 }  // namespace
 
 fs::path find_topology(const std::string& name_or_path, const fs::path& dir) {
@@ -143,7 +189,8 @@ Scenario load_scenario(const fs::path& file) { return load_scenario(file, {}); }
 Scenario load_scenario(const fs::path& file, const std::vector<Override>& overrides) {
   YNode root = YNode::load_file(file);
   for (const auto& o : overrides) root.set_path(o.key_path, o.value);
-  root.allow_only({"name", "description", "model", "training", "ddp", "cluster", "collective", "validation", "nccl"});
+  root.allow_only({"name", "description", "model", "training", "ddp", "parallelism", "fsdp", "cluster", "collective",
+                   "validation", "nccl"});
   const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
   Scenario s;
   s.file = file.string();
@@ -158,6 +205,9 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
                           s.model.name));
   s.topology = load_cluster(root.at("cluster"), dir);
   if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();
+  if (auto v = root.get("parallelism")) s.parallelism = parse_parallelism(*v, s.topology.world_size());
+  if (auto v = root.get("fsdp")) s.fsdp = parse_fsdp(*v, s.parallelism.sharding);
+
   if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
     root.at("training")
         .at("tf32")

@@ -1,14 +1,15 @@
 #include "dpsim/plan.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "dpsim/sharding.hpp"
 
 namespace dpsim {
 
 double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer) {
-  // Weights + gradients + an fp32 master copy when weights are 16-bit + optimizer moments (fp32).
-  const double master = dtype_bytes(param_dtype) < 4 ? 4.0 : 0.0;
-  const double moments = optimizer == Optimizer::adamw ? 8.0 : optimizer == Optimizer::sgd_momentum ? 4.0 : 0.0;
-  return dtype_bytes(param_dtype) + dtype_bytes(grad_dtype) + master + moments;
+  return model_state_parts(param_dtype, grad_dtype, optimizer).total();
 }
 
 double optimizer_bytes_per_parameter(Optimizer optimizer) {
@@ -67,6 +68,72 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
 
 }  // namespace
 
+namespace {
+
+// FSDP units in forward order, the root (unit "") first: FSDP's root instance gathers its parameters at the start
+// of the forward and keeps them to the end of the backward.
+std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops) {
+  std::vector<ShardUnit> units{ShardUnit{}};
+  std::map<std::string, size_t> index{{"", 0}};
+  const double param_bytes = dtype_bytes(s.training.param_dtype);
+  const double reduce_bytes = dtype_bytes(s.fsdp.reduce_dtype.value_or(s.training.grad_dtype));
+  for (size_t o = 0; o < ops.size(); ++o) {
+    std::string name = fsdp_unit_of(ops[o].name);
+    if (name.empty() && s.fsdp.wrap_root_ops && !ops[o].params.empty()) name = ops[o].name;
+    auto [it, added] = index.emplace(name, units.size());
+    if (added) units.push_back(ShardUnit{.name = name});
+    ShardUnit& u = units[it->second];
+    u.ops.push_back(static_cast<int>(o));
+    for (const auto& p : ops[o].params) u.parameters += p.numel;
+  }
+  for (ShardUnit& u : units) {
+    u.gather_bytes = static_cast<double>(u.parameters) * param_bytes;
+    u.reduce_bytes = static_cast<double>(u.parameters) * reduce_bytes;
+  }
+  if (units.front().ops.empty()) units.erase(units.begin());  // every op is in a wrapped block
+  return units;
+}
+
+void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan) {
+  Sharded& sh = plan.sharded;
+  sh.sharding = s.parallelism.sharding;
+  sh.backward_prefetch = s.fsdp.backward_prefetch;
+  sh.limit_all_gathers = s.fsdp.limit_all_gathers;
+  if (sh.sharding == Sharding::none) return;
+  sh.shards = plan.world_size;
+  sh.param_per_grad_bytes =
+      static_cast<double>(dtype_bytes(s.training.param_dtype)) / dtype_bytes(s.training.grad_dtype);
+  if (sh.sharding == Sharding::zero2 || sh.sharding == Sharding::zero3) sh.units = fsdp_units(s, ops);
+  // Each rank updates its 1/N of the optimizer state and master weights.
+  const auto n = static_cast<double>(sh.shards);
+  plan.optimizer.parameters = static_cast<int64_t>(std::ceil(static_cast<double>(plan.optimizer.parameters) / n));
+  plan.optimizer.bytes /= n;
+}
+
+// zero3 holds at most two units' full weights at once (FSDP's limit_all_gathers: the one computing and the one
+// prefetched; without the limit, every unit may be gathered ahead), the root's for the whole step, and one
+// unit's full gradients while they are reduce-scattered.
+double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& parts) {
+  const Sharded& sh = plan.sharded;
+  if (sh.sharding != Sharding::zero3 || sh.units.empty()) return 0.0;
+  std::vector<double> blocks;
+  double root = 0;
+  for (const ShardUnit& u : sh.units) {
+    if (u.name.empty())
+      root = static_cast<double>(u.parameters);
+    else
+      blocks.push_back(static_cast<double>(u.parameters));
+  }
+  std::sort(blocks.rbegin(), blocks.rend());
+  const size_t held = sh.limit_all_gathers ? std::min<size_t>(2, blocks.size()) : blocks.size();
+  double gathered = root;
+  for (size_t i = 0; i < held; ++i) gathered += blocks[i];
+  const double largest = std::max(root, blocks.empty() ? 0.0 : blocks.front());
+  return gathered * parts.weights + largest * parts.grads;
+}
+
+}  // namespace
+
 StepPlan make_step_plan(const Scenario& s) {
   StepPlan plan;
   plan.scenario = s.name;
@@ -83,6 +150,8 @@ StepPlan make_step_plan(const Scenario& s) {
   }
   for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) plan.backward_order.push_back(i);
 
+  const Sharding sharding = s.parallelism.sharding;
+  const bool bucketed = sharding == Sharding::none || sharding == Sharding::zero1;  // DDP-style gradient buckets
   // Gradients become ready in backward order; within an op, in reverse of definition.
   std::vector<int64_t> ready_bytes;
   for (int op_index : plan.backward_order) {
@@ -90,8 +159,9 @@ StepPlan make_step_plan(const Scenario& s) {
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       Grad g{it->name, it->numel, it->numel * grad_bytes, op_index, 0};
       plan.ops[static_cast<size_t>(op_index)].grads.push_back(static_cast<int>(plan.grads.size()));
-      // DDP copies each gradient into its bucket and divides by the world size: read + write.
-      plan.ops[static_cast<size_t>(op_index)].backward_bytes += 2.0 * static_cast<double>(g.bytes);
+      // DDP copies each gradient into its bucket and divides by the world size: read + write. FSDP's gradients are
+      // views of its flat parameter's gradient, reduce-scattered in place.
+      if (bucketed) plan.ops[static_cast<size_t>(op_index)].backward_bytes += 2.0 * static_cast<double>(g.bytes);
       plan.parameters += g.numel;
       plan.gradient_bytes += g.bytes;
       ready_bytes.push_back(g.bytes);
@@ -102,11 +172,12 @@ StepPlan make_step_plan(const Scenario& s) {
   std::vector<int> position(ops.size());
   for (size_t k = 0; k < plan.backward_order.size(); ++k)
     position[static_cast<size_t>(plan.backward_order[k])] = static_cast<int>(k);
-  const auto groups = s.ddp.first_iteration
+  const auto groups = !bucketed ? std::vector<std::vector<int>>{}
+                      : s.ddp.first_iteration
                           ? std::vector<std::vector<int>>{}
                           : assign_buckets(ready_bytes, s.ddp.first_bucket_bytes, s.ddp.bucket_cap_bytes);
   std::vector<std::vector<int>> bucket_grads = groups;
-  if (s.ddp.first_iteration && !plan.grads.empty()) {  // iteration 0: one bucket for everything
+  if (bucketed && s.ddp.first_iteration && !plan.grads.empty()) {  // iteration 0: one bucket for everything
     bucket_grads.emplace_back();
     for (size_t i = 0; i < plan.grads.size(); ++i) bucket_grads.back().push_back(static_cast<int>(i));
   }
@@ -123,14 +194,18 @@ StepPlan make_step_plan(const Scenario& s) {
     plan.buckets.push_back(std::move(b));
   }
 
-  if (!s.ddp.gradient_as_bucket_view) plan.final_copy_bytes = 2.0 * static_cast<double>(plan.gradient_bytes);
+  if (bucketed && !s.ddp.gradient_as_bucket_view)
+    plan.final_copy_bytes = 2.0 * static_cast<double>(plan.gradient_bytes);
   plan.optimizer.parameters = plan.parameters;
   plan.optimizer.bytes = static_cast<double>(plan.parameters) * optimizer_bytes_per_parameter(s.training.optimizer);
+  plan_sharding(s, ops, plan);
+  const ModelStateParts parts = model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
   plan.memory.model_state_bytes =
-      static_cast<double>(plan.parameters) *
-      model_state_bytes_per_parameter(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
-  plan.memory.ddp_buffer_bytes = s.ddp.gradient_as_bucket_view ? 0.0 : static_cast<double>(plan.gradient_bytes);
+      sharded_model_state_bytes(static_cast<double>(plan.parameters), parts, sharding, plan.sharded.shards);
+  plan.memory.ddp_buffer_bytes =
+      bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(plan.gradient_bytes) : 0.0;
   plan.memory.activation_bytes = s.training.activations ? activations : 0.0;
+  plan.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts);
   return plan;
 }
 

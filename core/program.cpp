@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "dpsim/error.hpp"
+#include "program_builder.hpp"
 
 namespace dpsim {
 
@@ -31,6 +32,11 @@ const char* to_string(EventKind kind) {
     case EventKind::bucket_ready: return "bucket_ready";
     case EventKind::bucket_done: return "bucket_done";
     case EventKind::backward_done: return "backward_done";
+    case EventKind::gathered: return "gathered";
+    case EventKind::unit_forward: return "unit_forward";
+    case EventKind::unit_backward: return "unit_backward";
+    case EventKind::reduced: return "reduced";
+    case EventKind::optimizer_done: return "optimizer_done";
   }
   return "?";
 }
@@ -58,17 +64,7 @@ Phase Instr::phase() const {
 }
 
 namespace {
-
-// Builds one rank class's instruction list; each helper appends one instruction.
-struct Builder {
-  RankProgram rank;
-  void push(Instr i) { rank.instrs.push_back(i); }
-  void mark(int stream, Mark m, int index) {
-    push({.type = Instr::Type::mark, .stream = stream, .mark = m, .mark_index = index});
-  }
-  void record(int stream, EventRef e) { push({.type = Instr::Type::record, .stream = stream, .event = e}); }
-  void wait(int stream, EventRef e) { push({.type = Instr::Type::wait, .stream = stream, .event = e}); }
-};
+using namespace program_detail;
 
 // Buckets completed after each backward position, checked to come in bucket order (DDP launches them so).
 std::map<int, std::vector<int>> buckets_by_position(const StepPlan& plan) {
@@ -106,27 +102,41 @@ void bucket_allreduce(Builder& bld, const StepPlan& plan, int b, bool wait_backw
   bld.wait(comm, {EventKind::bucket_ready, b});
   if (wait_backward) bld.wait(comm, {EventKind::backward_done, 0});
   bld.mark(comm, Mark::bucket_start, b);
-  const int call = static_cast<int>(bld.rank.comms.size());
-  bld.rank.comms.push_back({.kind = CollectiveKind::all_reduce,
-                            .group = GroupKind::data,
-                            .index = b,
-                            .bytes = static_cast<double>(plan.buckets[static_cast<size_t>(b)].bytes),
-                            .bucket = b,
-                            .inputs_ready = {EventKind::bucket_ready, b}});
-  bld.push({.type = Instr::Type::collective, .stream = comm, .comm = call});
+  const bool sharded = plan.sharded.sharding == Sharding::zero1;
+  bld.call(comm, {.kind = sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                  .group = GroupKind::data,
+                  .bytes = static_cast<double>(plan.buckets[static_cast<size_t>(b)].bytes),
+                  .bucket = b,
+                  .inputs_ready = {EventKind::bucket_ready, b}});
   bld.mark(comm, Mark::bucket_end, b);
   bld.record(comm, {EventKind::bucket_done, b});
 }
 
-}  // namespace
+// zero1 after the sharded update: each bucket's updated weights all-gathered, in bucket order; the step ends when
+// the last is in (DeepSpeed stage 1 and Megatron's distributed optimizer gather the parameters after the step).
+void gather_updated_weights(Builder& bld, const StepPlan& plan) {
+  constexpr int compute = StepProgram::kCompute, comm = StepProgram::kComm;
+  bld.record(compute, {EventKind::optimizer_done, 0});
+  bld.wait(comm, {EventKind::optimizer_done, 0});
+  int last = -1;
+  for (const Bucket& b : plan.buckets)
+    last = bld.call(comm, {.kind = CollectiveKind::all_gather,
+                           .group = GroupKind::data,
+                           .bytes = static_cast<double>(b.bytes) * plan.sharded.param_per_grad_bytes,
+                           .bucket = -1,
+                           .inputs_ready = {EventKind::optimizer_done, 0}});
+  if (last < 0) return;
+  bld.record(comm, {EventKind::gathered, last});
+  bld.wait(compute, {EventKind::gathered, last});
+}
 
-StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options) {
+// DDP, and zero1 (the same buckets reduce-scattered, the update on the shard, the weights all-gathered).
+StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
   constexpr int compute = StepProgram::kCompute;
   StepProgram program;
   program.streams = {"compute", "comm"};
   program.dims = {plan.world_size, 1, 1};
-  program.micro_steps = static_cast<int>(
-      std::max<int64_t>(1, options.micro_steps > 0 ? options.micro_steps : plan.gradient_accumulation));
+  program.micro_steps = micro_steps(plan, options);
   const auto completes_at = buckets_by_position(plan);
   const int nbuckets = static_cast<int>(plan.buckets.size());
   const int nops = static_cast<int>(plan.ops.size());
@@ -142,8 +152,7 @@ StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& option
     bld.mark(compute, Mark::forward_end, micro);
     std::vector<int> deferred;  // no overlap: buckets issued once the backward is done
     for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
-      const int o = plan.backward_order[pos];
-      if (o < 0 || o >= nops) throw RuntimeError(fmt::format("plan backward_order names op {}, out of range", o));
+      const int o = backward_op(plan, pos);
       bld.push({.type = Instr::Type::backward, .stream = compute, .op = o, .micro = micro, .sync = sync});
       if (!sync) continue;
       const auto it = completes_at.find(static_cast<int>(pos));
@@ -167,9 +176,18 @@ StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& option
   if (nbuckets > 0) bld.push({.type = Instr::Type::unflatten, .stream = compute});
   bld.mark(compute, Mark::optimizer_begin, 0);
   bld.push({.type = Instr::Type::optimizer, .stream = compute});
+  if (plan.sharded.sharding == Sharding::zero1) gather_updated_weights(bld, plan);
   bld.mark(compute, Mark::optimizer_end, 0);
   program.classes.push_back(std::move(bld.rank));
   return program;
+}
+
+}  // namespace
+
+StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options) {
+  if (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3)
+    return program_detail::fsdp_program(plan, options);
+  return ddp_program(plan, options);
 }
 
 std::string describe(const Instr& in, const StepProgram& program, const RankProgram& rank) {

@@ -75,6 +75,7 @@ json to_json(const StepResult& r) {
   j["memory"] = {{"model_state_bytes_per_gpu", r.model_state_bytes_per_gpu},
                  {"activation_bytes_per_gpu", r.activation_bytes_per_gpu},
                  {"ddp_buffer_bytes_per_gpu", r.ddp_buffer_bytes_per_gpu},
+                 {"unsharded_bytes_per_gpu", r.unsharded_bytes_per_gpu},
                  {"gpu_memory_bytes", r.gpu_memory_bytes},
                  {"fits", r.fits}};
   j["allreduce"] = {{"bytes_sent_per_gpu", r.allreduce_bytes_sent_per_gpu},
@@ -106,6 +107,21 @@ json to_json(const StepResult& r) {
                             {"algorithm", b.algorithm},
                             {"protocol", b.protocol}});
   }
+  j["comm"] = json::array();
+  for (const auto& c : r.comm) {
+    j["comm"].push_back({{"kind", c.kind},
+                         {"group", c.group},
+                         {"index", c.index},
+                         {"bytes", c.bytes},
+                         {"stream", c.stream},
+                         {"ready_s", c.ready_s},
+                         {"start_s", c.start_s},
+                         {"end_s", c.end_s},
+                         {"algorithm", c.algorithm},
+                         {"protocol", c.protocol}});
+  }
+  j["parallelism"] = {
+      {"data", r.context.value("world_size", 1)}, {"tensor", 1}, {"pipeline", 1}, {"sharding", r.sharding}};
   if (r.bounds)
     j["bounds"] = {{"perfect_overlap", bound_json(r.bounds->perfect_overlap)},
                    {"no_overlap", bound_json(r.bounds->no_overlap)}};
@@ -128,9 +144,10 @@ const json& need(const json& j, const char* section, const char* key) {
 StepResult result_from_json(const json& j) {
   try {
     StepResult r;
-    if (need(j, nullptr, "schema_version").get<int>() != kSchemaVersion) {
+    const int version = need(j, nullptr, "schema_version").get<int>();
+    if (version != 1 && version != kSchemaVersion) {  // version 1 files have no comm[] and no parallelism
       throw InputError(
-          fmt::format("result JSON: schema_version {} is not {}", j.at("schema_version").dump(), kSchemaVersion));
+          fmt::format("result JSON: schema_version {} is not 1 or {}", j.at("schema_version").dump(), kSchemaVersion));
     }
     r.scenario = need(j, nullptr, "scenario").get<std::string>();
     r.mode = j.value("mode", "");
@@ -169,6 +186,13 @@ StepResult result_from_json(const json& j) {
                            b.at("start_s").get<double>(), b.at("end_s").get<double>(), b.value("algorithm", ""),
                            b.value("protocol", "")});
     }
+    for (const auto& c : j.value("comm", json::array()))
+      r.comm.push_back({c.at("kind").get<std::string>(), c.at("group").get<std::string>(), c.at("index").get<int>(),
+                        c.at("bytes").get<double>(), c.value("stream", ""), c.value("ready_s", -1.0),
+                        c.at("start_s").get<double>(), c.at("end_s").get<double>(), c.value("algorithm", ""),
+                        c.value("protocol", "")});
+    r.unsharded_bytes_per_gpu = j.at("memory").value("unsharded_bytes_per_gpu", 0.0);
+    if (j.contains("parallelism")) r.sharding = j.at("parallelism").value("sharding", "none");
     if (j.contains("bounds"))
       r.bounds = StepBounds{bound_from_json(j.at("bounds").at("perfect_overlap")),
                             bound_from_json(j.at("bounds").at("no_overlap"))};

@@ -191,4 +191,23 @@ double& ProtoValues::at(Protocol protocol) {
   }
 }
 
+const char* to_string(Sharding sharding) {
+  switch (sharding) {
+    case Sharding::none: return "none";
+    case Sharding::zero1: return "zero1";
+    case Sharding::zero2: return "zero2";
+    case Sharding::zero3: return "zero3";
+  }
+  return "?";
+}
+
+const char* to_string(BackwardPrefetch prefetch) {
+  switch (prefetch) {
+    case BackwardPrefetch::backward_pre: return "backward_pre";
+    case BackwardPrefetch::backward_post: return "backward_post";
+    case BackwardPrefetch::none: return "none";
+  }
+  return "?";
+}
+
 }  // namespace dpsim

@@ -34,7 +34,16 @@ const char* to_string(MemoryRole role) {
   return "?";
 }
 
+void require_ddp(const StepPlan& plan) {
+  if (plan.sharded.sharding != Sharding::none)
+    throw InputError(fmt::format(
+        "parallelism.sharding: {} is predicted and estimated, but the GPU backend runs DDP only (sharding none) so "
+        "far; measure it with sharding none, or predict it",
+        to_string(plan.sharded.sharding)));
+}
+
 StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view) {
+  require_ddp(plan);
   if (element_bytes <= 0) throw RuntimeError("make_layout: element size must be > 0");
   StepLayout layout;
   layout.element_bytes = element_bytes;
@@ -216,6 +225,7 @@ class KernelAdaptor final : public StepExecutor {
 }  // namespace
 
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& ex) {
+  require_ddp(plan);
   ProgramOptions po;
   po.micro_steps = std::max<int64_t>(1, options.gradient_accumulation);
   const StepProgram program = make_step_program(plan, po);

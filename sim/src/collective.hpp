@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "dpsim/collective_kind.hpp"
 #include "dpsim/scenario.hpp"
 #include "platform.hpp"
 
@@ -22,15 +23,20 @@ class CollectiveAlgorithm {
   virtual ~CollectiveAlgorithm() = default;
   virtual Algorithm algorithm() const = 0;
   virtual bool available(const Platform& platform) const = 0;
+  // The collective kinds it runs (the core cost model picks only those: dpsim::collective_cost).
+  virtual bool runs(CollectiveKind kind) const { return kind == CollectiveKind::all_reduce; }
   // Fast fidelity: every flow of the whole collective at once (bucket granularity).
-  virtual std::vector<Flow> flows(const Platform& platform, double bytes) const = 0;
+  virtual std::vector<Flow> flows(const Platform& platform, CollectiveKind kind, double bytes) const = 0;
   // Step fidelity: the collective as `steps()` synchronized rounds of `step_flows()` each.
   // Algorithms without a per-step form run one round of flows().
-  virtual int steps(const Platform& platform) const {
+  virtual int steps(const Platform& platform, CollectiveKind kind) const {
     (void)platform;
+    (void)kind;
     return 1;
   }
-  virtual std::vector<Flow> step_flows(const Platform& platform, double bytes) const { return flows(platform, bytes); }
+  virtual std::vector<Flow> step_flows(const Platform& platform, CollectiveKind kind, double bytes) const {
+    return flows(platform, kind, bytes);
+  }
 };
 
 const CollectiveAlgorithm& collective_algorithm(Algorithm algorithm);  // throws for Algorithm::automatic

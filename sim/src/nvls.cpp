@@ -11,7 +11,7 @@ class Nvls final : public CollectiveAlgorithm {
  public:
   Algorithm algorithm() const override { return Algorithm::nvls; }
   bool available(const Platform& p) const override { return p.nvls_capable(); }
-  std::vector<Flow> flows(const Platform& p, double bytes) const override {
+  std::vector<Flow> flows(const Platform& p, CollectiveKind, double bytes) const override {
     std::vector<Flow> out;
     for (int v = 0; v < p.simulated_nodes(); ++v)
       for (int x = 0; x < p.gpus_per_node(); ++x) {

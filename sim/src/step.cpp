@@ -66,10 +66,12 @@ class Progress {
 };
 
 struct CallRun {
+  CollectiveKind kind = CollectiveKind::all_reduce;
   CollectiveCost cost;
   const CollectiveAlgorithm* algorithm = nullptr;
   double wire_factor = 1;  // wire bytes per payload byte: 1 / protocol efficiency
   double ready = -1, start = 0, end = 0;
+  int stream = 0;
 };
 
 // An event of the program: when it was recorded and the semaphore its waiters block on.
@@ -90,12 +92,14 @@ struct Run final : StepExecutor {
   SimOptions options;
   Platform* platform = nullptr;
   ComputeModel cm;
-  std::vector<CallRun> calls;                    // per RankProgram::comms
-  std::map<Algorithm, double> seconds_per_byte;  // fast fidelity: platform time per wire byte
-  std::vector<std::vector<Instr>> queues;        // per stream, in issue order
+  std::vector<CallRun> calls;                                               // per RankProgram::comms
+  std::map<std::pair<Algorithm, CollectiveKind>, double> seconds_per_byte;  // fast fidelity: per wire byte
+  bool shared_links = false;               // several comm streams: their collectives can run at once and share links
+  std::vector<std::vector<Instr>> queues;  // per stream, in issue order
   std::map<std::pair<int, int>, EventState> events_;
   std::map<std::pair<int, int>, double> marks;  // (mark, index) -> time
   bool synced_backward_done = false;            // collectives started before it slow the backward beside them
+  int active_collectives = 0;                   // running now, on any comm stream
   double t0 = 0, comm_end = 0, optimizer_start = -1, step_end = 0;
   double forward_sum = 0, backward_sum = 0;
   std::vector<TimelineEvent> timeline;
@@ -145,18 +149,19 @@ struct Run final : StepExecutor {
   }
 
   std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor) const {
-    auto flows_ = per_step ? c.algorithm->step_flows(*platform, 1.0) : c.algorithm->flows(*platform, 1.0);
+    auto flows_ =
+        per_step ? c.algorithm->step_flows(*platform, c.kind, 1.0) : c.algorithm->flows(*platform, c.kind, 1.0);
     for (Flow& f : flows_) f.bytes *= wire_factor;
     return flows_;
   }
 
   // Fast fidelity: the platform time of each algorithm's flow pattern, simulated once on the whole
-  // flow set. Collectives are serialized on one stream, so a bucket's flows have the network to
+  // flow set. With one comm stream collectives are serialized, so a bucket's flows have the network to
   // themselves, and the fluid model's time scales exactly with the bytes (and with the protocol's
-  // wire bytes).
+  // wire bytes). With several comm streams that shortcut is not exact: run_collective runs the flows.
   void probe_patterns() {
     for (const CallRun& c : calls) {
-      const auto key = c.cost.algorithm;
+      const auto key = std::make_pair(c.cost.algorithm, c.kind);
       if (seconds_per_byte.count(key)) continue;
       const double start = sg4::Engine::get_clock();
       run_flows(pattern(c, false, 1.0), kProbeBytes);
@@ -169,14 +174,24 @@ struct Run final : StepExecutor {
     const double fill_s = c.cost.fill_s;
     const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
-    if (options.fidelity == Fidelity::fast) {
-      const double platform_s = seconds_per_byte.at(c.cost.algorithm) * bytes * c.wire_factor;
-      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, platform_s));
+    const double alone_s = options.fidelity == Fidelity::fast
+                               ? seconds_per_byte.at({c.cost.algorithm, c.kind}) * bytes * c.wire_factor
+                               : 0.0;
+    if (options.fidelity == Fidelity::fast && !shared_links) {
+      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, alone_s));
       ++events;
       return;
     }
+    if (options.fidelity == Fidelity::fast) {
+      // Concurrent collectives: the whole pattern as flows, sized so that alone they take NCCL's bandwidth
+      // time, so that what SimGrid adds is the contention with the other streams' flows.
+      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s);
+      const double scale = alone_s > 0 ? std::max(1.0, model_bw_s / alone_s) : 1.0;
+      run_flows(pattern(c, false, c.wire_factor), bytes * scale);
+      return;
+    }
     // Step fidelity: NCCL's steps as synchronized rounds of messages, each after its share of the latency.
-    const int steps = c.algorithm->steps(*platform);
+    const int steps = c.algorithm->steps(*platform, c.kind);
     const std::vector<Flow> round = pattern(c, true, c.wire_factor);
     if (launch_s + fill_s > 0) sg4::this_actor::sleep_for(launch_s + fill_s);
     const double start = sg4::Engine::get_clock();
@@ -197,14 +212,16 @@ struct Run final : StepExecutor {
     const auto ready = events_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
     c.ready = ready != events_.end() && ready->second.recorded ? ready->second.time : -1;
     c.start = now();
+    c.stream = in.stream;
     if (plan->world_size > 1) {
       sg4::Host* cpu = platform->compute_host();
-      if (!synced_backward_done) cpu->set_pstate(1);  // the collective slows the backward beside it
+      ++active_collectives;
+      if (!synced_backward_done) cpu->set_pstate(1);  // the collective slows the compute beside it
       run_collective(c, call.bytes);
-      cpu->set_pstate(0);
+      if (--active_collectives == 0) cpu->set_pstate(0);
     }
     c.end = now();
-    comm_end = c.end;
+    comm_end = std::max(comm_end, c.end);
     timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
                         fmt::format("{} b{} {} {}/{}", label(call.kind), call.index, format_bytes(call.bytes),
                                     to_string(c.cost.algorithm), to_string(c.cost.protocol)),
@@ -344,6 +361,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   run.progress = Progress(options.progress);
   run.queues.resize(program.streams.size());
   run.executed.resize(program.streams.size());
+  run.shared_links = program.streams.size() > 2;
   for (const PlanOp& op : plan.ops) {
     run.forward_sum += forward_seconds(op, run.cm);
     run.backward_sum += backward_seconds(op, run.cm);
@@ -351,10 +369,11 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   const auto fabrics = call_fabrics(scenario, program, rank);
   for (const CommCall& call : rank.comms) {
     CallRun c;
+    c.kind = call.kind;
     if (plan.world_size > 1) {
       c.cost = call_cost(scenario, call, fabrics.at(call.group));
       c.algorithm = &collective_algorithm(c.cost.algorithm);
-      if (!c.algorithm->available(platform))
+      if (!c.algorithm->available(platform) || !c.algorithm->runs(call.kind))
         throw InputError(fmt::format("collective: {} is not available on topology {}", to_string(c.cost.algorithm),
                                      scenario.topology.name));
       const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
@@ -388,13 +407,14 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     r.backward_s += run.mark_at(Mark::backward_end, m) - run.mark_at(Mark::forward_end, m);
   }
   const double backward_end = run.mark_at(Mark::backward_end, program.micro_steps - 1);
-  r.exposed_comm_s = std::max(0.0, run.comm_end - backward_end);
   r.optimizer_s = run.step_end - run.optimizer_start;
   r.step_time_s = run.step_end;
   for (size_t i = 0; i < rank.comms.size(); ++i) {
     const CallRun& c = run.calls[i];
     const CommCall& call = rank.comms[i];
     r.comm_busy_s += c.end - c.start;
+    r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
+                                 plan.world_size > 1 ? &c.cost : nullptr));
     if (call.bucket < 0) continue;
     const auto& pb = plan.buckets[static_cast<size_t>(call.bucket)];
     r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
@@ -402,6 +422,10 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
                          plan.world_size > 1 ? to_string(c.cost.protocol) : "none"});
   }
   const double single_gpu_s = k * micro + memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, run.cm);
+  // DDP: what the last all-reduce adds after the backward; sharded: everything the compute waited for (gathers in
+  // the forward and backward too), and what running beside collectives slowed it by.
+  r.exposed_comm_s = plan.sharded.sharding == Sharding::none ? std::max(0.0, run.comm_end - backward_end)
+                                                             : std::max(0.0, r.step_time_s - single_gpu_s);
   r.no_overlap_step_s = single_gpu_s + r.comm_busy_s;
   const double samples = static_cast<double>(plan.world_size * plan.micro_batch * plan.gradient_accumulation);
   r.samples_per_s = r.step_time_s > 0 ? samples / r.step_time_s : 0;

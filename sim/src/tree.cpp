@@ -38,7 +38,7 @@ class Tree final : public CollectiveAlgorithm {
  public:
   Algorithm algorithm() const override { return Algorithm::tree; }
   bool available(const Platform&) const override { return true; }
-  std::vector<Flow> flows(const Platform& p, double bytes) const override {
+  std::vector<Flow> flows(const Platform& p, CollectiveKind, double bytes) const override {
     std::vector<Flow> out;
     for (int v = 0; v < p.simulated_nodes(); ++v)
       for (int x = 0; x + 1 < p.gpus_per_node(); ++x) {

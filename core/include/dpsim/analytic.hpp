@@ -8,6 +8,7 @@
 
 #include "dpsim/cost.hpp"
 #include "dpsim/program.hpp"
+#include "dpsim/result.hpp"
 #include "dpsim/scenario.hpp"
 
 namespace dpsim {
@@ -23,11 +24,16 @@ std::map<GroupKind, FabricSummary> call_fabrics(const Scenario& scenario, const 
 CollectiveCost call_cost(const Scenario& scenario, const CommCall& call, const FabricSummary& fabric);
 
 struct CallTiming {
+  int stream = 0;
   double ready_s = 0;  // when its input was complete (CommCall::inputs_ready)
   double start_s = 0;
   double end_s = 0;
   CollectiveCost cost;
 };
+
+// A call's entry in the result's comm[]; `cost` null when nothing moves (one GPU): algorithm and protocol "none".
+CommTiming comm_timing(const CommCall& call, const std::string& stream, double ready_s, double start_s, double end_s,
+                       const CollectiveCost* cost);
 
 class AnalyticExecutor final : public StepExecutor {
  public:

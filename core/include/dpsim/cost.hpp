@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 
+#include "dpsim/collective_kind.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/scenario.hpp"
 
@@ -61,6 +62,10 @@ struct CollectiveCost {
 // NCCL's model: time = latency + S * 2(n-1)/n / busbw, minimised over the allowed
 // (algorithm, protocol) pairs; `requested` may pin either.
 CollectiveCost allreduce_cost(double bytes, const FabricSummary& fabric, const NcclModel& nccl, Collective requested);
+// The same for any kind NCCL's model covers here: all_reduce, reduce_scatter, all_gather (`bytes` is the buffer
+// size S as nccl-tests prints it; reduce-scatter and all-gather run on the ring). Other kinds throw RuntimeError.
+CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& fabric, const NcclModel& nccl,
+                               Collective requested);
 
 // The back-of-envelope: 2(n-1)/n * S / B, with B the nominal ring bottleneck per direction.
 double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_bytes_per_s);

@@ -7,6 +7,7 @@
 
 #include "dpsim/model.hpp"
 #include "dpsim/scenario.hpp"
+#include "dpsim/sharding.hpp"
 
 namespace dpsim {
 
@@ -42,10 +43,29 @@ struct OptimizerStep {
 };
 
 struct MemoryNeed {
-  double model_state_bytes = 0;  // weights + grads + optimizer state
+  double model_state_bytes = 0;  // weights + grads + optimizer state (the shard of them, sharded)
   double ddp_buffer_bytes = 0;   // bucket copies when grads are not bucket views
   double activation_bytes = 0;
-  double total_bytes() const { return model_state_bytes + ddp_buffer_bytes + activation_bytes; }
+  double unsharded_bytes = 0;  // zero3: the units' weights and gradients gathered in full at once
+  double total_bytes() const { return model_state_bytes + ddp_buffer_bytes + activation_bytes + unsharded_bytes; }
+};
+
+// An FSDP unit (zero2/zero3): the ops whose parameters are gathered and reduced together, in forward order.
+struct ShardUnit {
+  std::string name{};      // "" is the root (what no wrapped block owns)
+  std::vector<int> ops{};  // indices into StepPlan::ops, forward order
+  int64_t parameters = 0;
+  double gather_bytes = 0;  // all-gather buffer S: the unit's weights in param_dtype
+  double reduce_bytes = 0;  // reduce-scatter buffer S: its gradients in the reduce dtype
+};
+
+struct Sharded {
+  Sharding sharding = Sharding::none;
+  int shards = 1;                   // data-parallel GPUs each holding 1/shards
+  std::vector<ShardUnit> units;     // zero2/zero3; units[0] is the root, gathered first and kept
+  double param_per_grad_bytes = 1;  // zero1: all-gather bytes per reduce-scatter byte of a bucket
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::backward_pre;
+  bool limit_all_gathers = true;
 };
 
 struct StepPlan {
@@ -63,6 +83,7 @@ struct StepPlan {
   OptimizerStep optimizer;
   MemoryNeed memory;
   double final_copy_bytes = 0;  // bucket -> grad copy after the last all-reduce (no bucket views)
+  Sharded sharded;
 };
 
 StepPlan make_step_plan(const Scenario& scenario);

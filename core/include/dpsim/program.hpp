@@ -29,9 +29,14 @@ const char* to_string(Mark mark);
 
 // Events between streams: recorded on one stream, waited for on another.
 enum class EventKind {
-  bucket_ready,   // compute: a bucket's gradients are all written
-  bucket_done,    // comm: a bucket's all-reduce is done
-  backward_done,  // compute: the synced micro-step's backward is done (no-overlap schedules wait for it)
+  bucket_ready,    // compute: a bucket's gradients are all written
+  bucket_done,     // comm: a bucket's all-reduce (zero1: reduce-scatter) is done
+  backward_done,   // compute: the synced micro-step's backward is done (no-overlap schedules wait for it)
+  gathered,        // comm: an all-gather is done (index: the all-gather's call index)
+  unit_forward,    // compute: an FSDP unit's forward is done (index: micro x units + unit)
+  unit_backward,   // compute: an FSDP unit's backward is done, its gradients written (same index)
+  reduced,         // comm: an FSDP unit's reduce-scatter is done (index: the unit)
+  optimizer_done,  // compute: the sharded optimizer step is done (zero1 gathers the updated weights after it)
 };
 const char* to_string(EventKind kind);
 struct EventRef {
@@ -46,6 +51,7 @@ struct CommCall {
   int index = 0;            // per (kind, group), in issue order: what validate matches measured and predicted by
   double bytes = 0;         // the buffer size S as nccl-tests prints it
   int bucket = -1;          // the DDP bucket reduced (index into StepPlan::buckets); -1: none
+  int unit = -1;            // the FSDP unit gathered or reduced (index into StepPlan::sharded.units); -1: none
   EventRef inputs_ready{};  // the event that says its input is complete (its ready_s in results)
 };
 
@@ -88,7 +94,10 @@ struct ProgramOptions {
   bool overlap = true;      // false: communication starts only after the whole backward (predict --no-overlap)
 };
 
-// The step of `plan` (data parallelism over all of its ranks: DDP). Throws RuntimeError for an inconsistent plan
+// The step of `plan`: data parallelism over all of its ranks, DDP or sharded (plan.sharded). DDP and zero1 reduce
+// the DDP buckets on the comm stream (zero1: reduce-scatter, then the sharded update, then an all-gather of the
+// updated weights per bucket); zero2/zero3 run FSDP's order on the data group's one NCCL stream (ProcessGroupNCCL
+// runs a group's collectives on one stream, in issue order). Throws RuntimeError for an inconsistent plan
 // (buckets that complete out of order or never).
 StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options = {});
 

@@ -9,12 +9,27 @@
 
 namespace dpsim {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;  // 2 adds comm[], parallelism and memory.unsharded_bytes_per_gpu
 
 struct BucketTiming {
   int index = 0;
   long long bytes = 0;
   double ready_s = 0;
+  double start_s = 0;
+  double end_s = 0;
+  std::string algorithm;
+  std::string protocol;
+};
+
+// One collective of the step (schema 2's comm[]): `bytes` is its buffer size S as nccl-tests prints it; `kind` and
+// `group` are CollectiveKind and GroupKind names; (kind, group, index) identifies it across predict and measure.
+struct CommTiming {
+  std::string kind;
+  std::string group;
+  int index = 0;
+  double bytes = 0;
+  std::string stream;
+  double ready_s = 0;  // when its input was complete; -1 when not known
   double start_s = 0;
   double end_s = 0;
   std::string algorithm;
@@ -70,8 +85,12 @@ struct StepResult {
   double model_state_bytes_per_gpu = 0;
   double activation_bytes_per_gpu = 0;
   double ddp_buffer_bytes_per_gpu = 0;
+  double unsharded_bytes_per_gpu = 0;  // zero3: units gathered in full at once
   double gpu_memory_bytes = 0;
   bool fits = false;
+  double memory_need_bytes() const {  // what `fits` compares with gpu_memory_bytes
+    return model_state_bytes_per_gpu + activation_bytes_per_gpu + ddp_buffer_bytes_per_gpu + unsharded_bytes_per_gpu;
+  }
 
   double allreduce_bytes_sent_per_gpu = 0;
   double allreduce_time_s = 0;  // ideal ring at link bandwidth, one message (DESIGN.md)
@@ -97,7 +116,9 @@ struct StepResult {
 
   std::optional<StepBounds> bounds;  // estimate: both ends of the bracket (JSON "bounds"); predict/measure: none
 
+  std::string sharding = "none";  // parallelism.sharding as dpsim names it (to_string(Sharding))
   std::vector<BucketTiming> buckets;
+  std::vector<CommTiming> comm;
   std::vector<TimelineEvent> timeline;                // not serialized into the result JSON; used for traces
   nlohmann::json spreads = nlohmann::json::object();  // measure: {"step.time_s": {median,p10,p90}, ...}
   std::vector<std::string> advice;

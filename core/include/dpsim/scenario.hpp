@@ -251,6 +251,32 @@ struct Ddp {
   bool first_iteration = false;  // simulate iteration 0: one bucket for everything
 };
 
+// Sharded data parallelism (ZeRO stages, Rajbhandari et al. 2019; PyTorch FSDP's ShardingStrategy): what each
+// data-parallel rank keeps 1/N of. none = DDP (FSDP NO_SHARD); zero1 = optimizer state; zero2 = + gradients
+// (FSDP SHARD_GRAD_OP); zero3 = + parameters (FSDP FULL_SHARD).
+enum class Sharding { none, zero1, zero2, zero3 };
+const char* to_string(Sharding sharding);
+
+// FSDP's backward_prefetch (torch/distributed/fsdp/api.py BackwardPrefetch): when the next unit's all-gather is
+// issued in backward: before the current unit's gradient computation, after it, or only when it is needed.
+enum class BackwardPrefetch { backward_pre, backward_post, none };
+const char* to_string(BackwardPrefetch prefetch);
+
+struct Parallelism {
+  Sharding sharding = Sharding::none;
+  std::string sharding_as_written = "none";  // the name the scenario used (full_shard, zero3, ...)
+};
+
+// FSDP's knobs that change the step's timing, with PyTorch's defaults (FullyShardedDataParallel.__init__).
+struct Fsdp {
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::backward_pre;
+  bool limit_all_gathers = true;      // at most two units' all-gathers in flight ahead of the compute
+  std::optional<Dtype> reduce_dtype;  // MixedPrecision.reduce_dtype; unset: the gradients' dtype
+  // The auto-wrap policy wraps each transformer block; what it does not wrap (embedding, final norm, head) stays in
+  // the root, which FSDP does not reshard after the forward. true: each of those ops is a unit of its own.
+  bool wrap_root_ops = false;
+};
+
 struct Collective {
   Algorithm algorithm = Algorithm::automatic;
   Protocol protocol = Protocol::automatic;
@@ -262,6 +288,8 @@ struct Scenario {
   ModelSpec model;
   Training training;
   Ddp ddp;
+  Parallelism parallelism;
+  Fsdp fsdp;
   Topology topology;
   Collective collective;
   NcclModel nccl;

@@ -86,6 +86,9 @@ struct StepLayout {
   bool bucket_view = true;  // gradient_as_bucket_view: dW lands straight in the bucket slice
 };
 
+// The backend runs DDP steps only so far: InputError (exit 2) for a sharded plan. make_layout and walk_step call it.
+void require_ddp(const StepPlan& plan);
+
 // Match each op's gradients to its GEMMs (a weight of k*n elements, batch 1) and lay out buckets.
 StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view);
 

@@ -1,0 +1,31 @@
+#pragma once
+// Sharded data parallelism (ZeRO, Rajbhandari et al. 2019, arXiv 1910.02054; PyTorch FSDP, Zhao et al. 2023):
+// the model-state memory per GPU of each stage, and the units FSDP gathers and reduces one at a time.
+#include <cstdint>
+#include <string>
+
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+// Bytes per parameter of each part of the model state: 16-bit (or fp32) weights, gradients, and the optimizer's
+// fp32 state (the master copy when weights are 16-bit, plus the moments): ZeRO's 2 + 2 + K with K = 12 for
+// mixed-precision Adam.
+struct ModelStateParts {
+  double weights = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double total() const { return weights + grads + optimizer; }
+};
+ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer);
+
+// ZeRO's Figure 1 / Section 5 over `shards` data-parallel GPUs: stage 1 shards the optimizer state, stage 2 the
+// gradients too, stage 3 the weights too.
+double sharded_model_state_bytes(double parameters, const ModelStateParts& parts, Sharding sharding, int shards);
+
+// The FSDP unit an op belongs to under the transformer auto-wrap policy: its name up to its first numeric
+// component ("layers.3.attn.qkv" -> "layers.3", "h.11.mlp.fc" -> "h.11"); "" for the root (embedding, final
+// norm, head), which FSDP's root instance owns.
+std::string fsdp_unit_of(const std::string& op_name);
+
+}  // namespace dpsim

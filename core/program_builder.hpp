@@ -1,0 +1,48 @@
+#pragma once
+// What the step program's builders share (core/program.cpp: DDP and zero1; core/program_fsdp.cpp: zero2/zero3).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "dpsim/error.hpp"
+#include "dpsim/program.hpp"
+
+namespace dpsim::program_detail {
+
+// Builds one rank class's instruction list; each helper appends one instruction.
+struct Builder {
+  RankProgram rank;
+  void push(Instr i) { rank.instrs.push_back(i); }
+  void mark(int stream, Mark m, int index) {
+    push({.type = Instr::Type::mark, .stream = stream, .mark = m, .mark_index = index});
+  }
+  void record(int stream, EventRef e) { push({.type = Instr::Type::record, .stream = stream, .event = e}); }
+  void wait(int stream, EventRef e) { push({.type = Instr::Type::wait, .stream = stream, .event = e}); }
+  // A collective on `stream`; its per-(kind, group) index counts the calls of that kind issued so far.
+  int call(int stream, CommCall c) {
+    c.index = static_cast<int>(std::count_if(rank.comms.begin(), rank.comms.end(), [&](const CommCall& o) {
+      return o.kind == c.kind && o.group == c.group;
+    }));
+    const int id = static_cast<int>(rank.comms.size());
+    rank.comms.push_back(c);
+    push({.type = Instr::Type::collective, .stream = stream, .comm = id});
+    return c.index;
+  }
+};
+
+inline int micro_steps(const StepPlan& plan, const ProgramOptions& options) {
+  return static_cast<int>(
+      std::max<int64_t>(1, options.micro_steps > 0 ? options.micro_steps : plan.gradient_accumulation));
+}
+
+inline int backward_op(const StepPlan& plan, size_t pos) {
+  const int o = plan.backward_order[pos];
+  if (o < 0 || o >= static_cast<int>(plan.ops.size()))
+    throw RuntimeError(fmt::format("plan backward_order names op {}, out of range", o));
+  return o;
+}
+
+// zero2/zero3: FSDP's step (program_fsdp.cpp).
+StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options);
+
+}  // namespace dpsim::program_detail

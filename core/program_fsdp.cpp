@@ -1,0 +1,187 @@
+// FSDP's step (zero2 = SHARD_GRAD_OP, zero3 = FULL_SHARD), as PyTorch's FullyShardedDataParallel issues it
+// (torch/distributed/fsdp/_runtime_utils.py; ../shared/reference/parallelism-model.md). All collectives of the
+// data group run on its one NCCL stream in issue order (ProcessGroupNCCL: one stream per device per group), so the
+// order below is the schedule: the host issues ahead of the GPU, the compute waits for each unit's gather, and a
+// reduce-scatter waits for its unit's gradients.
+//
+// Forward: the root's gather first (FSDP's root keeps its parameters to the end of the backward), then each unit's
+// in order; with limit_all_gathers (zero3) the gather of block j waits until block j-2 has resharded.
+// Backward (zero3): the last block's gather (after its forward has resharded it), the next block's prefetched
+// before the current block's reduce-scatter (backward_pre and backward_post both issue it before that
+// reduce-scatter, from the pre- and the post-backward hook; with a host ahead of the GPU they give the same order),
+// or after it (none). zero2 keeps
+// the parameters from the forward and gathers nothing in backward. The root's reduce-scatter is last.
+#include <map>
+
+#include "program_builder.hpp"
+
+namespace dpsim::program_detail {
+
+namespace {
+
+constexpr int kCompute = StepProgram::kCompute, kComm = StepProgram::kComm;
+
+struct Fsdp {
+  const StepPlan& plan;
+  Builder& bld;
+  int micro = 0;
+  bool sync = false;
+  std::vector<int> unit_of{};  // per op
+
+  int units() const { return static_cast<int>(plan.sharded.units.size()); }
+  bool is_root(int u) const { return plan.sharded.units[static_cast<size_t>(u)].name.empty(); }
+  int key(int u) const { return micro * units() + u; }
+  bool zero3() const { return plan.sharded.sharding == Sharding::zero3; }
+
+  int gather(int u, EventRef after) {
+    const ShardUnit& unit = plan.sharded.units[static_cast<size_t>(u)];
+    const int index = bld.call(kComm, {.kind = CollectiveKind::all_gather,
+                                       .group = GroupKind::data,
+                                       .bytes = unit.gather_bytes,
+                                       .unit = u,
+                                       .inputs_ready = after});
+    bld.record(kComm, {EventKind::gathered, index});
+    return index;
+  }
+
+  void reduce(int u) {
+    const ShardUnit& unit = plan.sharded.units[static_cast<size_t>(u)];
+    const EventRef ready{EventKind::unit_backward, key(u)};
+    bld.wait(kComm, ready);
+    bld.call(kComm, {.kind = CollectiveKind::reduce_scatter,
+                     .group = GroupKind::data,
+                     .bytes = unit.reduce_bytes,
+                     .unit = u,
+                     .inputs_ready = ready});
+    bld.record(kComm, {EventKind::reduced, u});
+  }
+
+  // Forward: gathers issued one unit ahead of the compute (the stream runs them back to back unless the limiter
+  // holds one back); each unit's ops wait for its gather.
+  void forward(bool gather_root, bool gather_blocks) {
+    std::vector<int> order;  // units in forward order of first use
+    std::vector<int> last_op(static_cast<size_t>(units()), -1);
+    for (size_t o = 0; o < plan.ops.size(); ++o) {
+      const int u = unit_of[o];
+      if (last_op[static_cast<size_t>(u)] < 0) order.push_back(u);
+      last_op[static_cast<size_t>(u)] = static_cast<int>(o);
+    }
+    std::map<int, int> gathered;  // unit -> its gather's index
+    std::vector<int> blocks;      // non-root units gathered so far, in order
+    auto issue = [&](size_t i) {
+      if (i >= order.size()) return;
+      const int u = order[i];
+      if (is_root(u) ? !gather_root : !gather_blocks) return;
+      EventRef after{EventKind::unit_forward, -1};
+      if (!is_root(u)) {
+        if (zero3() && plan.sharded.limit_all_gathers && blocks.size() >= 2) {
+          after = {EventKind::unit_forward, key(blocks[blocks.size() - 2])};
+          bld.wait(kComm, after);
+        }
+        blocks.push_back(u);
+      }
+      gathered[u] = gather(u, after);
+    };
+    bld.mark(kCompute, Mark::forward_begin, micro);
+    issue(0);
+    size_t next = 1;
+    std::vector<bool> started(static_cast<size_t>(units()), false);
+    for (size_t o = 0; o < plan.ops.size(); ++o) {
+      const int u = unit_of[o];
+      if (!started[static_cast<size_t>(u)]) {
+        started[static_cast<size_t>(u)] = true;
+        issue(next++);  // prefetch: the next unit's gather goes out before this unit computes
+        if (gathered.count(u)) bld.wait(kCompute, {EventKind::gathered, gathered[u]});
+      }
+      bld.push({.type = Instr::Type::forward, .stream = kCompute, .op = static_cast<int>(o), .micro = micro});
+      if (last_op[static_cast<size_t>(u)] == static_cast<int>(o) && !is_root(u))
+        bld.record(kCompute, {EventKind::unit_forward, key(u)});
+    }
+    bld.mark(kCompute, Mark::forward_end, micro);
+  }
+
+  // Backward: units in order of first use by the backward; zero3 gathers each block again (prefetched as the
+  // knobs say), every unit's gradients are reduce-scattered once its backward is done (synced micro-step only).
+  void backward() {
+    std::vector<int> order;
+    std::vector<int> last_pos(static_cast<size_t>(units()), -1);
+    for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
+      const int u = unit_of[static_cast<size_t>(backward_op(plan, pos))];
+      if (last_pos[static_cast<size_t>(u)] < 0) order.push_back(u);
+      last_pos[static_cast<size_t>(u)] = static_cast<int>(pos);
+    }
+    const bool regather = zero3();
+    const bool prefetch = plan.sharded.backward_prefetch != BackwardPrefetch::none;
+    std::map<int, int> gathered;
+    size_t next_gather = 0;
+    auto issue_gather = [&](size_t limit) {  // gathers for order[next_gather .. limit)
+      for (; next_gather < std::min(limit, order.size()); ++next_gather) {
+        const int u = order[next_gather];
+        if (is_root(u)) continue;
+        // Gathered again after its forward resharded it (the last block's forward ends just before).
+        const EventRef resharded{EventKind::unit_forward, key(u)};
+        bld.wait(kComm, resharded);
+        gathered[u] = gather(u, resharded);
+      }
+    };
+    std::vector<bool> started(static_cast<size_t>(units()), false);
+    size_t i = 0;
+    for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
+      const int o = backward_op(plan, pos);
+      const int u = unit_of[static_cast<size_t>(o)];
+      if (!started[static_cast<size_t>(u)]) {
+        started[static_cast<size_t>(u)] = true;
+        if (regather) {
+          issue_gather(i + (prefetch ? 2 : 1));
+          if (gathered.count(u)) bld.wait(kCompute, {EventKind::gathered, gathered[u]});
+        }
+        ++i;
+      }
+      bld.push({.type = Instr::Type::backward, .stream = kCompute, .op = o, .micro = micro, .sync = sync});
+      if (last_pos[static_cast<size_t>(u)] == static_cast<int>(pos)) {
+        bld.record(kCompute, {EventKind::unit_backward, key(u)});
+        if (sync) reduce(u);
+      }
+    }
+    bld.mark(kCompute, Mark::backward_end, micro);
+  }
+};
+
+}  // namespace
+
+StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options) {
+  StepProgram program;
+  program.streams = {"compute", "comm"};
+  program.dims = {plan.world_size, 1, 1};
+  program.micro_steps = micro_steps(plan, options);
+  if (plan.sharded.units.empty()) throw RuntimeError("plan: FSDP with no units (a model without parameters)");
+  Builder bld;
+  bld.rank.rank_class = "every rank";
+  bld.rank.ranks = plan.world_size;
+  Fsdp f{plan, bld};
+  f.unit_of.assign(plan.ops.size(), -1);
+  for (size_t u = 0; u < plan.sharded.units.size(); ++u)
+    for (int o : plan.sharded.units[u].ops) f.unit_of[static_cast<size_t>(o)] = static_cast<int>(u);
+  for (int u : f.unit_of)
+    if (u < 0) throw RuntimeError("plan: an op belongs to no FSDP unit");
+  bld.mark(kCompute, Mark::step_begin, 0);
+  int last_reduce_unit = -1;
+  for (int micro = 0; micro < program.micro_steps; ++micro) {
+    f.micro = micro;
+    f.sync = micro == program.micro_steps - 1;  // FSDP's no_sync() on the first k-1 micro-steps
+    // The root's parameters stay gathered across the micro-steps; zero2 keeps every unit's under no_sync() too
+    // (_runtime_utils.py _should_free_in_backward), zero3 frees them after each use.
+    f.forward(micro == 0, f.zero3() || micro == 0);
+    f.backward();
+  }
+  for (const CommCall& c : bld.rank.comms)
+    if (c.kind == CollectiveKind::reduce_scatter) last_reduce_unit = c.unit;
+  if (last_reduce_unit >= 0) bld.wait(kCompute, {EventKind::reduced, last_reduce_unit});
+  bld.mark(kCompute, Mark::optimizer_begin, 0);
+  bld.push({.type = Instr::Type::optimizer, .stream = kCompute});
+  bld.mark(kCompute, Mark::optimizer_end, 0);
+  program.classes.push_back(std::move(bld.rank));
+  return program;
+}
+
+}  // namespace dpsim::program_detail

@@ -1,0 +1,87 @@
+// Sharded data parallelism in the simulator: without contention and without the overlap slowdown, the simulated
+// step equals the estimate's clock-per-stream walk of the same program, for every strategy; with one unit and no
+// prefetch it is the closed form gather + forward + gather + backward + reduce-scatter + optimizer.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "../source_dir.hpp"
+#include "dpsim/analytic.hpp"
+#include "dpsim/estimate.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/sim/simulate.hpp"
+#include "dpsim/sweep_spec.hpp"
+
+using namespace dpsim;
+
+namespace {
+
+Scenario llama8b(const std::string& sharding, std::vector<Override> more = {}) {
+  more.push_back({"parallelism.sharding", sharding});
+  Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-8xh100.yaml", more);
+  s.nccl.overlap_slowdown = 1;  // the closed form has no slowdown of compute beside collectives
+  return s;
+}
+
+StepResult predict(const Scenario& s, const StepPlan& plan) {
+  SimOptions o;
+  o.progress = false;
+  return simulate(s, plan, o);
+}
+
+}  // namespace
+
+TEST_CASE("sharded steps: the simulator equals the estimate's walk of the same program", "[sim]") {
+  for (const char* sharding : {"zero1", "zero2", "zero3"}) {
+    for (const char* prefetch : {"backward_pre", "none"}) {
+      if (std::string(sharding) == "zero1" && std::string(prefetch) == "none") continue;
+      std::vector<Override> knobs;
+      if (std::string(sharding) != "zero1") knobs.push_back({"fsdp.backward_prefetch", prefetch});
+      const Scenario s = llama8b(sharding, knobs);
+      const StepPlan plan = make_step_plan(s);
+      const StepResult sim = predict(s, plan);
+      const Estimate est = estimate(s, plan);
+      INFO(sharding << " backward_prefetch " << prefetch << ": simulated " << sim.step_time_s << " s, estimate "
+                    << est.result.step_time_s << " s");
+      CHECK(std::abs(sim.step_time_s - est.result.step_time_s) / est.result.step_time_s < 1e-6);
+      CHECK(std::abs(sim.exposed_comm_s - est.result.exposed_comm_s) / est.result.step_time_s < 1e-6);
+      REQUIRE(sim.comm.size() == est.result.comm.size());
+      for (size_t i = 0; i < sim.comm.size(); ++i) {
+        CHECK(sim.comm[i].kind == est.result.comm[i].kind);
+        CHECK(sim.comm[i].index == est.result.comm[i].index);
+        CHECK(std::abs(sim.comm[i].end_s - est.result.comm[i].end_s) < 1e-6 * est.result.step_time_s);
+      }
+    }
+  }
+}
+
+TEST_CASE("zero3 with one unit and no prefetch: the closed form", "[sim]") {
+  const Scenario s = llama8b("zero3", {{"fsdp.backward_prefetch", "none"}});
+  StepPlan plan = make_step_plan(s);
+  // Every op in one wrapped unit (not the root): gathered before the forward and again before the backward.
+  ShardUnit all{.name = "all"};
+  for (size_t o = 0; o < plan.ops.size(); ++o) all.ops.push_back(static_cast<int>(o));
+  all.parameters = plan.parameters;
+  all.gather_bytes = static_cast<double>(plan.parameters) * dtype_bytes(s.training.param_dtype);
+  all.reduce_bytes = static_cast<double>(plan.parameters) * dtype_bytes(s.training.grad_dtype);
+  plan.sharded.units = {all};
+
+  const FabricSummary f = summarize_fabric(s.topology);
+  const double launch = s.nccl.framework_launch_overhead_s;
+  const double gather = collective_cost(CollectiveKind::all_gather, all.gather_bytes, f, s.nccl, s.collective).time_s;
+  const double reduce =
+      collective_cost(CollectiveKind::reduce_scatter, all.reduce_bytes, f, s.nccl, s.collective).time_s;
+  const ComputeModel cm = compute_model(s);
+  double fwd = 0, bwd = 0;
+  for (const PlanOp& op : plan.ops) {
+    fwd += forward_seconds(op, cm);
+    bwd += backward_seconds(op, cm);
+  }
+  const double optimizer = memory_seconds(plan.optimizer.bytes, cm);
+  const double closed = 2 * (launch + gather) + fwd + bwd + launch + reduce + optimizer;
+  const StepResult sim = predict(s, plan);
+  INFO("simulated " << sim.step_time_s << " s, closed form " << closed << " s");
+  CHECK(std::abs(sim.step_time_s - closed) / closed < 1e-6);
+  CHECK(std::abs(sim.exposed_comm_s - (2 * (launch + gather) + launch + reduce)) / closed < 1e-6);
+}
