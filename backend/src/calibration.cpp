@@ -53,6 +53,8 @@ std::string trim(const std::string& s) {
 // mpirun --tag-output prefixes: "[1,0]<stdout>:", and "[0] " from some launchers.
 std::string strip_prefix(std::string line) {
   static const std::regex tag(R"(^\s*\[\d+(,\d+)?\](<stdout>|<stderr>)?:?\s?)");
+  const auto first = line.find_first_not_of(" \t");
+  if (first == std::string::npos || line[first] != '[') return line;  // the regex only where it can match
   return std::regex_replace(line, tag, "");
 }
 
@@ -78,13 +80,13 @@ Calibration parse_nccl_tests_log(const std::string& text, const std::string& fil
     ++line_no;
     const std::string line = trim(strip_prefix(raw));
     if (line.empty()) continue;
-    if (std::regex_search(line, m, rank_re)) {
+    if (line.find("Rank") != std::string::npos && std::regex_search(line, m, rank_re)) {
       ranks.insert(m[1].str() + "@" + m[3].str());
       host = m[3].str();
       gpu = trim(m[4].str());
       continue;
     }
-    if (std::regex_search(line, m, version_re)) {
+    if (line.find("nccl-tests version") != std::string::npos && std::regex_search(line, m, version_re)) {
       cal.context["nccl_tests"] = m[1].str();
       const int v = std::stoi(m[2].str());  // NCCL_VERSION_CODE: major*10000 + minor*100 + patch
       cal.context["nccl"] = fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
