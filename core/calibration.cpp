@@ -105,6 +105,7 @@ Calibration from_node(const YNode& root) {
       x.world_size = static_cast<int>(f.at("world_size").as_int(2, 1 << 24));
       if (auto n = f.get("nodes")) x.nodes = static_cast<int>(n->as_int(1, 1 << 20));
       x.latency_s = f.at("latency_s").as_number();
+      if (x.latency_s < 0) f.at("latency_s").fail(fmt::format("must not be negative, got {}", x.latency_s));
       x.busbw_bytes_per_s = f.at("busbw_bytes_per_s").as_positive_number();
       x.link_bytes_per_s = number_or_zero(f, "link_bytes_per_s");
       x.bandwidth_efficiency = number_or_zero(f, "bandwidth_efficiency");

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -58,6 +59,15 @@ std::string strip_prefix(std::string line) {
   return std::regex_replace(line, tag, "");
 }
 
+// Bytes per element of an nccl-tests data type (0: not a type nccl-tests names; then not checked).
+int element_bytes(const std::string& type) {
+  static const std::map<std::string, int> bytes{{"int8", 1},   {"uint8", 1},    {"int32", 4},    {"uint32", 4},
+                                                {"int64", 8},  {"uint64", 8},   {"half", 2},     {"float", 4},
+                                                {"double", 8}, {"bfloat16", 2}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1}};
+  const auto it = bytes.find(type);
+  return it == bytes.end() ? 0 : it->second;
+}
+
 }  // namespace
 
 double allreduce_busbw_GBps(double bytes, double seconds, int world_size) {
@@ -95,16 +105,29 @@ Calibration parse_nccl_tests_log(const std::string& text, const std::string& fil
     if (line[0] == '#') continue;
     const auto t = split_ws(line);
     // size count type redop [root] time algbw busbw wrong [time algbw busbw wrong]
-    if (t.size() < 8 || !is_integer(t[0]) || !is_integer(t[1])) continue;
-    if (std::isdigit(static_cast<unsigned char>(t[2][0]))) continue;
+    if (t.size() < 2 || !is_integer(t[0]) || !is_integer(t[1])) continue;
+    if (t.size() >= 3 && std::isdigit(static_cast<unsigned char>(t[2][0]))) continue;
+    const auto refuse = [&](const std::string& why) {
+      throw InputError(file, line_no, "all_reduce_perf", fmt::format("{}: '{}'", why, line));
+    };
+    if (t.size() != 8 && t.size() != 9 && t.size() != 12 && t.size() != 13)
+      refuse(fmt::format("a row of {} columns, not 8, 9, 12 or 13 (cut mid-line?)", t.size()));
     size_t i = 4;
     if (t.size() == 13 || t.size() == 9) ++i;  // has the root column
     std::vector<double> v;
     for (size_t j = i; j < t.size(); ++j) {
       double x = 0;
-      v.push_back(to_double(t[j], x) ? x : 0.0);  // "#wrong" may be N/A
+      const bool wrong_column = (j - i) % 4 == 3;  // "#wrong" may be N/A
+      if (!to_double(t[j], x) && !wrong_column) refuse(fmt::format("\"{}\" is not a number", t[j]));
+      if (wrong_column && x > 0)
+        refuse(fmt::format("{} wrong results (#wrong): the run is not a valid measurement", t[j]));
+      if (!wrong_column && !(x >= 0)) refuse(fmt::format("negative time or bandwidth {}", t[j]));
+      v.push_back(x);
     }
-    if (v.size() < 3) throw InputError(file, line_no, "all_reduce_perf", "cannot read the row '" + line + "'");
+    if (const int element = element_bytes(t[2]); element > 0 && std::stod(t[1]) * element != std::stod(t[0])) {
+      refuse(fmt::format("size {} bytes is not count {} x {} bytes of {} (size and count swapped, or a damaged row)",
+                         t[0], t[1], element, t[2]));
+    }
     AllreduceRow row;
     row.bytes = std::stod(t[0]);
     row.time_s = v[0] * 1e-6;
