@@ -1,5 +1,6 @@
 // dpsim sweep SWEEP.yaml -o DIR: a grid (or zip) of scenario overrides, each point in its own process;
 // under mpirun/srun the points are shared among the ranks (dpsim/sweep/ranks.hpp).
+#include <cctype>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,16 +21,25 @@ struct SweepArgs {
   bool resume = false;
   std::string shard;
   int64_t limit = -1;
+  double point_timeout_s = kDefaultPointTimeout_s;
   bool plot = false;
   bool quiet = false;
 };
+
+int whole_number(const std::string& text) {
+  size_t used = 0;
+  const int v = std::stoi(text, &used);
+  if (used != text.size() || text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+    throw std::invalid_argument("not a whole number");
+  return v;
+}
 
 void parse_shard(const std::string& text, SweepOptions& o) {
   const auto slash = text.find('/');
   try {
     if (slash == std::string::npos) throw std::invalid_argument("no slash");
-    o.shard_index = std::stoi(text.substr(0, slash));
-    o.shard_count = std::stoi(text.substr(slash + 1));
+    o.shard_index = whole_number(text.substr(0, slash));
+    o.shard_count = whole_number(text.substr(slash + 1));
   } catch (const std::exception&) {
     throw InputError(fmt::format("--shard: expected I/N (e.g. 0/4), got \"{}\"", text));
   }
@@ -42,13 +52,17 @@ void register_sweep(CLI::App& app) {
   auto* cmd = app.add_subcommand("sweep", "Run a grid of scenario variants in parallel; results as CSV and JSON lines");
   cmd->add_option("SWEEP", a->file, "Sweep YAML (scenarios/sweeps/*.yaml): base scenario + axes")->required();
   cmd->add_option("-o,--output", a->out, "Output directory: results.csv, results.jsonl (default sweep-results)");
-  cmd->add_option("-j,--jobs", a->jobs, "Points run at once (default: all cores)");
+  cmd->add_option("-j,--jobs", a->jobs, "Points run at once (default: all cores)")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--resume", a->resume, "Keep points already in DIR/results.jsonl and run only the rest");
   cmd->add_option("--shard", a->shard, "Run the deterministic slice I/N (points with index % N == I)");
-  cmd->add_option("--limit", a->limit, "Run at most this many points (benchmarking)");
+  cmd->add_option("--limit", a->limit, "Run at most this many points (benchmarking)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--point-timeout", a->point_timeout_s,
+                  fmt::format("Seconds a point may run before it is killed and recorded as an error (default {:g})",
+                              kDefaultPointTimeout_s));
   cmd->add_flag("--plot", a->plot, "Draw the plots into DIR/plots when the sweep completes");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
   cmd->callback([a] {
+    if (a->out.empty()) throw InputError("-o: the output directory must not be empty");
     const SweepSpec spec = load_sweep(a->file);
     SweepOptions o;
     o.jobs = a->jobs > 0 ? a->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -56,6 +70,7 @@ void register_sweep(CLI::App& app) {
     o.resume = a->resume;
     o.limit = a->limit;
     o.progress = !a->quiet;
+    o.point_timeout_s = a->point_timeout_s;
     if (!a->shard.empty()) parse_shard(a->shard, o);
     const LaunchedSweep run = run_sweep_launched(spec, o);
     const SweepSummary& s = run.summary;
@@ -67,6 +82,12 @@ void register_sweep(CLI::App& app) {
                  s.interrupted ? " (interrupted: rerun with --resume)" : "");
     }
     if (s.interrupted) throw RuntimeError("interrupted; the finished points are in " + a->out);
+    if (s.unfinished > 0) {
+      throw RuntimeError(
+          fmt::format("{} point{} stopped from outside before finishing (not recorded); the finished "
+                      "points are in {}: rerun with --resume",
+                      s.unfinished, s.unfinished == 1 ? "" : "s", a->out));
+    }
     if (a->plot && run.rank == 0) {
       for (const auto& f : plot_sweep(o.out_dir / "results.csv", o.out_dir / "plots", {}))
         fmt::print("{}\n", f.string());

@@ -13,6 +13,7 @@
 
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/hash.hpp"
 #include "dpsim/result.hpp"
 #include "yaml_node.hpp"
 
@@ -21,15 +22,6 @@ namespace dpsim {
 namespace {
 
 std::string num(double x) { return fmt::format("{}", x); }  // shortest text that reads back exactly
-
-std::string fnv1a64(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (const char c : text) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return fmt::format("fnv1a64:{:016x}", h);
-}
 
 double number_or_zero(const YNode& map, const char* key) {
   const auto v = map.get(key);
@@ -113,6 +105,7 @@ Calibration from_node(const YNode& root) {
       x.world_size = static_cast<int>(f.at("world_size").as_int(2, 1 << 24));
       if (auto n = f.get("nodes")) x.nodes = static_cast<int>(n->as_int(1, 1 << 20));
       x.latency_s = f.at("latency_s").as_number();
+      if (x.latency_s < 0) f.at("latency_s").fail(fmt::format("must not be negative, got {}", x.latency_s));
       x.busbw_bytes_per_s = f.at("busbw_bytes_per_s").as_positive_number();
       x.link_bytes_per_s = number_or_zero(f, "link_bytes_per_s");
       x.bandwidth_efficiency = number_or_zero(f, "bandwidth_efficiency");
@@ -215,8 +208,21 @@ std::string pointer_token(const std::string& key) {  // RFC 6901: "~" -> "~0", "
   return out;
 }
 
+// Aliases are shared nodes in yaml-cpp, but a JSON copy expands each: a "billion laughs" file of a few
+// lines would expand to 10^18 values. No input dpsim reads as JSON holds a million values.
+constexpr size_t kMaxJsonValues = 1000000;
+struct JsonBudget {
+  std::string file;
+  size_t& left;
+};
+
 // `pointer` is the node's JSON pointer; `lines` (may be null) receives its 1-based line.
-nlohmann::json to_json_node(const YAML::Node& node, const std::string& pointer, YamlLines* lines) {
+nlohmann::json to_json_node(const YAML::Node& node, const std::string& pointer, YamlLines* lines, JsonBudget budget) {
+  if (budget.left-- == 0) {
+    throw InputError(
+        budget.file, node.Mark().line + 1, "",
+        fmt::format("expands to more than {} values (YAML aliases repeated inside each other?)", kMaxJsonValues));
+  }
   if (lines != nullptr && node.Mark().line >= 0) (*lines)[pointer] = node.Mark().line + 1;
   switch (node.Type()) {
     case YAML::NodeType::Null:
@@ -224,14 +230,14 @@ nlohmann::json to_json_node(const YAML::Node& node, const std::string& pointer, 
     case YAML::NodeType::Sequence: {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& item : node)
-        out.push_back(to_json_node(item, pointer + "/" + std::to_string(out.size()), lines));
+        out.push_back(to_json_node(item, pointer + "/" + std::to_string(out.size()), lines, budget));
       return out;
     }
     case YAML::NodeType::Map: {
       nlohmann::json out = nlohmann::json::object();
       for (const auto& kv : node) {
         const std::string& key = kv.first.Scalar();
-        out[key] = to_json_node(kv.second, pointer + "/" + pointer_token(key), lines);
+        out[key] = to_json_node(kv.second, pointer + "/" + pointer_token(key), lines, budget);
       }
       return out;
     }
@@ -446,12 +452,8 @@ CalibrationReport apply_calibration(Scenario& s, const Calibration& c) {
 }
 
 nlohmann::json read_yaml_as_json(const std::filesystem::path& file, YamlLines* lines) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file.string(), 0, "", "cannot be read");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const YAML::Node root = load_text(buffer.str(), file.string());
-  return to_json_node(root, "", lines);
+  size_t budget = kMaxJsonValues;
+  return to_json_node(load_yaml_file(file), "", lines, {file.string(), budget});
 }
 
 }  // namespace dpsim

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 
 #include <fmt/format.h>
-#include <yaml-cpp/depthguard.h>
 
 #include "dpsim/error.hpp"
 #include "dpsim/suggest.hpp"
@@ -15,74 +13,6 @@
 namespace dpsim {
 
 namespace {
-
-constexpr std::uintmax_t kMaxInputBytes = 16u * 1024u * 1024u;  // no scenario file is this large
-constexpr int kMaxNesting = 64;                                 // yaml-cpp recurses per level
-
-// yaml-cpp parses recursively (it gives up with a "bad file" DeepRecursion at about 500 levels); refuse
-// absurd nesting first, with a message that says what is wrong. Flow nesting counts brackets outside
-// quoted scalars and comments; block nesting is bounded by the column where a line's content starts
-// (after its indentation and any "- " or "? " indicators).
-void check_nesting(const std::string& text, const std::string& file) {
-  constexpr int kMaxColumn = 2 * 4 * kMaxNesting;
-  int depth = 0, line = 1, column = 0;
-  bool line_start = true;  // still in the line's indentation and indicators
-  char quote = 0;          // the open quote, or 0
-  char prev = '\n';
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\n') {
-      ++line;
-      column = 0;
-      line_start = true;
-      prev = c;
-      continue;
-    }
-    if (quote) {
-      if (quote == '"' && c == '\\') {
-        ++i;  // an escaped character, perhaps a quote
-      } else if (c == quote) {
-        quote = 0;
-      }
-      prev = c;
-      continue;
-    }
-    const bool after_space = prev == ' ' || prev == '\t' || prev == '\n';
-    if (line_start) {
-      const bool indicator = (c == '-' || c == '?') && (i + 1 == text.size() || text[i + 1] == ' ');
-      if (c == ' ' || indicator) {
-        if (++column > kMaxColumn) throw InputError(file, line, "", "indentation deeper than any scenario needs");
-        prev = c;
-        continue;
-      }
-      line_start = false;
-    }
-    if (c == '#' && after_space) {  // a comment runs to the end of the line
-      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
-      continue;
-    }
-    if ((c == '"' || c == '\'') && (after_space || prev == '[' || prev == '{' || prev == ',' || prev == ':')) {
-      quote = c;  // a quote opens a quoted scalar only where a scalar can start ("it's" is plain text)
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxNesting)
-        throw InputError(file, line, "", fmt::format("nesting deeper than {} levels", kMaxNesting));
-    } else if (c == ']' || c == '}') {
-      depth = std::max(0, depth - 1);
-    }
-    prev = c;
-  }
-}
-
-// Reads at most limit + 1 bytes: a device or pipe (/dev/zero, a FIFO) has no size to check up front.
-std::string read_bounded(std::ifstream& in, std::uintmax_t limit) {
-  std::string text;
-  char chunk[65536];
-  while (in && text.size() <= limit) {
-    in.read(chunk, sizeof chunk);
-    text.append(chunk, static_cast<size_t>(in.gcount()));
-  }
-  return text;
-}
 
 // Recursion keeps yaml-cpp's node handles copied, never re-assigned (assignment would alias nodes).
 void set_in(YAML::Node node, const std::vector<std::string>& parts, size_t i, const YAML::Node& value,
@@ -106,40 +36,7 @@ YNode::YNode(YAML::Node node, std::string file, std::string path)
 
 YNode YNode::load_file(const std::filesystem::path& file) {
   const std::string name = file.string();
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
-    throw InputError(name, 0, "", "cannot be accessed: " + ec.message());
-  if (!std::filesystem::exists(status)) throw InputError(name, 0, "", "no such file");
-  if (std::filesystem::is_directory(status)) throw InputError(name, 0, "", "is a directory, not a file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(name, 0, "", "cannot be read (permission denied?)");
-  if (std::filesystem::is_regular_file(status)) {
-    const auto size = std::filesystem::file_size(file, ec);
-    if (!ec && size > kMaxInputBytes) {
-      throw InputError(name, 0, "",
-                       fmt::format("file is {} bytes; input files are limited to {} bytes", size, kMaxInputBytes));
-    }
-  }
-  const std::string text = read_bounded(in, kMaxInputBytes);
-  if (text.size() > kMaxInputBytes) {
-    throw InputError(
-        name, 0, "",
-        fmt::format("file is more than {} bytes; input files are limited to {} bytes", kMaxInputBytes, kMaxInputBytes));
-  }
-  if (in.bad()) throw InputError(name, 0, "", "cannot be read (I/O error)");
-  if (text.find('\0') != std::string::npos) throw InputError(name, 0, "", "binary data, not YAML text");
-  check_nesting(text, name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::DeepRecursion& e) {
-    // yaml-cpp's own message for this is "bad file"
-    throw InputError(name, e.mark.line + 1, "", "not valid YAML: nested too deeply");
-  } catch (const YAML::Exception& e) {
-    throw InputError(name, e.mark.line + 1, "", "not valid YAML: " + e.msg);
-  }
-  if (!root || root.IsNull()) throw InputError(name, 0, "", "the file is empty");
+  const YAML::Node root = load_yaml_file(file);
   if (!root.IsMap()) throw InputError(name, root.Mark().line + 1, "", "expected a mapping of keys at the top level");
   return YNode(root, name, "");
 }

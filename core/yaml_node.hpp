@@ -13,6 +13,11 @@
 
 namespace dpsim {
 
+// Reads and parses a YAML or JSON input file, refusing what no input needs (more than 16 MiB, binary data,
+// absurd nesting) and what YAML would read silently one way (duplicate keys, keys without a value, a second
+// document); an empty file is refused. Every loader reads through this (core/yaml_load.cpp).
+YAML::Node load_yaml_file(const std::filesystem::path& file);
+
 class YNode {
  public:
   YNode(YAML::Node node, std::string file, std::string path);

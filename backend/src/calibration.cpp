@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -53,7 +54,18 @@ std::string trim(const std::string& s) {
 // mpirun --tag-output prefixes: "[1,0]<stdout>:", and "[0] " from some launchers.
 std::string strip_prefix(std::string line) {
   static const std::regex tag(R"(^\s*\[\d+(,\d+)?\](<stdout>|<stderr>)?:?\s?)");
+  const auto first = line.find_first_not_of(" \t");
+  if (first == std::string::npos || line[first] != '[') return line;  // the regex only where it can match
   return std::regex_replace(line, tag, "");
+}
+
+// Bytes per element of an nccl-tests data type (0: not a type nccl-tests names; then not checked).
+int element_bytes(const std::string& type) {
+  static const std::map<std::string, int> bytes{{"int8", 1},   {"uint8", 1},    {"int32", 4},    {"uint32", 4},
+                                                {"int64", 8},  {"uint64", 8},   {"half", 2},     {"float", 4},
+                                                {"double", 8}, {"bfloat16", 2}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1}};
+  const auto it = bytes.find(type);
+  return it == bytes.end() ? 0 : it->second;
 }
 
 }  // namespace
@@ -78,13 +90,13 @@ Calibration parse_nccl_tests_log(const std::string& text, const std::string& fil
     ++line_no;
     const std::string line = trim(strip_prefix(raw));
     if (line.empty()) continue;
-    if (std::regex_search(line, m, rank_re)) {
+    if (line.find("Rank") != std::string::npos && std::regex_search(line, m, rank_re)) {
       ranks.insert(m[1].str() + "@" + m[3].str());
       host = m[3].str();
       gpu = trim(m[4].str());
       continue;
     }
-    if (std::regex_search(line, m, version_re)) {
+    if (line.find("nccl-tests version") != std::string::npos && std::regex_search(line, m, version_re)) {
       cal.context["nccl_tests"] = m[1].str();
       const int v = std::stoi(m[2].str());  // NCCL_VERSION_CODE: major*10000 + minor*100 + patch
       cal.context["nccl"] = fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
@@ -93,16 +105,29 @@ Calibration parse_nccl_tests_log(const std::string& text, const std::string& fil
     if (line[0] == '#') continue;
     const auto t = split_ws(line);
     // size count type redop [root] time algbw busbw wrong [time algbw busbw wrong]
-    if (t.size() < 8 || !is_integer(t[0]) || !is_integer(t[1])) continue;
-    if (std::isdigit(static_cast<unsigned char>(t[2][0]))) continue;
+    if (t.size() < 2 || !is_integer(t[0]) || !is_integer(t[1])) continue;
+    if (t.size() >= 3 && std::isdigit(static_cast<unsigned char>(t[2][0]))) continue;
+    const auto refuse = [&](const std::string& why) {
+      throw InputError(file, line_no, "all_reduce_perf", fmt::format("{}: '{}'", why, line));
+    };
+    if (t.size() != 8 && t.size() != 9 && t.size() != 12 && t.size() != 13)
+      refuse(fmt::format("a row of {} columns, not 8, 9, 12 or 13 (cut mid-line?)", t.size()));
     size_t i = 4;
     if (t.size() == 13 || t.size() == 9) ++i;  // has the root column
     std::vector<double> v;
     for (size_t j = i; j < t.size(); ++j) {
       double x = 0;
-      v.push_back(to_double(t[j], x) ? x : 0.0);  // "#wrong" may be N/A
+      const bool wrong_column = (j - i) % 4 == 3;  // "#wrong" may be N/A
+      if (!to_double(t[j], x) && !wrong_column) refuse(fmt::format("\"{}\" is not a number", t[j]));
+      if (wrong_column && x > 0)
+        refuse(fmt::format("{} wrong results (#wrong): the run is not a valid measurement", t[j]));
+      if (!wrong_column && !(x >= 0)) refuse(fmt::format("negative time or bandwidth {}", t[j]));
+      v.push_back(x);
     }
-    if (v.size() < 3) throw InputError(file, line_no, "all_reduce_perf", "cannot read the row '" + line + "'");
+    if (const int element = element_bytes(t[2]); element > 0 && std::stod(t[1]) * element != std::stod(t[0])) {
+      refuse(fmt::format("size {} bytes is not count {} x {} bytes of {} (size and count swapped, or a damaged row)",
+                         t[0], t[1], element, t[2]));
+    }
     AllreduceRow row;
     row.bytes = std::stod(t[0]);
     row.time_s = v[0] * 1e-6;

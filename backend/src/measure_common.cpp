@@ -13,6 +13,7 @@
 #include "dpsim/backend/measure.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
+#include "dpsim/hash.hpp"
 
 #ifndef DPSIM_GIT_REVISION
 #define DPSIM_GIT_REVISION "unknown"
@@ -129,12 +130,9 @@ GpuSelection select_gpus(const Scenario& scenario, int requested, const std::vec
 std::string scenario_hash(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return "unknown";
-  uint64_t h = 1469598103934665603ull;
-  for (std::istreambuf_iterator<char> it(in), end; it != end; ++it) {
-    h ^= static_cast<unsigned char>(*it);
-    h *= 1099511628211ull;
-  }
-  return fmt::format("fnv1a64:{:016x}", h);
+  std::stringstream text;
+  text << in.rdbuf();
+  return fnv1a64(text.str());
 }
 
 std::string git_revision() { return DPSIM_GIT_REVISION; }

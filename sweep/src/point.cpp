@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpsim/estimate.hpp"
+#include "dpsim/input_file.hpp"
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/sweep/runner.hpp"
 
@@ -62,6 +63,8 @@ std::string evaluate_point(const SweepSpec& sweep, int64_t index) {
   const auto overrides = sweep_point(sweep, index);
   json line{{"point", index}, {"axes", json::object()}};
   for (const auto& o : overrides) line["axes"][o.key_path] = o.value;
+  InputLog inputs;
+  read_input_file(sweep.file);  // the sweep file is an input of every point
   try {
     const Scenario s = load_scenario(sweep.base, overrides);
     const StepPlan plan = make_step_plan(s);
@@ -76,6 +79,7 @@ std::string evaluate_point(const SweepSpec& sweep, int64_t index) {
   } catch (const std::exception& e) {
     line["error"] = e.what();
   }
+  line["inputs"] = inputs.files();
   return line.dump();
 }
 

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +34,13 @@ namespace {
   std::_Exit(code);
 }
 
-// Rank 0: the output directory made ready; the points already recorded there (--resume), by index.
-std::map<int64_t, std::string> prepare(const fs::path& dir, bool resume) {
+// Rank 0: the output directory locked and made ready; the points already recorded there (--resume), by index.
+std::map<int64_t, std::string> prepare(const SweepSpec& sweep, const fs::path& dir, bool resume,
+                                       std::optional<DirLock>& lock) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  lock.emplace(dir);
   if (!resume) {
     fs::remove(dir / "results.jsonl", ec);
     fs::remove(dir / "results.csv", ec);
@@ -49,6 +52,7 @@ std::map<int64_t, std::string> prepare(const fs::path& dir, bool resume) {
     for (const auto& d : fs::directory_iterator(dir / ".ranks"))  // rows of an interrupted run's ranks
       for (auto& [index, line] : read_results(d.path() / "results.jsonl")) known.emplace(index, std::move(line));
   }
+  check_recorded(sweep, dir / "results.jsonl", known);
   return known;
 }
 
@@ -81,9 +85,10 @@ std::string gather_text(const std::string& mine, int rank, int ranks) {
 
 SweepSummary add_up(const SweepSummary& s) {
   SweepSummary all = s;
-  int64_t counts[4] = {s.total, s.ran, s.skipped, s.failed};
-  MPI_Allreduce(MPI_IN_PLACE, counts, 4, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  int64_t counts[5] = {s.total, s.ran, s.skipped, s.failed, s.unfinished};
+  MPI_Allreduce(MPI_IN_PLACE, counts, 5, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   all.total = counts[0], all.ran = counts[1], all.skipped = counts[2], all.failed = counts[3];
+  all.unfinished = counts[4];
   int interrupted = s.interrupted ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &interrupted, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   all.interrupted = interrupted != 0;
@@ -92,8 +97,10 @@ SweepSummary add_up(const SweepSummary& s) {
 }
 
 LaunchedSweep run_one_rank(const SweepSpec& sweep, const SweepOptions& opt, int rank, int ranks) {
-  auto known = rank == 0 ? prepare(opt.out_dir, opt.resume) : std::map<int64_t, std::string>{};
+  std::optional<DirLock> lock;
+  auto known = rank == 0 ? prepare(sweep, opt.out_dir, opt.resume, lock) : std::map<int64_t, std::string>{};
   SweepOptions mine = opt;
+  mine.owns_dir = false;
   mine.recorded_elsewhere = broadcast_indices(known);
   mine.out_dir = opt.out_dir / ".ranks" / std::to_string(rank);
   mine.progress = opt.progress && rank == 0;  // one progress line: rank 0's share
@@ -104,7 +111,7 @@ LaunchedSweep run_one_rank(const SweepSpec& sweep, const SweepOptions& opt, int 
   const std::string all_rows = gather_text(rows, rank, ranks);
   LaunchedSweep out{add_up(own), rank, ranks};
   if (rank == 0) {
-    for (auto& [index, line] : parse_results(all_rows)) known[index] = std::move(line);
+    for (auto& [index, line] : parse_results(all_rows, "the ranks' rows")) known[index] = std::move(line);
     write_results(sweep, opt.out_dir, known);
   }
   MPI_Barrier(MPI_COMM_WORLD);  // DIR/results.* hold every row: the ranks' own copies can go

@@ -1,5 +1,7 @@
-// Process pool for sweeps: fork one child per point, collect its JSON line from a file, append.
-#include <fcntl.h>
+// Process pool for sweeps: fork one worker per point, collect its JSON line from a file, append.
+// A worker's end decides what is recorded: its row (a result or the point's own error: a crash, a bad
+// value, a timeout), nothing (it was stopped from outside: --resume runs it again), or an infrastructure
+// failure (it could not write its result) that stops the sweep without recording the point.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,11 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,59 +27,52 @@
 namespace dpsim {
 
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 
 namespace {
 
+constexpr int kInfrastructureStatus = 3;  // a worker that could not write its result exits with this
 volatile sig_atomic_t g_stop = 0;
 extern "C" void on_stop_signal(int) { g_stop = 1; }
 
-struct SignalGuard {  // SIGINT/SIGTERM stop the sweep cleanly instead of killing it mid-write
+// SIGINT/SIGTERM stop the sweep cleanly instead of killing it mid-write; SIGXFSZ (a file size limit) is
+// ignored, so that such a write fails with an error like a full disk; SIGCHLD is blocked so that
+// sigtimedwait can wait for a worker and a deadline at once.
+struct SignalGuard {
   struct sigaction old_int {
-  }, old_term{};
+  }, old_term{}, old_xfsz{};
+  sigset_t old_mask{};
   SignalGuard() {
     g_stop = 0;
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR
+    sa.sa_flags = 0;  // no SA_RESTART: a wait returns EINTR
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGXFSZ, &ignore, &old_xfsz);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old_mask);
   }
   ~SignalGuard() {
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGXFSZ, &old_xfsz, nullptr);
   }
 };
 
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void append_line(const fs::path& file, const std::string& line) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
-  if (fd < 0) throw RuntimeError(fmt::format("cannot write {}", file.string()));
-  const std::string text = line + "\n";
-  const ssize_t n = ::write(fd, text.data(), text.size());
-  ::close(fd);
-  if (n != static_cast<ssize_t>(text.size()))
-    throw RuntimeError(fmt::format("cannot write {} (disk full?)", file.string()));
-}
-
-std::string header_line(const SweepSpec& sweep) {
-  std::string h;
-  for (const auto& c : csv_header(sweep)) h += (h.empty() ? "" : ",") + c;
-  return h;
-}
-
 class Progress {
  public:
-  Progress(int64_t total, bool enabled) : total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+  Progress(int64_t total, bool enabled) : total_(total), enabled_(enabled), start_(Clock::now()) {}
   void update(int64_t done, int64_t failed) const {
     if (!enabled_) return;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double s = elapsed();
     const double rate = s > 0 ? static_cast<double>(done) / s : 0;
     const double left = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
     std::fprintf(stderr, "\rsweep: %lld/%lld points (%lld failed), %.2f points/s, %.0f s left   ",
@@ -85,54 +81,96 @@ class Progress {
     if (done == total_) std::fputc('\n', stderr);
     std::fflush(stderr);
   }
-  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
  private:
   int64_t total_;
   bool enabled_;
-  std::chrono::steady_clock::time_point start_;
+  Clock::time_point start_;
 };
 
-[[noreturn]] void child_main(const SweepSpec& sweep, int64_t index, const fs::path& partial) {
+[[noreturn]] void child_main(const SweepSpec& sweep, int64_t index, const fs::path& partial, const sigset_t& mask) {
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
   int code = 0;
   try {
     write_file_atomic(partial, evaluate_point(sweep, index));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dpsim sweep: point %lld: %s\n", static_cast<long long>(index), e.what());
+    code = kInfrastructureStatus;
   } catch (...) {
-    code = 3;
+    code = kInfrastructureStatus;
   }
   std::fflush(nullptr);
   _exit(code);
 }
 
-}  // namespace
+struct Worker {
+  int64_t index = 0;
+  Clock::time_point deadline;
+  bool timed_out = false;  // killed by us at its deadline
+};
 
-std::map<int64_t, std::string> parse_results(const std::string& jsonl_text) {
-  std::map<int64_t, std::string> out;
-  std::istringstream in(jsonl_text);
-  for (std::string line; std::getline(in, line);) {
+enum class Outcome { row, unfinished, infrastructure };
+struct Reaped {
+  Outcome outcome = Outcome::row;
+  std::string text;  // the row, or why nothing was recorded
+};
+
+// Signals that stop a worker from outside (a terminal's Ctrl-C, kill, a logout, the OOM killer): the
+// point did not fail, it did not finish.
+bool stopped_from_outside(int sig) {
+  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGKILL;
+}
+
+std::string error_row(const SweepSpec& sweep, int64_t index, const std::string& error) {
+  nlohmann::json err{{"point", index}, {"axes", nlohmann::json::object()}};
+  for (const auto& o : sweep_point(sweep, index)) err["axes"][o.key_path] = o.value;
+  err["error"] = error;
+  return err.dump();
+}
+
+Reaped reap(const SweepSpec& sweep, const Worker& w, int status, const fs::path& partial, double timeout_s) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    std::string line = read_text(partial);
     try {
-      const auto j = nlohmann::json::parse(line);
-      out[j.at("point").get<int64_t>()] = line;
+      if (nlohmann::json::parse(line).at("point").get<int64_t>() == w.index) return {Outcome::row, std::move(line)};
     } catch (const std::exception&) {
-      // a line cut by a crash of the machine: that point runs again
     }
+    return {Outcome::infrastructure,
+            fmt::format("point {}'s worker left no readable result in {}", w.index, partial.string())};
   }
-  return out;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kInfrastructureStatus)
+    return {Outcome::infrastructure, fmt::format("point {} could not be recorded (its message is above)", w.index)};
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ)
+    return {Outcome::infrastructure, fmt::format("point {}'s worker exceeded the file size limit", w.index)};
+  if (w.timed_out)
+    return {Outcome::row,
+            error_row(sweep, w.index, fmt::format("the point ran longer than {:g} s (--point-timeout)", timeout_s))};
+  if (g_stop || (WIFSIGNALED(status) && stopped_from_outside(WTERMSIG(status)))) return {Outcome::unfinished, ""};
+  return {Outcome::row, error_row(sweep, w.index,
+                                  WIFSIGNALED(status)
+                                      ? fmt::format("the point's process died of signal {} ({})", WTERMSIG(status),
+                                                    strsignal(WTERMSIG(status)))
+                                      : fmt::format("the point's process exited with status {}", WEXITSTATUS(status)))};
 }
 
-void write_results(const SweepSpec& sweep, const fs::path& dir, const std::map<int64_t, std::string>& lines) {
-  std::string jsonl, csv = header_line(sweep) + "\n";
-  for (const auto& [index, line] : lines) {
-    jsonl += line + "\n";
-    csv += csv_row(sweep, line) + "\n";
-  }
-  write_file_atomic(dir / "results.jsonl", jsonl);
-  write_file_atomic(dir / "results.csv", csv);
+// Waits until a worker ends, the nearest deadline passes, or a signal arrives (at most 100 ms: a SIGCHLD
+// taken by another thread is not waited for longer).
+void wait_a_little(const std::map<pid_t, Worker>& running) {
+  auto until = Clock::now() + std::chrono::milliseconds(100);
+  for (const auto& [pid, w] : running) until = std::min(until, w.deadline);
+  const auto ns =
+      std::max<long long>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count());
+  const timespec t{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigtimedwait(&chld, nullptr, &t);
 }
 
-std::map<int64_t, std::string> read_results(const fs::path& jsonl) { return parse_results(read_text(jsonl)); }
+}  // namespace
 
 void check_shard(const SweepOptions& opt) {
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count) {
@@ -147,16 +185,29 @@ void split_shard(SweepOptions& options, int rank, int ranks) {
 
 SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
   check_shard(opt);
+  if (!(opt.point_timeout_s > 0) || !std::isfinite(opt.point_timeout_s))
+    throw InputError(fmt::format("--point-timeout: must be a number of seconds > 0, got {}", opt.point_timeout_s));
   std::error_code ec;
-  fs::create_directories(opt.out_dir / ".partial", ec);
+  fs::create_directories(opt.out_dir, ec);
   if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", opt.out_dir.string(), ec.message()));
+  std::optional<DirLock> lock;
+  if (opt.owns_dir) lock.emplace(opt.out_dir);
+  const fs::path partial_dir = opt.out_dir / ".partial";
+  fs::remove_all(partial_dir, ec);  // a killed run's leftovers
+  fs::create_directories(partial_dir, ec);
+  if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", partial_dir.string(), ec.message()));
   const fs::path jsonl = opt.out_dir / "results.jsonl", csv = opt.out_dir / "results.csv";
   if (!opt.resume) {
     fs::remove(jsonl, ec);
     fs::remove(csv, ec);
   }
   const auto done_before = read_results(jsonl);
-  if (!fs::exists(csv)) append_line(csv, header_line(sweep));
+  if (opt.resume && opt.owns_dir) check_recorded(sweep, jsonl, done_before);
+  if (fs::exists(jsonl) || fs::exists(csv)) {
+    write_results(sweep, opt.out_dir, done_before);  // drops a partial last line; the CSV agrees with the rows
+  } else {
+    append_line(csv, csv_header_line(sweep));
+  }
 
   std::vector<int64_t> todo;
   SweepSummary summary;
@@ -172,61 +223,77 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
 
   SignalGuard guard;
   Progress progress(static_cast<int64_t>(todo.size()), opt.progress);
-  std::map<pid_t, int64_t> running;
+  std::map<pid_t, Worker> running;
+  std::string infrastructure;  // why the sweep stopped early, when a point could not be recorded
+  bool stop_sent = false;
   size_t next = 0;
-  const auto partial_of = [&](int64_t i) { return opt.out_dir / ".partial" / fmt::format("{}.json", i); };
-  while ((next < todo.size() || !running.empty()) && !g_stop) {
-    while (next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs) && !g_stop) {
-      const int64_t index = todo[next++];
+  const auto partial_of = [&](int64_t i) { return partial_dir / fmt::format("{}.json", i); };
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.point_timeout_s));
+  const auto finish = [&](pid_t pid, int status) {
+    const auto it = running.find(pid);
+    if (it == running.end()) return;
+    const Worker w = it->second;
+    running.erase(it);
+    const Reaped r = reap(sweep, w, status, partial_of(w.index), opt.point_timeout_s);
+    fs::remove(partial_of(w.index), ec);
+    if (r.outcome != Outcome::row) {
+      ++summary.unfinished;
+      if (r.outcome == Outcome::infrastructure && infrastructure.empty()) infrastructure = r.text;
+      return;
+    }
+    append_line(jsonl, r.text);
+    append_line(csv, csv_row(sweep, r.text));
+    ++summary.ran;
+    if (!nlohmann::json::parse(r.text).contains("result")) ++summary.failed;
+    progress.update(summary.ran, summary.failed);
+  };
+  while (next < todo.size() || !running.empty()) {
+    const bool stopping = g_stop || !infrastructure.empty();
+    if (stopping && running.empty()) break;
+    while (!stopping && next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
+      const int64_t index = todo[next];
       std::fflush(nullptr);
       const pid_t pid = fork();
-      if (pid < 0) throw RuntimeError("fork failed: cannot start a sweep worker");
-      if (pid == 0) child_main(sweep, index, partial_of(index));
-      running[pid] = index;
+      if (pid < 0) {
+        infrastructure = fmt::format("cannot start a worker for point {}: fork: {}", index, std::strerror(errno));
+        break;
+      }
+      if (pid == 0) child_main(sweep, index, partial_of(index), guard.old_mask);
+      running[pid] = {index, Clock::now() + timeout, false};
+      ++next;
     }
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break;
+    if (g_stop && !stop_sent) {
+      for (const auto& [pid, w] : running) kill(pid, SIGTERM);
+      stop_sent = true;
     }
-    const auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const int64_t index = it->second;
-    running.erase(it);
-    std::string line;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && fs::exists(partial_of(index))) {
-      line = read_text(partial_of(index));
-    } else {
-      nlohmann::json err{{"point", index}, {"axes", nlohmann::json::object()}};
-      for (const auto& o : sweep_point(sweep, index)) err["axes"][o.key_path] = o.value;
-      err["error"] = WIFSIGNALED(status)
-                         ? fmt::format("the point's process died of signal {}", WTERMSIG(status))
-                         : fmt::format("the point's process exited with status {}", WEXITSTATUS(status));
-      line = err.dump();
+    bool reaped = false;
+    for (int status = 0; !running.empty();) {
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      finish(pid, status);
+      reaped = true;
     }
-    fs::remove(partial_of(index), ec);
-    append_line(jsonl, line);
-    append_line(csv, csv_row(sweep, line));
-    ++summary.ran;
-    if (line.find("\"error\"") != std::string::npos && line.find("\"result\"") == std::string::npos) ++summary.failed;
-    progress.update(summary.ran, summary.failed);
+    if (!reaped && !running.empty()) wait_a_little(running);
+    for (auto& [pid, w] : running) {
+      if (!w.timed_out && Clock::now() >= w.deadline) {
+        kill(pid, SIGKILL);
+        w.timed_out = true;
+      }
+    }
   }
-  if (g_stop) {
-    summary.interrupted = true;
-    for (const auto& [pid, index] : running) kill(pid, SIGTERM);
-    for (const auto& [pid, index] : running) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      fs::remove(partial_of(index), ec);
-    }
-    if (opt.progress) std::fputc('\n', stderr);
-  }
-  fs::remove_all(opt.out_dir / ".partial", ec);
-  // Complete: both files rewritten in point order (atomically).
-  if (!summary.interrupted && summary.skipped + summary.ran == summary.total)
-    write_results(sweep, opt.out_dir, read_results(jsonl));
+  summary.interrupted = g_stop != 0;
+  if (summary.interrupted && opt.progress) std::fputc('\n', stderr);
+  fs::remove_all(partial_dir, ec);
   summary.wall_s = progress.elapsed();
+  if (!infrastructure.empty()) {
+    throw RuntimeError(
+        fmt::format("{}; the sweep stopped. The points recorded so far are kept in {}: fix the cause "
+                    "and rerun with --resume",
+                    infrastructure, opt.out_dir.string()));
+  }
+  // Complete: both files rewritten in point order (atomically).
+  if (!summary.interrupted && summary.unfinished == 0 && summary.skipped + summary.ran == summary.total)
+    write_results(sweep, opt.out_dir, read_results(jsonl));
   return summary;
 }
 

@@ -111,3 +111,38 @@ TEST_CASE("rows print like nccl-tests") {
   REQUIRE(c.allreduce.size() == 1);
   CHECK(c.allreduce[0].busbw_GBps == Approx(66.11));
 }
+
+TEST_CASE("an nccl-tests row that is not a valid measurement is refused with its line") {
+  const std::string head = nccl_tests_header();
+  const auto error_of = [&](const std::string& row) {
+    try {
+      parse_nccl_tests_log(head + row, "a.log");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string good =
+      "     1048576        262144     float     sum      -1    27.76   37.78   66.11      0    27.49   38.15   66.76   "
+      "   0\n";
+  CHECK(error_of(good) == "(accepted)");
+  CHECK(error_of("     1048576        262144     float     sum      -1    27.76   37.78   66.11      5    27.49   "
+                 "38.15   66.76      0\n")
+            .find("a.log:4: all_reduce_perf: 5 wrong results (#wrong)") == 0);
+  CHECK(error_of("      262144       1048576     float     sum      -1    27.76   37.78   66.11      0    27.49   "
+                 "38.15   66.76      0\n")
+            .find("a.log:4: all_reduce_perf: size 262144 bytes is not count 1048576 x 4 bytes of float (size and count "
+                  "swapped") == 0);
+  CHECK(error_of("     1048576        262144     float     sum      -1    27.76   37.7\n")
+            .find("a.log:4: all_reduce_perf: a row of 7 columns, not 8, 9, 12 or 13 (cut mid-line?)") == 0);
+  CHECK(error_of("     1048576        262144     float     sum      -1   -27.76   37.78   66.11      0    27.49   "
+                 "38.15   66.76      0\n")
+            .find("a.log:4: all_reduce_perf: negative time or bandwidth -27.76") == 0);
+}
+
+TEST_CASE("a calibration with a negative latency is refused") {
+  const std::string fit =
+      "calibration_version: 1\nfits:\n  - fabric: nvswitch\n    protocol: simple\n    world_size: 8\n"
+      "    latency_s: -1\n    busbw_bytes_per_s: 1e11\n";
+  CHECK_THROWS_WITH(parse_calibration_yaml(fit, "c.yaml"), "c.yaml:6: fits[0].latency_s: must not be negative, got -1");
+}

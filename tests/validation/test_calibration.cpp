@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 #include "../source_dir.hpp"
 #include "dpsim/backend/calibration.hpp"
@@ -225,4 +226,27 @@ TEST_CASE("apply_calibration says which entries it applied and why it left the o
   REQUIRE(a.not_applied.size() == 1);
   CHECK_THAT(a.not_applied[0].reason, Catch::Contains("above the ring ceiling 400.0 GB/s"));
   CHECK(h100.nccl.ring_efficiency_for("nvswitch", h100.topology.gpu.arch) == before);
+}
+
+TEST_CASE("read_yaml_as_json (validate --reference) refuses a billion-laughs file and duplicate keys") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dpsim-laughs";
+  std::filesystem::create_directories(dir);
+  const auto laughs = dir / "laughs.yaml";
+  {
+    std::ofstream out(laughs);
+    out << "- &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (char c = 'b'; c <= 'q'; ++c) {
+      out << "- &" << c << " [";
+      for (int i = 0; i < 10; ++i) out << (i ? ", " : "") << "*" << static_cast<char>(c - 1);
+      out << "]\n";
+    }
+  }
+  CHECK_THROWS_WITH(read_yaml_as_json(laughs),
+                    Catch::Contains("expands to more than 1000000 values (YAML aliases repeated inside each other?)"));
+  const auto dup = dir / "dup.yaml";
+  std::ofstream(dup) << "- id: a\n  kind: allreduce\n  id: b\n";
+  CHECK_THROWS_WITH(read_yaml_as_json(dup), dup.string() +
+                                                ":3: [0].id: duplicate key \"id\" (first at line 1); YAML "
+                                                "would keep only one of them");
+  std::filesystem::remove_all(dir);
 }

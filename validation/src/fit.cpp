@@ -12,28 +12,69 @@
 #include "dpsim/backend/calibration.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/input_file.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
 
 namespace dpsim::validation {
 
-LineFit fit_line(const std::vector<double>& x, const std::vector<double>& t) {
-  // minimise sum w_i (a + c x_i - t_i)^2 with w_i = 1 / t_i^2: 2x2 normal equations.
+namespace {
+
+// The weighted sums of the 2x2 normal equations of a line fit with w_i = 1 / t_i^2.
+struct LineSums {
   double sw = 0, swx = 0, swxx = 0, swt = 0, swxt = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double w = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+  void add(double x, double t) {
+    const double w = t > 0 ? 1.0 / (t * t) : 1.0;
     sw += w;
-    swx += w * x[i];
-    swxx += w * x[i] * x[i];
-    swt += w * t[i];
-    swxt += w * x[i] * t[i];
+    swx += w * x;
+    swxx += w * x * x;
+    swt += w * t;
+    swxt += w * x * t;
   }
-  const double det = sw * swxx - swx * swx;
+  LineSums operator+(const LineSums& o) const {
+    return {sw + o.sw, swx + o.swx, swxx + o.swxx, swt + o.swt, swxt + o.swxt};
+  }
+};
+
+LineFit solve(const LineSums& s) {
+  const double det = s.sw * s.swxx - s.swx * s.swx;
   if (!(std::fabs(det) > 0)) throw InputError("fit: the sizes do not determine a line (need two different sizes)");
   LineFit f;
-  f.c = (sw * swxt - swx * swt) / det;
-  f.a = (swt - f.c * swx) / sw;
+  f.c = (s.sw * s.swxt - s.swx * s.swt) / det;
+  f.a = (s.swt - f.c * s.swx) / s.sw;
   return f;
+}
+
+// The largest |relative error| predicting each point from the line fitted to the others. The sums without
+// point i are prefix[i] + suffix[i + 1]: linear in the points, and never a difference of large sums.
+double leave_one_out_error(const std::vector<double>& x, const std::vector<double>& t) {
+  const size_t n = x.size();
+  std::vector<LineSums> prefix(n + 1), suffix(n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    prefix[i + 1] = prefix[i];
+    prefix[i + 1].add(x[i], t[i]);
+    suffix[n - 1 - i] = suffix[n - i];
+    suffix[n - 1 - i].add(x[n - 1 - i], t[n - 1 - i]);
+  }
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    try {
+      const LineFit g = solve(prefix[i] + suffix[i + 1]);
+      worst = std::max(worst, std::fabs((g.a + g.c * x[i] - t[i]) / t[i]));
+    } catch (const InputError&) {
+      // the remaining points share one size: no line, no leave-one-out figure for this point
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& t) {
+  // minimise sum w_i (a + c x_i - t_i)^2 with w_i = 1 / t_i^2: 2x2 normal equations.
+  LineSums s;
+  for (size_t i = 0; i < x.size(); ++i) s.add(x[i], t[i]);
+  return solve(s);
 }
 
 namespace {
@@ -96,30 +137,12 @@ CollectiveFit fit_allreduce(const std::vector<AllreduceRow>& all_rows, int world
     f.max_relative_residual = std::max(f.max_relative_residual, std::fabs(r));
   }
   f.rms_relative_residual = std::sqrt(ss / static_cast<double>(x.size()));
-  // Leave-one-out: refit without each point, predict it.
-  for (size_t i = 0; i < x.size(); ++i) {
-    std::vector<double> xs, ts;
-    for (size_t j = 0; j < x.size(); ++j)
-      if (j != i) {
-        xs.push_back(x[j]);
-        ts.push_back(t[j]);
-      }
-    try {
-      const LineFit g = fit_line(xs, ts);
-      f.loo_relative_error = std::max(f.loo_relative_error, std::fabs((g.a + g.c * x[i] - t[i]) / t[i]));
-    } catch (const InputError&) {
-      // the remaining points share one size: no line, no leave-one-out figure for this point
-    }
-  }
+  f.loo_relative_error = leave_one_out_error(x, t);  // refit without each point, predict it
   return f;
 }
 
 Calibration read_calibration_input(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file.string(), 0, "", "cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_input_file(file);
   if (text.find("calibration_version:") != std::string::npos) {
     Calibration c = read_calibration(file);
     return c;
