@@ -250,7 +250,7 @@ struct Run final : StepExecutor {
         break;
       case Instr::Type::optimizer:
         if (optimizer_start < 0) optimizer_start = now();
-        compute("optimizer", memory_seconds(plan->optimizer.bytes, cm));
+        compute("optimizer", optimizer_seconds(plan->optimizer, cm));
         break;
       case Instr::Type::mark: do_mark(in); break;
     }
@@ -401,7 +401,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
                          plan.world_size > 1 ? to_string(c.cost.algorithm) : "none",
                          plan.world_size > 1 ? to_string(c.cost.protocol) : "none"});
   }
-  const double single_gpu_s = k * micro + memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, run.cm);
+  const double single_gpu_s =
+      k * micro + optimizer_seconds(plan.optimizer, run.cm) + memory_seconds(plan.final_copy_bytes, run.cm);
   r.no_overlap_step_s = single_gpu_s + r.comm_busy_s;
   const double samples = static_cast<double>(plan.world_size * plan.micro_batch * plan.gradient_accumulation);
   r.samples_per_s = r.step_time_s > 0 ? samples / r.step_time_s : 0;
