@@ -95,7 +95,7 @@ void AnalyticExecutor::wait(const Instr& in) {
 
 void AnalyticExecutor::unflatten(const Instr& in) { advance(in, memory_seconds(plan_.final_copy_bytes, cm_)); }
 
-void AnalyticExecutor::optimizer(const Instr& in) { advance(in, memory_seconds(plan_.optimizer.bytes, cm_)); }
+void AnalyticExecutor::optimizer(const Instr& in) { advance(in, optimizer_seconds(plan_.optimizer, cm_)); }
 
 void AnalyticExecutor::mark(const Instr&) {}
 

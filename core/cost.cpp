@@ -12,64 +12,6 @@
 
 namespace dpsim {
 
-ComputeModel compute_model(const Scenario& s) {
-  const GpuSpec& g = s.topology.gpu;
-  const double peak = s.training.tf32 ? g.peak_tf32_flops_per_s : g.peak_flops_per_s(s.training.param_dtype);
-  return {peak,
-          g.gemm_efficiency,
-          g.memory_bandwidth_bytes_per_s,
-          g.memory_efficiency,
-          s.nccl.overlap_slowdown,
-          g.gemm_efficiency_by_shape};
-}
-
-double memory_seconds(double bytes, const ComputeModel& m) {
-  return bytes / (m.memory_bandwidth_bytes_per_s * m.memory_efficiency);
-}
-
-namespace {
-
-using Shape = std::array<int64_t, 4>;
-
-// FLOP time of `flops`, of which each listed GEMM (shape, its FLOPs) runs at its calibrated efficiency when the
-// calibration measured that shape; the rest at the GPU's gemm_efficiency.
-double flop_seconds(double flops, const std::vector<std::pair<Shape, double>>& gemms, const ComputeModel& m) {
-  double rest = flops, t = 0;
-  for (const auto& [shape, f] : gemms) {
-    const auto it = m.gemm_efficiency_by_shape.find(shape);
-    if (it == m.gemm_efficiency_by_shape.end() || !(it->second > 0)) continue;
-    t += f / (m.peak_flops_per_s * it->second);
-    rest -= f;
-  }
-  return t + std::max(0.0, rest) / (m.peak_flops_per_s * m.gemm_efficiency);
-}
-
-double gemm_flops(const GemmShape& g) {
-  return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
-         static_cast<double>(g.batch);
-}
-
-}  // namespace
-
-double forward_seconds(const PlanOp& op, const ComputeModel& m) {
-  std::vector<std::pair<Shape, double>> gemms;
-  if (!m.gemm_efficiency_by_shape.empty())
-    for (const GemmShape& g : op.gemms) gemms.push_back({{g.m, g.n, g.k, g.batch}, gemm_flops(g)});
-  return std::max(flop_seconds(op.forward_flops, gemms, m), memory_seconds(op.forward_bytes, m));
-}
-
-// Backward of Y = X W: dX = dY W^T (m x k, inner n) and dW = X^T dY (k x n, inner m).
-double backward_seconds(const PlanOp& op, const ComputeModel& m) {
-  std::vector<std::pair<Shape, double>> gemms;
-  if (!m.gemm_efficiency_by_shape.empty()) {
-    for (const GemmShape& g : op.gemms) {
-      gemms.push_back({{g.m, g.k, g.n, g.batch}, gemm_flops(g)});
-      gemms.push_back({{g.k, g.n, g.m, g.batch}, gemm_flops(g)});
-    }
-  }
-  return std::max(flop_seconds(op.backward_flops, gemms, m), memory_seconds(op.backward_bytes, m));
-}
-
 double FabricSummary::ring_bytes_per_s() const {
   return nodes > 1 ? std::min(intra_ring_bytes_per_s, inter_ring_bytes_per_s) : intra_ring_bytes_per_s;
 }

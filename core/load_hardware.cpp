@@ -122,11 +122,35 @@ std::map<Protocol, std::vector<double>> parse_tree_correction(const YNode& n) {
   return out;
 }
 
-YNode gpu_catalog(fs::path& file) {
+struct GpuCatalog {
+  YNode gpus;
+  YNode kernels;
+};
+
+GpuCatalog gpu_catalog(fs::path& file) {
   file = data_root() / "data" / "gpus.yaml";
-  const YNode gpus = YNode::load_file(file).at("gpus");
+  const YNode root = YNode::load_file(file);
+  root.allow_only({"gpus", "kernels"});
+  const YNode gpus = root.at("gpus");
   gpus.require_map();
-  return gpus;
+  return {gpus, root.at("kernels")};
+}
+
+// The `kernels:` section, the same for every GPU.
+void parse_kernels(const YNode& k, GpuSpec& spec) {
+  k.allow_only({"gemm_tiles", "kernel_launch", "attention_backward_factor", "eager_attention_bytes_per_score"});
+  const YNode tiles = k.at("gemm_tiles");
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const YNode t = tiles[i];
+    t.allow_only({"m", "n"});
+    spec.gemm_tiles.push_back({t.at("m").as_int(1, 4096), t.at("n").as_int(1, 4096)});
+  }
+  if (spec.gemm_tiles.empty()) tiles.fail("must list at least one tile {m, n}");
+  spec.kernel_launch_s = k.at("kernel_launch").as_seconds();
+  spec.attention_backward_factor = k.at("attention_backward_factor").as_positive_number();
+  const YNode eager = k.at("eager_attention_bytes_per_score");
+  eager.allow_only({"forward", "backward"});
+  spec.eager_score_bytes = {eager.at("forward").as_positive_number(), eager.at("backward").as_positive_number()};
 }
 
 std::vector<std::string> sorted_keys(const YNode& n) {
@@ -135,9 +159,10 @@ std::vector<std::string> sorted_keys(const YNode& n) {
   return keys;
 }
 
-GpuSpec parse_gpu(const YNode& g, const std::string& key) {
+GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) {
   g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "peak_tf32", "memory", "memory_bandwidth",
-                "gemm_efficiency", "memory_efficiency", "source", "form_factor", "notes"});
+                "gemm_efficiency", "memory_efficiency", "sm_count", "attention_efficiency", "source", "form_factor",
+                "notes"});
   GpuSpec spec;
   spec.key = key;
   spec.name = g.at("name").as_string();
@@ -151,7 +176,10 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key) {
   spec.memory_bandwidth_bytes_per_s = g.at("memory_bandwidth").as_bandwidth();
   spec.gemm_efficiency = fraction(g.at("gemm_efficiency"));
   spec.memory_efficiency = fraction(g.at("memory_efficiency"));
+  spec.sm_count = static_cast<int>(g.at("sm_count").as_int(1, 1 << 16));
+  spec.attention_efficiency = fraction(g.at("attention_efficiency"));
   if (auto v = g.get("source")) spec.source = v->as_string();
+  parse_kernels(kernels, spec);
   return spec;
 }
 
@@ -159,21 +187,21 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key) {
 
 GpuSpec load_gpu(const std::string& key) {
   fs::path file;
-  const YNode gpus = gpu_catalog(file);
+  const auto [gpus, kernels] = gpu_catalog(file);
   const auto entry = gpus.get(key);
   if (!entry) {
     const auto keys = sorted_keys(gpus);
     throw InputError(fmt::format("unknown GPU \"{}\"{} (the GPUs in {}: {}; see dpsim inspect gpus)", key,
                                  did_you_mean(key, keys), file.string(), fmt::join(keys, ", ")));
   }
-  return parse_gpu(*entry, key);
+  return parse_gpu(*entry, key, kernels);
 }
 
 std::vector<GpuSpec> load_gpu_catalog() {
   fs::path file;
-  const YNode gpus = gpu_catalog(file);
+  const auto [gpus, kernels] = gpu_catalog(file);
   std::vector<GpuSpec> out;
-  for (const auto& key : sorted_keys(gpus)) out.push_back(parse_gpu(gpus.at(key), key));
+  for (const auto& key : sorted_keys(gpus)) out.push_back(parse_gpu(gpus.at(key), key, kernels));
   return out;
 }
 

@@ -33,7 +33,7 @@ Dtype parse_dtype(const YNode& n) {
 
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
-                "activations", "tf32", "total_tokens", "total_samples"});
+                "optimizer_impl", "attention", "activations", "tf32", "total_tokens", "total_samples"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
   if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
@@ -45,6 +45,12 @@ Training parse_training(const YNode& n) {
     t.optimizer = v->as_enum<Optimizer>(
         {{"adamw", Optimizer::adamw}, {"sgd_momentum", Optimizer::sgd_momentum}, {"sgd", Optimizer::sgd}});
   }
+  if (auto v = n.get("optimizer_impl")) {
+    t.optimizer_impl = v->as_enum<OptimizerImpl>(
+        {{"foreach", OptimizerImpl::foreach}, {"fused", OptimizerImpl::fused}, {"forloop", OptimizerImpl::forloop}});
+  }
+  if (auto v = n.get("attention"))
+    t.attention = v->as_enum<AttentionImpl>({{"flash", AttentionImpl::flash}, {"eager", AttentionImpl::eager}});
   if (auto v = n.get("activations")) t.activations = v->as_bool();
   if (auto v = n.get("tf32")) {
     t.tf32 = v->as_bool();

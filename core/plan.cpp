@@ -8,20 +8,59 @@
 
 namespace dpsim {
 
+namespace {
+
+// One optimizer step over one parameter, counted from PyTorch's source (torch/optim/adam.py _multi_tensor_adam
+// with decoupled_weight_decay, as AdamW calls it; _fused_adam; torch/optim/sgd.py _multi_tensor_sgd, _fused_sgd),
+// default hyper-parameters (AdamW weight_decay 0.01, SGD weight_decay 0, dampening 0). `state` counts passes over
+// an fp32 tensor (master weight, exp_avg, exp_avg_sq, momentum_buffer, temporaries), `grad` passes over the
+// gradient, `kernels` the launches per parameter group (foreach, fused) or per tensor (forloop).
+struct OptimizerPasses {
+  double state = 0;
+  double grad = 0;
+  double kernels = 0;
+};
+
+OptimizerPasses optimizer_passes(Optimizer optimizer, OptimizerImpl impl) {
+  const bool fused = impl == OptimizerImpl::fused;
+  switch (optimizer) {
+    case Optimizer::adamw:
+      // fused: _foreach_add_(steps, 1), then _fused_adam_ reads param, exp_avg, exp_avg_sq and grad and writes the
+      // three states. foreach / forloop: steps += 1; param *= 1 - lr*wd (2); exp_avg.lerp_(grad) (2 + grad);
+      // exp_avg_sq *= beta2 (2); exp_avg_sq.addcmul_(grad, grad) (2 + grad); sqrt(exp_avg_sq) (2: read, write a
+      // temporary); div_ (2); add_(eps) (2); param.addcdiv_(exp_avg, denom) (4) = 18 state + 2 grad, 9 kernels.
+      return fused ? OptimizerPasses{6, 1, 2} : OptimizerPasses{18, 2, 9};
+    case Optimizer::sgd_momentum:
+      // fused: _fused_sgd_ reads param, momentum_buffer, grad, writes param and buffer. foreach: buf *= momentum
+      // (2); buf += grad (2 + grad); param += -lr * buf (3) = 7 state + 1 grad, 3 kernels.
+      return fused ? OptimizerPasses{4, 1, 1} : OptimizerPasses{7, 1, 3};
+    case Optimizer::sgd:
+      // param += -lr * grad: read and write the param, read the grad; one kernel either way.
+      return {2, 1, 1};
+  }
+  return {};
+}
+
+}  // namespace
+
 double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer) {
   return model_state_parts(param_dtype, grad_dtype, optimizer).total();
 }
 
-double optimizer_bytes_per_parameter(Optimizer optimizer) {
-  // Memory traffic of one fused update per parameter, mixed precision: AdamW reads master, m, v (12 B) and the
-  // 16-bit grad (2 B), writes master, m, v (12 B) and the 16-bit weight (2 B) = 28 B; SGD with momentum drops
-  // one moment (20 B); plain SGD both (12 B). The fp32 variants move the same bytes (4 B grads and weights, no copy).
-  switch (optimizer) {
-    case Optimizer::adamw: return 28.0;
-    case Optimizer::sgd_momentum: return 20.0;
-    case Optimizer::sgd: return 12.0;
-  }
-  return 28.0;
+double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, Dtype grad_dtype) {
+  const OptimizerPasses p = optimizer_passes(optimizer, impl);
+  const double weight = dtype_bytes(param_dtype);
+  // With 16-bit weights the update runs on the fp32 master and the 16-bit weight is written from it: inside the
+  // fused kernel (write 2 B), or as one more copy pass otherwise (read the master 4 B, write 2 B).
+  double copy = 0;
+  if (weight < 4) copy = impl == OptimizerImpl::fused ? weight : 4.0 + weight;
+  return p.state * 4.0 + p.grad * dtype_bytes(grad_dtype) + copy;
+}
+
+double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, int64_t tensors) {
+  const OptimizerPasses p = optimizer_passes(optimizer, impl);
+  const double per_group = p.kernels + (dtype_bytes(param_dtype) < 4 && impl != OptimizerImpl::fused ? 1 : 0);
+  return impl == OptimizerImpl::forloop ? per_group * static_cast<double>(tensors) : per_group;
 }
 
 std::vector<std::vector<int>> assign_buckets(const std::vector<int64_t>& tensor_bytes, double first_bucket_bytes,
@@ -161,7 +200,10 @@ StepPlan make_step_plan(const Scenario& s) {
       plan.ops[static_cast<size_t>(op_index)].grads.push_back(static_cast<int>(plan.grads.size()));
       // DDP copies each gradient into its bucket and divides by the world size: read + write. FSDP's gradients are
       // views of its flat parameter's gradient, reduce-scattered in place.
-      if (bucketed) plan.ops[static_cast<size_t>(op_index)].backward_bytes += 2.0 * static_cast<double>(g.bytes);
+      if (bucketed) {
+        plan.ops[static_cast<size_t>(op_index)].backward_bytes += 2.0 * static_cast<double>(g.bytes);
+        plan.ops[static_cast<size_t>(op_index)].grad_copy_bytes += 2.0 * static_cast<double>(g.bytes);
+      }
       plan.parameters += g.numel;
       plan.gradient_bytes += g.bytes;
       ready_bytes.push_back(g.bytes);
@@ -197,7 +239,11 @@ StepPlan make_step_plan(const Scenario& s) {
   if (bucketed && !s.ddp.gradient_as_bucket_view)
     plan.final_copy_bytes = 2.0 * static_cast<double>(plan.gradient_bytes);
   plan.optimizer.parameters = plan.parameters;
-  plan.optimizer.bytes = static_cast<double>(plan.parameters) * optimizer_bytes_per_parameter(s.training.optimizer);
+  plan.optimizer.tensors = static_cast<int64_t>(plan.grads.size());
+  const Training& t = s.training;
+  plan.optimizer.bytes = static_cast<double>(plan.parameters) *
+                         optimizer_bytes_per_parameter(t.optimizer, t.optimizer_impl, t.param_dtype, t.grad_dtype);
+  plan.optimizer.kernels = optimizer_kernels(t.optimizer, t.optimizer_impl, t.param_dtype, plan.optimizer.tensors);
   plan_sharding(s, ops, plan);
   const ModelStateParts parts = model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
   plan.memory.model_state_bytes =

@@ -28,6 +28,17 @@ const char* to_string(Optimizer optimizer) {
   return "?";
 }
 
+const char* to_string(OptimizerImpl impl) {
+  switch (impl) {
+    case OptimizerImpl::foreach: return "foreach";
+    case OptimizerImpl::fused: return "fused";
+    case OptimizerImpl::forloop: return "forloop";
+  }
+  return "?";
+}
+
+const char* to_string(AttentionImpl impl) { return impl == AttentionImpl::flash ? "flash" : "eager"; }
+
 const char* to_string(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::automatic: return "auto";

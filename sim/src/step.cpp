@@ -267,7 +267,7 @@ struct Run final : StepExecutor {
         break;
       case Instr::Type::optimizer:
         if (optimizer_start < 0) optimizer_start = now();
-        compute("optimizer", memory_seconds(plan->optimizer.bytes, cm));
+        compute("optimizer", optimizer_seconds(plan->optimizer, cm));
         break;
       case Instr::Type::mark: do_mark(in); break;
     }
@@ -421,7 +421,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
                          plan.world_size > 1 ? to_string(c.cost.algorithm) : "none",
                          plan.world_size > 1 ? to_string(c.cost.protocol) : "none"});
   }
-  const double single_gpu_s = k * micro + memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, run.cm);
+  const double single_gpu_s =
+      k * micro + optimizer_seconds(plan.optimizer, run.cm) + memory_seconds(plan.final_copy_bytes, run.cm);
   // DDP: what the last all-reduce adds after the backward; sharded: everything the compute waited for (gathers in
   // the forward and backward too), and what running beside collectives slowed it by.
   r.exposed_comm_s = plan.sharded.sharding == Sharding::none ? std::max(0.0, run.comm_end - backward_end)

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "../source_dir.hpp"
+#include "dpsim/compute_cost.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 
@@ -76,5 +77,31 @@ TEST_CASE("model state per parameter by optimizer and precision") {
   CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::adamw) == 16);
   CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::sgd_momentum) == 12);
   CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::sgd) == 8);
-  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw) == 28);
+}
+
+TEST_CASE("optimizer traffic per parameter as PyTorch's implementations move it") {
+  // fused AdamW, bf16 weights: read master, m, v (12) and the grad (2), write master, m, v (12) and the weight (2).
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16) == 28);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::fused, Dtype::fp32, Dtype::fp32) == 28);
+  // foreach AdamW: 18 fp32 passes + 2 grad passes + the master -> bf16 copy (4 + 2).
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::foreach, Dtype::bf16, Dtype::bf16) == 82);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::forloop, Dtype::fp32, Dtype::fp32) == 80);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd_momentum, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16) == 20);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd_momentum, OptimizerImpl::foreach, Dtype::fp32, Dtype::fp32) == 32);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16) == 12);
+  // Launches: foreach and fused once per group, forloop once per tensor.
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::foreach, Dtype::fp32, 291) == 9);
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::forloop, Dtype::fp32, 291) == 9 * 291);
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::fused, Dtype::bf16, 291) == 2);
+}
+
+TEST_CASE("the plan's optimizer step follows training.optimizer_impl, foreach by default") {
+  Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  const StepPlan foreach_plan = make_step_plan(s);
+  s.training.optimizer_impl = OptimizerImpl::fused;
+  const StepPlan fused_plan = make_step_plan(s);
+  CHECK(foreach_plan.optimizer.bytes > 2.9 * fused_plan.optimizer.bytes);
+  CHECK(foreach_plan.optimizer.tensors == static_cast<int64_t>(foreach_plan.grads.size()));
+  const ComputeModel cm = compute_model(s);
+  CHECK(optimizer_seconds(foreach_plan.optimizer, cm) > optimizer_seconds(fused_plan.optimizer, cm));
 }

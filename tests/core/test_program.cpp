@@ -145,7 +145,7 @@ TEST_CASE("closed-form executor: phase sums and stream clocks from the cost form
   CHECK(ex.phase_busy_s(Phase::backward) == Approx(bwd).epsilon(1e-12));
   CHECK(ex.synced_backward_s() == Approx(bwd).epsilon(1e-12));
   CHECK(ex.phase_busy_s(Phase::optimizer) ==
-        Approx(memory_seconds(plan.optimizer.bytes + plan.final_copy_bytes, cm)).epsilon(1e-12));
+        Approx(optimizer_seconds(plan.optimizer, cm) + memory_seconds(plan.final_copy_bytes, cm)).epsilon(1e-12));
   const FabricSummary f = summarize_fabric(s.topology);
   double comm = 0;
   for (const Bucket& b : plan.buckets)

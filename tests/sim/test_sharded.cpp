@@ -78,7 +78,7 @@ TEST_CASE("zero3 with one unit and no prefetch: the closed form", "[sim]") {
     fwd += forward_seconds(op, cm);
     bwd += backward_seconds(op, cm);
   }
-  const double optimizer = memory_seconds(plan.optimizer.bytes, cm);
+  const double optimizer = optimizer_seconds(plan.optimizer, cm);
   const double closed = 2 * (launch + gather) + fwd + bwd + launch + reduce + optimizer;
   const StepResult sim = predict(s, plan);
   INFO("simulated " << sim.step_time_s << " s, closed form " << closed << " s");

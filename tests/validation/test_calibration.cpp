@@ -89,8 +89,8 @@ TEST_CASE("per-shape GEMM efficiencies of a calibration time the plan's GEMMs of
     if (o.kind == OpKind::matmul && o.gemms.size() == 1 && o.forward_bytes == 0) op = &o;
   REQUIRE(op != nullptr);
   const GemmShape g = op->gemms[0];
-  const double before_fwd = forward_seconds(*op, compute_model(s));
-  const double before_bwd = backward_seconds(*op, compute_model(s));
+  const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  const double dw_model_s = gemm_seconds({g.k, g.n, g.m, g.batch}, compute_model(s));  // not calibrated below
   Calibration c;
   c.name = "shapes";
   // the forward shape measured at half the GPU's efficiency, dX and dW at the GPU's, another dtype ignored
@@ -100,8 +100,10 @@ TEST_CASE("per-shape GEMM efficiencies of a calibration time the plan's GEMMs of
   c.gemm.push_back({g.k, g.n, g.m, g.batch, "fp32", 1e-3, 1e15, eff / 4});
   apply_calibration(s, c);
   CHECK(s.topology.gpu.gemm_efficiency_by_shape.size() == 2);
-  CHECK(forward_seconds(*op, compute_model(s)) == Approx(2 * before_fwd));
-  CHECK(backward_seconds(*op, compute_model(s)) == Approx(before_bwd));
+  const ComputeModel cm = compute_model(s);
+  CHECK(forward_seconds(*op, cm) == Approx(flops / (cm.peak_flops_per_s * eff / 2)));
+  CHECK(backward_seconds(*op, cm) ==
+        Approx(flops / (cm.peak_flops_per_s * eff) + dw_model_s + memory_seconds(op->grad_copy_bytes, cm)));
 }
 
 TEST_CASE("a PCIe fit leaves an NVSwitch scenario's ring efficiency alone") {

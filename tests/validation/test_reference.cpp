@@ -91,17 +91,19 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       {"multinode_efa", "allreduce_busbw_large", 25, 0.192, 0.9832},
       {"multinode_efa", "allreduce_busbw_mid", 12, 0.7803, 0.9989},
       // DDP on the V100 mesh: 8-GPU speedups (BERT-large, ResNet-50 FP32 within 3%; AMP +15%: the measured loss is
-      // outside DDP), ResNet-50 step time on 1..8 V100, ResNet-50 throughput (FP32 -3.5..-9%, AMP over-predicted)
+      // outside DDP), ResNet-50 step time on 1..8 V100 (within 3.2%: issue 15's per-shape GEMMs), ResNet-50
+      // throughput (FP32 -6..-12%, AMP +9..+29%; the median moved 9.6% -> 10.5% with issue 15: the FP32 numbers,
+      // under-predicted before, went further down with the foreach SGD and the quantized GEMMs; AMP improved)
       {"nvlink_mesh", "ddp_scaling", 8, 0.0281, 0.1512},
-      {"nvlink_mesh", "ddp_step_time", 4, 0.0547, 0.0675},
-      {"nvlink_mesh", "ddp_throughput", 8, 0.096, 0.31},
+      {"nvlink_mesh", "ddp_step_time", 4, 0.0189, 0.032},
+      {"nvlink_mesh", "ddp_throughput", 8, 0.1048, 0.2895},
       // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the
       // GPU's one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
       {"nvswitch", "ddp_scaling", 2, 0.1091, 0.1845},
-      {"nvswitch", "ddp_throughput", 4, 0.6062, 0.7496},
+      {"nvswitch", "ddp_throughput", 4, 0.5922, 0.7368},
       // BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 / 512, AMP / TF32): within 5% except TF32 seq 512
       // at 16 and 32 nodes (+12%, +27%: the source loses 22% there, more than any all-reduce on 8x HDR explains)
-      {"multinode", "ddp_strong_scaling", 20, 0.0163, 0.2701},
+      {"multinode", "ddp_strong_scaling", 20, 0.0102, 0.2618},
   };
   for (const Reached& r : reached) {
     INFO(r.cls << " / " << r.kind);
@@ -120,7 +122,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK(t[1].value == Approx(1.1932).margin(0.001));  // worst: target 15%, missed (A100 per-call floors at 1-16
                                                       // MiB: +119%; EFA below its plateau: up to +100%)
   CHECK_FALSE(t[1].met);
-  CHECK(t[2].value == Approx(0.0352).margin(0.001));  // DDP median (46 numbers): target 8%, met
+  CHECK(t[2].value == Approx(0.0300).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
 }
 

@@ -1,28 +1,15 @@
 #pragma once
-// Cost formulas shared by the estimator and the simulator: compute time of plan operations and
-// NCCL's alpha-beta cost of an all-reduce with its algorithm/protocol choice (data/nccl.yaml).
+// Cost formulas shared by the estimator and the simulator: NCCL's alpha-beta cost of an all-reduce with its
+// algorithm/protocol choice (data/nccl.yaml); compute time of plan operations is in dpsim/compute_cost.hpp.
 #include <array>
 #include <map>
 
 #include "dpsim/collective_kind.hpp"
+#include "dpsim/compute_cost.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/scenario.hpp"
 
 namespace dpsim {
-
-struct ComputeModel {
-  double peak_flops_per_s = 0;
-  double gemm_efficiency = 0;
-  double memory_bandwidth_bytes_per_s = 0;
-  double memory_efficiency = 0;
-  double overlap_slowdown = 1;  // multiply compute time while a collective runs beside it
-  std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape{};  // calibrated; see GpuSpec
-};
-
-ComputeModel compute_model(const Scenario& scenario);
-double forward_seconds(const PlanOp& op, const ComputeModel& model);
-double backward_seconds(const PlanOp& op, const ComputeModel& model);
-double memory_seconds(double bytes, const ComputeModel& model);
 
 // The ring as NCCL lays it over the topology, reduced to what the closed forms need.
 struct FabricSummary {

@@ -18,6 +18,7 @@ struct PlanOp {
   double backward_flops = 0;
   double forward_bytes = 0;
   double backward_bytes = 0;     // includes the DDP grad -> bucket copy of its gradients
+  double grad_copy_bytes = 0;    // that copy's part of backward_bytes: its own kernels, after the op's
   std::vector<GemmShape> gemms;  // m already multiplied by the micro-batch
   std::vector<int> grads;        // indices into StepPlan::grads made ready by this op's backward
 };
@@ -39,7 +40,9 @@ struct Bucket {
 
 struct OptimizerStep {
   int64_t parameters = 0;
-  double bytes = 0;  // memory traffic per GPU
+  int64_t tensors = 0;  // parameter tensors
+  double bytes = 0;     // memory traffic per GPU
+  double kernels = 0;   // kernel launches (training.optimizer_impl)
 };
 
 struct MemoryNeed {
@@ -94,6 +97,10 @@ std::vector<std::vector<int>> assign_buckets(const std::vector<int64_t>& tensor_
                                              double bucket_cap_bytes);
 
 double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer);
-double optimizer_bytes_per_parameter(Optimizer optimizer);
+// Memory traffic per parameter of one optimizer step as `impl` runs it, with `param_dtype` weights and
+// `grad_dtype` gradients (an fp32 master copy and fp32 state when the weights are 16-bit).
+double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, Dtype grad_dtype);
+// Kernel launches of one optimizer step over `tensors` parameter tensors as `impl` runs it.
+double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, int64_t tensors);
 
 }  // namespace dpsim

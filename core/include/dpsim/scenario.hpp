@@ -14,6 +14,10 @@ namespace dpsim {
 
 enum class Dtype { bf16, fp16, fp32 };
 enum class Optimizer { adamw, sgd_momentum, sgd };
+// How PyTorch runs the optimizer step: torch/optim/optimizer.py picks foreach unless fused is asked for.
+enum class OptimizerImpl { foreach, fused, forloop };
+// The attention kernel: FlashAttention-2 / PyTorch SDPA (causal half skipped) or eager softmax(QK^T)V.
+enum class AttentionImpl { flash, eager };
 enum class Algorithm { automatic, ring, tree, nvls };
 enum class Protocol { automatic, ll, ll128, simple };
 enum class Arch { volta, ampere, ada, hopper };
@@ -21,6 +25,8 @@ enum class Arch { volta, ampere, ada, hopper };
 int dtype_bytes(Dtype dtype);
 const char* to_string(Dtype dtype);
 const char* to_string(Optimizer optimizer);
+const char* to_string(OptimizerImpl impl);
+const char* to_string(AttentionImpl impl);
 const char* to_string(Algorithm algorithm);
 std::optional<Algorithm> algorithm_named(std::string_view name);  // inverse of to_string ("auto", "ring", ...)
 const char* to_string(Protocol protocol);
@@ -45,6 +51,14 @@ struct GpuSpec {
   // Calibrated GEMM efficiency per shape {m, n, k, batch} (as the plan has them, micro-batch included), from
   // `dpsim measure --calibrate` through a calibration; shapes not listed use gemm_efficiency.
   std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape;
+  int sm_count = 0;                 // streaming multiprocessors: the waves a GEMM's tiles run in
+  double attention_efficiency = 0;  // FlashAttention forward FLOP rate / peak (data/gpus.yaml)
+  // From data/gpus.yaml `kernels:`, the same for every GPU: cuBLAS's tile shapes {m, n}, the CPU-side cost of
+  // launching one kernel from PyTorch eager, and FlashAttention's backward time over its forward time.
+  std::vector<std::array<int64_t, 2>> gemm_tiles;
+  double kernel_launch_s = 0;
+  double attention_backward_factor = 1;
+  std::array<double, 2> eager_score_bytes{};  // eager attention's HBM bytes per score element {forward, backward}
   std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
@@ -236,6 +250,8 @@ struct Training {
   Dtype param_dtype = Dtype::bf16;
   Dtype grad_dtype = Dtype::bf16;
   Optimizer optimizer = Optimizer::adamw;
+  OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
+  AttentionImpl attention = AttentionImpl::flash;
   bool activations = true;
   bool tf32 = false;  // fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
   // How much the whole run trains on (at most one of the two): time and cost to train (core/training_cost.cpp).

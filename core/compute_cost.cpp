@@ -1,0 +1,167 @@
+#include "dpsim/compute_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dpsim {
+
+ComputeModel compute_model(const Scenario& s) {
+  const GpuSpec& g = s.topology.gpu;
+  ComputeModel m;
+  m.peak_flops_per_s = s.training.tf32 ? g.peak_tf32_flops_per_s : g.peak_flops_per_s(s.training.param_dtype);
+  m.gemm_efficiency = g.gemm_efficiency;
+  m.memory_bandwidth_bytes_per_s = g.memory_bandwidth_bytes_per_s;
+  m.memory_efficiency = g.memory_efficiency;
+  m.overlap_slowdown = s.nccl.overlap_slowdown;
+  m.gemm_efficiency_by_shape = g.gemm_efficiency_by_shape;
+  m.sm_count = g.sm_count;
+  m.gemm_tiles = g.gemm_tiles;
+  m.element_bytes = dtype_bytes(s.training.param_dtype);
+  m.attention_efficiency = g.attention_efficiency;
+  m.attention_backward_factor = g.attention_backward_factor;
+  m.eager_score_bytes = g.eager_score_bytes;
+  m.attention = s.training.attention;
+  m.kernel_launch_s = g.kernel_launch_s;
+  return m;
+}
+
+double memory_seconds(double bytes, const ComputeModel& m) {
+  return bytes / (m.memory_bandwidth_bytes_per_s * m.memory_efficiency);
+}
+
+namespace {
+
+double gemm_flops(const GemmShape& g) {
+  return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
+         static_cast<double>(g.batch);
+}
+
+double ceil_div(int64_t a, int64_t b) { return std::ceil(static_cast<double>(a) / static_cast<double>(b)); }
+
+// Backward of Y = X W: dX = dY W^T (m x k, inner n) and dW = X^T dY (k x n, inner m).
+std::vector<GemmShape> backward_gemms(const GemmShape& g) {
+  return {GemmShape{g.m, g.k, g.n, g.batch}, GemmShape{g.k, g.n, g.m, g.batch}};
+}
+
+double launch_floor(double seconds, double kernels, const ComputeModel& m) {
+  return std::max(seconds, kernels * m.kernel_launch_s);
+}
+
+double calibrated_or_quantized_seconds(const GemmShape& g, const ComputeModel& m) {
+  const double flops = gemm_flops(g);
+  const auto it = m.gemm_efficiency_by_shape.find({g.m, g.n, g.k, g.batch});
+  if (it != m.gemm_efficiency_by_shape.end() && it->second > 0) return flops / (m.peak_flops_per_s * it->second);
+  return flops / (m.peak_flops_per_s * m.gemm_efficiency * gemm_quantization_efficiency(g, m));
+}
+
+// The GEMMs of a matmul op, scaled to the op's FLOPs where the two differ (a layer whose listed shape is
+// per sample but whose FLOPs are not, e.g. BERT's pooler on one token); with no shape, at the ceiling. Where
+// the op states its own bytes (a layer list's convolution: an implicit GEMM reads feature maps, not the im2col
+// matrix its shape describes), those bound it; else each GEMM's operands do.
+double gemms_seconds(double flops, double stated_bytes, const std::vector<GemmShape>& gemms, bool backward,
+                     const ComputeModel& m) {
+  const bool stated = stated_bytes > 0;
+  double t = 0, f = 0;
+  for (const GemmShape& g : gemms) {
+    for (const GemmShape& one : backward ? backward_gemms(g) : std::vector<GemmShape>{g}) {
+      t += stated ? calibrated_or_quantized_seconds(one, m) : gemm_seconds(one, m);
+      f += gemm_flops(one);
+    }
+  }
+  t = f > 0 ? t * flops / f : flops / (m.peak_flops_per_s * m.gemm_efficiency);
+  return std::max(t, memory_seconds(stated_bytes, m));
+}
+
+double score_elements(const PlanOp& op) {
+  if (op.gemms.empty()) return 0;
+  const GemmShape& s = op.gemms.front();  // scores = Q K^T: m x n per head
+  return static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.batch);
+}
+
+double attention_forward_seconds(const PlanOp& op, const ComputeModel& m) {
+  if (m.attention == AttentionImpl::eager) {
+    // Eager computes the whole score matrix (the mask does not skip work) and moves it through HBM.
+    double t = memory_seconds(score_elements(op) * m.eager_score_bytes[0], m);
+    for (const GemmShape& g : op.gemms) t += gemm_seconds(g, m);
+    return t;
+  }
+  const double eff = m.attention_efficiency > 0 ? m.attention_efficiency : m.gemm_efficiency;
+  return op.forward_flops / (m.peak_flops_per_s * eff);
+}
+
+double attention_backward_seconds(const PlanOp& op, const ComputeModel& m) {
+  if (m.attention == AttentionImpl::eager) {
+    double t = memory_seconds(score_elements(op) * m.eager_score_bytes[1], m);
+    for (const GemmShape& g : op.gemms)
+      for (const GemmShape& b : backward_gemms(g)) t += gemm_seconds(b, m);
+    return t;
+  }
+  return m.attention_backward_factor * attention_forward_seconds(op, m);
+}
+
+// Kernels an op launches: one per GEMM (at least one) forward, twice that backward (dX and dW).
+double forward_kernels(const PlanOp& op) { return static_cast<double>(std::max<size_t>(1, op.gemms.size())); }
+
+}  // namespace
+
+double gemm_quantization_efficiency(const GemmShape& g, const ComputeModel& m) {
+  if (m.sm_count <= 0 || m.gemm_tiles.empty() || g.m <= 0 || g.n <= 0) return 1.0;
+  const double useful = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.batch);
+  const auto sms = static_cast<double>(m.sm_count);
+  double best = 0;
+  for (const auto& [tm, tn] : m.gemm_tiles) {
+    const double tiles = ceil_div(g.m, tm) * ceil_div(g.n, tn) * static_cast<double>(g.batch);
+    // Fewer tiles than SMs: cuBLAS splits the inner dimension across CTAs (split-K), each part at least as deep
+    // as the tile is wide, so a small output with a long inner dimension (a weight gradient) still fills the GPU.
+    const double depth = static_cast<double>(std::max(tm, tn));
+    const double splits =
+        std::max(1.0, std::min(std::floor(sms / tiles), std::floor(static_cast<double>(g.k) / depth)));
+    const double waves = std::ceil(tiles * splits / sms);
+    best = std::max(best, std::min(1.0, useful * splits / (waves * sms * static_cast<double>(tm * tn))));
+  }
+  return best;
+}
+
+double gemm_seconds(const GemmShape& g, const ComputeModel& m) {
+  const double compute = calibrated_or_quantized_seconds(g, m);
+  const double operands =
+      (static_cast<double>(g.m) * static_cast<double>(g.k) + static_cast<double>(g.k) * static_cast<double>(g.n) +
+       static_cast<double>(g.m) * static_cast<double>(g.n)) *
+      static_cast<double>(g.batch) * m.element_bytes;
+  return std::max(compute, memory_seconds(operands, m));
+}
+
+double forward_seconds(const PlanOp& op, const ComputeModel& m) {
+  double t = 0;
+  switch (op.kind) {
+    case OpKind::matmul: t = gemms_seconds(op.forward_flops, op.forward_bytes, op.gemms, false, m); break;
+    case OpKind::attention: t = attention_forward_seconds(op, m) + memory_seconds(op.forward_bytes, m); break;
+    case OpKind::elementwise:
+    case OpKind::embedding:
+      t = std::max(op.forward_flops / (m.peak_flops_per_s * m.gemm_efficiency), memory_seconds(op.forward_bytes, m));
+      break;
+  }
+  return launch_floor(t, forward_kernels(op), m);
+}
+
+double backward_seconds(const PlanOp& op, const ComputeModel& m) {
+  double t = 0;
+  switch (op.kind) {
+    case OpKind::matmul:
+      t = gemms_seconds(op.backward_flops, op.backward_bytes - op.grad_copy_bytes, op.gemms, true, m) +
+          memory_seconds(op.grad_copy_bytes, m);
+      break;
+    case OpKind::attention: t = attention_backward_seconds(op, m) + memory_seconds(op.backward_bytes, m); break;
+    case OpKind::elementwise:
+    case OpKind::embedding:
+      t = std::max(op.backward_flops / (m.peak_flops_per_s * m.gemm_efficiency), memory_seconds(op.backward_bytes, m));
+      break;
+  }
+  return launch_floor(t, 2 * forward_kernels(op), m);
+}
+
+double optimizer_seconds(const OptimizerStep& step, const ComputeModel& m) {
+  return launch_floor(memory_seconds(step.bytes, m), step.kernels, m);
+}
+
+}  // namespace dpsim

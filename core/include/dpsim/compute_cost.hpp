@@ -1,0 +1,44 @@
+#pragma once
+// Compute time of plan operations on one GPU, shared by the estimator, the simulator and the dry run.
+// Each op's time comes from its kind and shape (data/gpus.yaml explains the model and its constants):
+// GEMMs through tile and wave quantization and their bytes, attention at the kernel's own efficiency,
+// memory-bound ops at HBM bandwidth, and no op faster than the CPU can launch its kernels.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "dpsim/plan.hpp"
+#include "dpsim/scenario.hpp"
+
+namespace dpsim {
+
+struct ComputeModel {
+  double peak_flops_per_s = 0;
+  double gemm_efficiency = 0;  // the best-shape ceiling (MAMF)
+  double memory_bandwidth_bytes_per_s = 0;
+  double memory_efficiency = 0;
+  double overlap_slowdown = 1;  // multiply compute time while a collective runs beside it
+  std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape{};  // calibrated; see GpuSpec
+  int sm_count = 0;                                                     // 0: no quantization
+  std::vector<std::array<int64_t, 2>> gemm_tiles{};                     // empty: no quantization
+  double element_bytes = 2;                                             // bytes of a GEMM operand
+  double attention_efficiency = 0;                                      // 0: gemm_efficiency
+  double attention_backward_factor = 2;
+  std::array<double, 2> eager_score_bytes{};
+  AttentionImpl attention = AttentionImpl::flash;
+  double kernel_launch_s = 0;
+};
+
+ComputeModel compute_model(const Scenario& scenario);
+double forward_seconds(const PlanOp& op, const ComputeModel& model);
+double backward_seconds(const PlanOp& op, const ComputeModel& model);
+double memory_seconds(double bytes, const ComputeModel& model);
+// One GEMM {m, n, k, batch}: a calibrated efficiency for its shape where measured, else the shape model.
+double gemm_seconds(const GemmShape& gemm, const ComputeModel& model);
+// The fraction of the tiles' work that is useful: the best tile of model.gemm_tiles, whole waves of sm_count.
+double gemm_quantization_efficiency(const GemmShape& gemm, const ComputeModel& model);
+// The optimizer step: its bytes at HBM bandwidth, or its kernel launches where those take longer.
+double optimizer_seconds(const OptimizerStep& step, const ComputeModel& model);
+
+}  // namespace dpsim

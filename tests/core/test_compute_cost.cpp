@@ -1,0 +1,81 @@
+// The compute model of issue 15: per-op time from the op's kind and shape (core/compute_cost.cpp).
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "../source_dir.hpp"
+#include "dpsim/compute_cost.hpp"
+#include "dpsim/load.hpp"
+
+using namespace dpsim;
+
+namespace {
+std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
+Scenario llama() { return load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml")); }
+const PlanOp& op_of(const StepPlan& p, OpKind kind) {
+  for (const PlanOp& op : p.ops)
+    if (op.kind == kind) return op;
+  FAIL("no such op");
+  return p.ops.front();
+}
+}  // namespace
+
+TEST_CASE("GEMM quantization: whole waves of tiles over the SMs") {
+  const ComputeModel m = compute_model(llama());  // H100: 132 SMs
+  // 4096 x 4096: 128 tiles of 128x128 -> one wave of 132 slots at best, or the 256x128 tiles in 4 of 512.
+  CHECK(gemm_quantization_efficiency({4096, 4096, 4096, 1}, m) > 0.95);
+  CHECK(gemm_quantization_efficiency({4096, 4096, 4096, 1}, m) == Approx(512.0 / 528));
+  // 133 tiles of 256x128 need two waves (50% busy); the best tile (64x64: 1064 tiles in 9 waves) recovers most.
+  CHECK(gemm_quantization_efficiency({256, 128 * 133, 4096, 1}, m) == Approx(256.0 * 128 * 133 / (9 * 132 * 64 * 64)));
+  // A 64x64 output with a long inner dimension is split over the SMs (split-K), not run on one.
+  CHECK(gemm_quantization_efficiency({64, 64, 1 << 20, 1}, m) > 0.9);
+  // A tiny GEMM is bound by its operands' bytes, not its FLOPs.
+  const GemmShape thin{8, 4096, 4096, 1};
+  CHECK(gemm_seconds(thin, m) == Approx(memory_seconds((8.0 * 4096 + 4096.0 * 4096 + 8.0 * 4096) * 2, m)));
+}
+
+TEST_CASE("a calibrated shape replaces the shape model for that shape only") {
+  Scenario s = llama();
+  const GemmShape g{2048, 4096, 4096, 1};
+  const double model_s = gemm_seconds(g, compute_model(s));
+  s.topology.gpu.gemm_efficiency_by_shape[{g.m, g.n, g.k, g.batch}] = 0.4;
+  const ComputeModel m = compute_model(s);
+  CHECK(gemm_seconds(g, m) == Approx(2.0 * 2048 * 4096 * 4096 / (m.peak_flops_per_s * 0.4)));
+  CHECK(gemm_seconds(g, m) > model_s);
+}
+
+TEST_CASE("flash attention: its own efficiency, backward 2.5x forward; eager moves the scores") {
+  Scenario s = llama();
+  const StepPlan plan = make_step_plan(s);
+  const PlanOp& attn = op_of(plan, OpKind::attention);
+  const ComputeModel flash = compute_model(s);
+  CHECK(forward_seconds(attn, flash) ==
+        Approx(attn.forward_flops / (flash.peak_flops_per_s * s.topology.gpu.attention_efficiency)));
+  CHECK(backward_seconds(attn, flash) == Approx(2.5 * forward_seconds(attn, flash)));
+  s.training.attention = AttentionImpl::eager;
+  const ComputeModel eager = compute_model(s);
+  CHECK(forward_seconds(attn, eager) > forward_seconds(attn, flash));
+}
+
+TEST_CASE("no op runs faster than the CPU launches its kernels") {
+  const Scenario s = llama();
+  ComputeModel m = compute_model(s);
+  PlanOp tiny;
+  tiny.kind = OpKind::elementwise;
+  tiny.forward_bytes = 1;
+  CHECK(forward_seconds(tiny, m) == Approx(s.topology.gpu.kernel_launch_s));
+  CHECK(backward_seconds(tiny, m) == Approx(2 * s.topology.gpu.kernel_launch_s));
+  OptimizerStep forloop{1000, 1000, 1.0, 9000};
+  CHECK(optimizer_seconds(forloop, m) == Approx(9000 * s.topology.gpu.kernel_launch_s));
+}
+
+TEST_CASE("the DDP gradient copy adds to a matmul's backward instead of hiding under it") {
+  const Scenario s = llama();
+  const StepPlan plan = make_step_plan(s);
+  const PlanOp& lin = op_of(plan, OpKind::matmul);
+  REQUIRE(lin.grad_copy_bytes > 0);
+  PlanOp without = lin;
+  without.backward_bytes -= without.grad_copy_bytes;
+  without.grad_copy_bytes = 0;
+  const ComputeModel m = compute_model(s);
+  CHECK(backward_seconds(lin, m) == Approx(backward_seconds(without, m) + memory_seconds(lin.grad_copy_bytes, m)));
+}
