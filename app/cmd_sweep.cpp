@@ -102,7 +102,7 @@ void register_plot(CLI::App& app) {
   auto* cmd = app.add_subcommand("plot", "Draw PNG and SVG plots of a sweep's results.csv with gnuplot");
   cmd->add_option("DIR", *dir, "A sweep output directory (holding results.csv)")->required();
   cmd->add_option("-o,--output", *out, "Where to write the plots (default DIR/plots)");
-  cmd->add_option("--kind", *kinds, "scaling, breakdown, buckets, cost (default: every kind the sweep allows)");
+  cmd->add_option("--kind", *kinds, "scaling, breakdown, buckets, memory, cost (default: every kind the sweep allows)");
   cmd->callback([dir, out, kinds] {
     const std::filesystem::path d(*dir);
     for (const auto& f :

@@ -76,6 +76,7 @@ json to_json(const StepResult& r) {
                  {"activation_bytes_per_gpu", r.activation_bytes_per_gpu},
                  {"ddp_buffer_bytes_per_gpu", r.ddp_buffer_bytes_per_gpu},
                  {"unsharded_bytes_per_gpu", r.unsharded_bytes_per_gpu},
+                 {"needed_bytes_per_gpu", r.memory_need_bytes()},
                  {"gpu_memory_bytes", r.gpu_memory_bytes},
                  {"fits", r.fits}};
   j["allreduce"] = {{"bytes_sent_per_gpu", r.allreduce_bytes_sent_per_gpu},

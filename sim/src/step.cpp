@@ -94,8 +94,7 @@ struct Run final : StepExecutor {
   ComputeModel cm;
   std::vector<CallRun> calls;                                               // per RankProgram::comms
   std::map<std::pair<Algorithm, CollectiveKind>, double> seconds_per_byte;  // fast fidelity: per wire byte
-  bool shared_links = false;               // several comm streams: their collectives can run at once and share links
-  std::vector<std::vector<Instr>> queues;  // per stream, in issue order
+  std::vector<std::vector<Instr>> queues;                                   // per stream, in issue order
   std::map<std::pair<int, int>, EventState> events_;
   std::map<std::pair<int, int>, double> marks;  // (mark, index) -> time
   bool synced_backward_done = false;            // collectives started before it slow the backward beside them
@@ -156,9 +155,10 @@ struct Run final : StepExecutor {
   }
 
   // Fast fidelity: the platform time of each algorithm's flow pattern, simulated once on the whole
-  // flow set. With one comm stream collectives are serialized, so a bucket's flows have the network to
-  // themselves, and the fluid model's time scales exactly with the bytes (and with the protocol's
-  // wire bytes). With several comm streams that shortcut is not exact: run_collective runs the flows.
+  // flow set. Collectives are serialized on the one comm stream (DDP's buckets, and FSDP's gathers and
+  // reduce-scatters on the data group's NCCL stream), so a call's flows have the network to themselves, and
+  // the fluid model's time scales exactly with the bytes (and with the protocol's wire bytes). A program with
+  // several comm streams would need the flows run concurrently instead; none is built yet.
   void probe_patterns() {
     for (const CallRun& c : calls) {
       const auto key = std::make_pair(c.cost.algorithm, c.kind);
@@ -177,17 +177,9 @@ struct Run final : StepExecutor {
     const double alone_s = options.fidelity == Fidelity::fast
                                ? seconds_per_byte.at({c.cost.algorithm, c.kind}) * bytes * c.wire_factor
                                : 0.0;
-    if (options.fidelity == Fidelity::fast && !shared_links) {
+    if (options.fidelity == Fidelity::fast) {
       sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, alone_s));
       ++events;
-      return;
-    }
-    if (options.fidelity == Fidelity::fast) {
-      // Concurrent collectives: the whole pattern as flows, sized so that alone they take NCCL's bandwidth
-      // time, so that what SimGrid adds is the contention with the other streams' flows.
-      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s);
-      const double scale = alone_s > 0 ? std::max(1.0, model_bw_s / alone_s) : 1.0;
-      run_flows(pattern(c, false, c.wire_factor), bytes * scale);
       return;
     }
     // Step fidelity: NCCL's steps as synchronized rounds of messages, each after its share of the latency.
@@ -349,6 +341,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   po.overlap = options.overlap;
   const StepProgram program = make_step_program(plan, po);
   const RankProgram& rank = program.classes.front();
+  if (program.streams.size() != 2)
+    throw RuntimeError("simulator: programs with several comm streams (concurrent collectives) are not built yet");
 
   Run run;
   run.scenario = &scenario;
@@ -361,7 +355,6 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   run.progress = Progress(options.progress);
   run.queues.resize(program.streams.size());
   run.executed.resize(program.streams.size());
-  run.shared_links = program.streams.size() > 2;
   for (const PlanOp& op : plan.ops) {
     run.forward_sum += forward_seconds(op, run.cm);
     run.backward_sum += backward_seconds(op, run.cm);

@@ -225,6 +225,38 @@ std::vector<fs::path> scaling(const Table& t, const fs::path& out) {
   return render(out, "scaling", body);
 }
 
+// Memory per GPU against the GPU count, one line per value of the other axes (e.g. parallelism.sharding), and the
+// GPU's memory as a line: what fits where.
+std::vector<fs::path> memory(const Table& t, const fs::path& out) {
+  const auto g = groups(t, {"cluster.nodes", "cluster.gpus_per_node"}, "world_size", number);
+  std::string data = "# GPUs, memory needed per GPU (GB), GPU memory (GB), fits in GPU memory (1/0)\n";
+  std::string plot = "plot ";
+  int block = 0;
+  double gpu_gb = 0;
+  for (const auto& [name, rows] : g) {
+    data += fmt::format("# {}\n", name);
+    for (const auto& r : rows) {
+      gpu_gb = std::max(gpu_gb, std::stod(r.at("gpu_memory_bytes")) / 1e9);
+      data += fmt::format("{} {:.6g} {:.6g} {}\n", r.at("world_size"), std::stod(r.at("memory_bytes_per_gpu")) / 1e9,
+                          std::stod(r.at("gpu_memory_bytes")) / 1e9, fits(r));
+    }
+    data += "\n\n";
+    plot += fmt::format("{}'memory.dat' index {} using 1:2 with linespoints lw 2 pt 7 lc {} title {}",
+                        block ? ", " : "", block, block + 1, quoted(name.empty() ? "predicted" : name));
+    ++block;
+  }
+  plot +=
+      fmt::format(", NaN with lines dt 2 lw 2 lc rgb 'black' title 'GPU memory ({:.1f} GB, gpu_memory_bytes)'", gpu_gb);
+  write_file_atomic(out / "memory.dat", data);
+  const std::string body = fmt::format(
+      "cd {}\nset title 'Memory per GPU: model state + activations + buffers (memory.needed_bytes_per_gpu)'\n"
+      "set logscale x 2\nset logscale y\nset key top right box opaque\nset xlabel 'world_size (GPUs)'\n"
+      "set ylabel 'memory needed per GPU (GB)'\nset arrow from graph 0, first {:.6g} to graph 1, first {:.6g} nohead "
+      "dt 2 lw 2 lc rgb 'black' back\n{}\n",
+      quoted(out.string()), gpu_gb, gpu_gb, plot);
+  return render(out, "memory", body);
+}
+
 std::vector<fs::path> breakdown(const Table& t, const fs::path& out) {
   std::string data = "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits\n";
   for (const auto& r : t.rows) {
@@ -285,10 +317,14 @@ std::vector<fs::path> plot_sweep(const fs::path& results_csv, const fs::path& ou
   if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", out_dir.string(), ec.message()));
   const bool has_buckets = std::find(t.axes.begin(), t.axes.end(), "ddp.bucket_cap") != t.axes.end();
   const bool has_cost = has_cost_columns(t.rows);
+  const bool has_sharding = std::find(t.axes.begin(), t.axes.end(), "parallelism.sharding") != t.axes.end();
+  const bool has_memory = !t.rows.empty() && t.rows.front().count("memory_bytes_per_gpu") &&
+                          !t.rows.front().at("memory_bytes_per_gpu").empty();
   std::vector<std::string> want = kinds;
   if (want.empty())
     want = has_buckets ? std::vector<std::string>{"scaling", "breakdown", "buckets"}
                        : std::vector<std::string>{"scaling", "breakdown"};
+  if (kinds.empty() && has_sharding && has_memory) want.push_back("memory");
   if (kinds.empty() && has_cost) want.push_back("cost");
   std::vector<fs::path> files;
   for (const auto& k : want) {
@@ -300,11 +336,16 @@ std::vector<fs::path> plot_sweep(const fs::path& results_csv, const fs::path& ou
     } else if (k == "buckets") {
       if (!has_buckets) throw InputError("plot buckets needs a sweep with a ddp.bucket_cap axis");
       made = buckets(t, out_dir);
+    } else if (k == "memory") {
+      if (!has_memory)
+        throw InputError(
+            "plot memory needs results.csv with a memory_bytes_per_gpu column (sweeps run by an older dpsim lack it)");
+      made = memory(t, out_dir);
     } else if (k == "cost") {
       if (!has_cost) throw InputError("plot cost needs a sweep with cost columns (set cluster.price_per_gpu_hour)");
       made = cost_plot(t.rows, t.axes, out_dir, render);
     } else {
-      throw InputError(fmt::format("unknown plot kind \"{}\" (scaling, breakdown, buckets, cost)", k));
+      throw InputError(fmt::format("unknown plot kind \"{}\" (scaling, breakdown, buckets, memory, cost)", k));
     }
     files.insert(files.end(), made.begin(), made.end());
   }

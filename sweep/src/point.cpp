@@ -29,6 +29,8 @@ const std::vector<std::pair<const char*, const char*>> kFigures = {
     {"allreduce_time_s", "/allreduce/time_s"},
     {"allreduce_busbw_GBps", "/allreduce/busbw_GBps"},
     {"model_state_bytes_per_gpu", "/memory/model_state_bytes_per_gpu"},
+    {"memory_bytes_per_gpu", "/memory/needed_bytes_per_gpu"},
+    {"gpu_memory_bytes", "/memory/gpu_memory_bytes"},
     {"fits", "/memory/fits"},
     {"buckets", ""},
     {"gpu", "/context/gpu"},
