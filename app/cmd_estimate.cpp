@@ -23,24 +23,27 @@ struct EstimateArgs {
   std::vector<std::string> sets;
 };
 
-std::string bracket(const std::string& perfect, const std::string& none) {
-  return fmt::format("{} (perfect-overlap bound) to {} (no-overlap bound)", perfect, none);
+std::string bracket(const StepResult& r, const std::string& lower, const std::string& none) {
+  return fmt::format("{} ({}) to {} (no-overlap bound)", lower, lower_bound_label(r), none);
 }
 
 // The closed form brackets the step; it does not predict where in the bracket the step falls.
 Section bounds_section(const StepResult& r) {
   const StepBound& lo = r.bounds->perfect_overlap;
   const StepBound& hi = r.bounds->no_overlap;
-  Section st{"Step bounds (closed form; dpsim predict simulates the overlap between them)", {}};
+  Section st{r.sharding == "none" ? "Step bounds (closed form; dpsim predict simulates the overlap between them)"
+                                  : "Step (closed form: the program walked with a clock per stream; dpsim predict "
+                                    "simulates it)",
+             {}};
   st.add("forward", format_seconds(r.forward_s));
   st.add("backward", format_seconds(r.backward_s));
   st.add("optimizer", format_seconds(r.optimizer_s));
   st.add("communication busy", format_seconds(r.comm_busy_s));
-  st.add("step time", bracket(format_seconds(lo.step_time_s), format_seconds(hi.step_time_s)));
-  st.add("exposed communication", bracket(format_seconds(lo.exposed_comm_s), format_seconds(hi.exposed_comm_s)));
-  st.add("throughput",
-         bracket(fmt::format("{:.1f} samples/s", lo.samples_per_s), fmt::format("{:.1f} samples/s", hi.samples_per_s)));
-  st.add("scaling efficiency", bracket(fmt::format("{:.1f}%", 100.0 * lo.scaling_efficiency),
+  st.add("step time", bracket(r, format_seconds(lo.step_time_s), format_seconds(hi.step_time_s)));
+  st.add("exposed communication", bracket(r, format_seconds(lo.exposed_comm_s), format_seconds(hi.exposed_comm_s)));
+  st.add("throughput", bracket(r, fmt::format("{:.1f} samples/s", lo.samples_per_s),
+                               fmt::format("{:.1f} samples/s", hi.samples_per_s)));
+  st.add("scaling efficiency", bracket(r, fmt::format("{:.1f}%", 100.0 * lo.scaling_efficiency),
                                        fmt::format("{:.1f}%", 100.0 * hi.scaling_efficiency)));
   return st;
 }
@@ -49,7 +52,8 @@ std::string render(const Scenario& s, const Estimate& e) {
   auto sections = common_sections(s, e.result);
   Section fit{"Largest model that fits", {}};
   fit.add(fmt::format("{} with {}", s.topology.gpu.name, to_string(s.training.optimizer)),
-          fmt::format("{:.2f}e9 parameters (model state only)", e.largest_model_parameters / 1e9));
+          fmt::format("{:.2f}e9 parameters (model state only{})", e.largest_model_parameters / 1e9,
+                      s.parallelism.sharding == Sharding::none ? "" : ", " + s.parallelism.sharding_as_written));
   sections.push_back(std::move(fit));
   const ComputeModel cm = compute_model(s);
   Section comp{"Compute", {}};

@@ -82,14 +82,13 @@ std::string bottleneck(const Scenario& s, const StepResult& r) {
                      format_bandwidth(bw), 100.0 * busy / r.step_time_s);
 }
 
-// estimate's figures are the perfect-overlap bound: say so, with the other end of the bracket.
+// estimate's figures are its lower bound: say so, with the other end of the bracket.
 std::string bound_note(const StepResult& r) {
   if (!r.bounds) return "";
   const StepBound& none = r.bounds->no_overlap;
-  return fmt::format(
-      " (perfect-overlap bound; with no overlap: exposed communication {:.1f}%, scaling efficiency "
-      "{:.1f}%)",
-      100.0 * none.exposed_comm_s / none.step_time_s, 100.0 * none.scaling_efficiency);
+  return fmt::format(" ({}; with no overlap: exposed communication {:.1f}%, scaling efficiency {:.1f}%)",
+                     lower_bound_label(r), 100.0 * none.exposed_comm_s / none.step_time_s,
+                     100.0 * none.scaling_efficiency);
 }
 
 std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
@@ -138,6 +137,10 @@ std::string efa_advice(const Scenario& s, const StepResult& r, const Evaluate& e
 }
 
 }  // namespace
+
+const char* lower_bound_label(const StepResult& r) {
+  return r.sharding == "none" ? "perfect-overlap bound" : "in the program's order, no contention";
+}
 
 std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::vector<std::string> out;

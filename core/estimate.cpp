@@ -5,6 +5,7 @@
 #include "dpsim/analytic.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/program.hpp"
+#include "dpsim/sharding.hpp"
 #include "dpsim/training_cost.hpp"
 
 namespace dpsim {
@@ -95,9 +96,12 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
   r.scaling_efficiency = r.bounds->perfect_overlap.scaling_efficiency;
   fill_training_cost(s, r);
+  // Model state only, with the scenario's sharding over its data-parallel GPUs.
   e.largest_model_parameters =
       s.topology.gpu.memory_bytes /
-      model_state_bytes_per_parameter(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+      sharded_model_state_bytes(1.0,
+                                model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer),
+                                plan.sharded.sharding, plan.sharded.shards);
   return e;
 }
 

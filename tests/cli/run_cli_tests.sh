@@ -26,6 +26,15 @@ check estimate-nofit 0 "NO: short by" -- "$dpsim" estimate "$s/llama3.1-8b-8xh10
 check estimate-json 0 '"parameters": 8030261248' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --json
 check estimate-pcie 0 "ideal ring at 32.0 GB/s +878" -- "$dpsim" estimate "$s/llama3.1-8b-8xpcie4.yaml"
 check inspect 0 "total +8,030,261,248" -- "$dpsim" inspect model "$src/models/llama-3.1-8b.yaml"
+# Sharded data parallelism: FSDP FULL_SHARD's memory and collectives, any strategy from the command line, the
+# advice's re-evaluated strategies when DDP does not fit, and the backend's refusal.
+check fsdp-memory 0 "model state \(adamw, 16 B/param, full_shard over 8 GPUs\) +16.06 GB" -- "$dpsim" predict "$s/llama3.1-8b-fsdp-8xh100.yaml"
+check fsdp-collectives 0 "all_gather +65 calls, 30.02 GB in all" -- "$dpsim" predict "$s/llama3.1-8b-fsdp-8xh100.yaml"
+check fsdp-traffic 0 "traffic per GPU +40.32 GB \(1.43x DDP" -- "$dpsim" estimate "$s/llama3.1-8b-fsdp-8xh100.yaml"
+check fsdp-estimate-order 0 "in the program's order, no contention" -- "$dpsim" estimate "$s/llama3.1-8b-fsdp-8xh100.yaml"
+check set-sharding 0 '"sharding": "zero2"' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set parallelism.sharding=shard_grad_op --json
+check advice-strategies 0 "zero3: [0-9.]+ GB per GPU, fits, step .*Fastest that fits: zero[23]" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml"
+check measure-sharded 2 "the GPU backend runs DDP only \(sharding none\) so far" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml" --dry-run
 # inspect topology: the nccl-tests-like table (NVLS from 2 MiB on 8 H200, the A100 ring plateau near its measured
 # 232.5 GB/s), a resized multi-node cluster, and a size the topology cannot have.
 check inspect-topology-nvls 0 "^2MiB +2097152 +nvls/simple" -- "$dpsim" inspect topology h200-8x-nvswitch --min-bytes 1MiB --max-bytes 4MiB

@@ -19,6 +19,11 @@ using Evaluate = std::function<StepResult(const Scenario&)>;
 // (a step that loses more than a tenth of its time waiting on the network is below it from communication alone).
 inline constexpr double kCommBoundShare = 0.10;
 
+// What estimate's lower step figure is: DDP's perfect-overlap bound (every all-reduce hidden behind the synced
+// backward), or for a sharded step the program's own order with a clock per stream (gathers the compute waits for,
+// no contention, no slowdown of compute beside collectives).
+const char* lower_bound_label(const StepResult& result);
+
 std::vector<std::string> advise(const Scenario& scenario, const StepResult& result, const Evaluate& evaluate);
 
 }  // namespace dpsim
