@@ -31,6 +31,11 @@ void DryRunExecutor::allreduce_bucket(int bucket) {
   launches_.push_back({.type = Launch::Type::allreduce, .stream = Stream::comm, .bucket = bucket});
 }
 
+void DryRunExecutor::collective(const CommCall& call) {
+  if (call.kind == CollectiveKind::all_reduce && call.bucket >= 0) return allreduce_bucket(call.bucket);
+  launches_.push_back({.type = Launch::Type::collective, .stream = Stream::comm, .bucket = call.bucket, .call = call});
+}
+
 void DryRunExecutor::optimizer_step() { launches_.push_back({.type = Launch::Type::optimizer}); }
 
 void DryRunExecutor::mark(Stream stream, Mark mark, int index) {
@@ -38,7 +43,7 @@ void DryRunExecutor::mark(Stream stream, Mark mark, int index) {
 }
 
 namespace {
-const char* event_name(EventKind kind) { return kind == EventKind::bucket_ready ? "bucket_ready" : "bucket_done"; }
+const char* event_name(EventKind kind) { return to_string(kind); }
 
 std::string op_name(const StepPlan& plan, int op) {
   return op >= 0 && op < static_cast<int>(plan.ops.size()) ? plan.ops[op].name : std::string("-");
@@ -78,6 +83,17 @@ std::string Launch::describe(const StepPlan& plan) const {
       return fmt::format("comm     allreduce    bucket {} {} ({} grads)", bucket,
                          format_bytes(static_cast<double>(b.bytes)), b.grads.size());
     }
+    case Type::collective: {
+      const std::string what =
+          call.unit >= 0 && call.unit < static_cast<int>(plan.sharded.units.size())
+              ? fmt::format("unit {}", plan.sharded.units[static_cast<size_t>(call.unit)].name.empty()
+                                           ? "(root)"
+                                           : plan.sharded.units[static_cast<size_t>(call.unit)].name)
+          : call.bucket >= 0 ? fmt::format("bucket {}", call.bucket)
+                             : std::string("weights");
+      return fmt::format("comm     {:<12} {} #{} {} {}", to_string(call.kind), to_string(call.group), call.index, what,
+                         format_bytes(call.bytes));
+    }
     case Type::optimizer:
       return fmt::format("compute  optimizer    {} parameters, {}",
                          format_count(static_cast<double>(plan.optimizer.parameters)),
@@ -91,8 +107,8 @@ std::string describe_launches(const StepPlan& plan, const std::vector<Launch>& l
   std::string out =
       fmt::format("# dpsim measure --dry-run: {} ({} GPU(s), micro-batch {}, sequence {}, accumulation {})\n",
                   plan.scenario, plan.world_size, plan.micro_batch, plan.sequence_length, plan.gradient_accumulation);
-  out += fmt::format("# {} ops, {} gradients, {} buckets; {} launches per GPU per step\n", plan.ops.size(),
-                     plan.grads.size(), plan.buckets.size(), launches.size());
+  out += fmt::format("# {} ops, {} gradients, {} buckets, sharding {}; {} launches per GPU per step\n", plan.ops.size(),
+                     plan.grads.size(), plan.buckets.size(), to_string(plan.sharded.sharding), launches.size());
   for (size_t i = 0; i < launches.size(); ++i) out += fmt::format("{:6}  {}\n", i, launches[i].describe(plan));
   return out;
 }

@@ -1,4 +1,4 @@
-// The plan walker: one DDP training step of a StepPlan through any Executor.
+// The plan walker: one training step of a StepPlan (its step program) through any Executor.
 #include <fmt/format.h>
 #include <algorithm>
 
@@ -42,12 +42,20 @@ void require_ddp(const StepPlan& plan) {
         to_string(plan.sharded.sharding)));
 }
 
+void Executor::collective(const CommCall& call) {
+  if (call.kind != CollectiveKind::all_reduce || call.group != GroupKind::data || call.bucket < 0)
+    throw RuntimeError(fmt::format("the GPU backend runs DDP bucket all-reduces only, not {} over the {} group",
+                                   to_string(call.kind), to_string(call.group)));
+  allreduce_bucket(call.bucket);
+}
+
 StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view) {
-  require_ddp(plan);
   if (element_bytes <= 0) throw RuntimeError("make_layout: element size must be > 0");
   StepLayout layout;
   layout.element_bytes = element_bytes;
-  layout.bucket_view = gradient_as_bucket_view;
+  // FSDP's gradients are views of its flat parameter's gradient: nothing is copied into buckets.
+  const bool fsdp = plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3;
+  layout.bucket_view = gradient_as_bucket_view || fsdp;
   layout.grads.resize(plan.grads.size());
   layout.gemm_grad.resize(plan.ops.size());
   for (size_t o = 0; o < plan.ops.size(); ++o) layout.gemm_grad[o].assign(plan.ops[o].gemms.size(), -1);
@@ -87,6 +95,14 @@ StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as
     }
     layout.bucket_numel.push_back(within);
     flat += within;
+  }
+  if (fsdp) {  // no DDP buckets: one flat buffer in gradient-ready order
+    for (size_t g = 0; g < placed.size(); ++g) {
+      layout.grads[g].flat_offset = flat;
+      layout.grads[g].bucket_offset = flat;
+      flat += plan.grads[g].numel;
+      placed[g] = true;
+    }
   }
   for (size_t g = 0; g < placed.size(); ++g)
     if (!placed[g]) throw RuntimeError("plan gradient '" + plan.grads[g].name + "' is in no bucket");
@@ -181,12 +197,7 @@ class KernelAdaptor final : public StepExecutor {
                          .bucket = plan_.grads[static_cast<size_t>(g)].bucket});
   }
 
-  void collective(const Instr&, const CommCall& call) override {
-    if (call.kind != CollectiveKind::all_reduce || call.group != GroupKind::data || call.bucket < 0)
-      throw RuntimeError(fmt::format("the backend runs DDP bucket all-reduces only, not {} over the {} group",
-                                     to_string(call.kind), to_string(call.group)));
-    ex_.allreduce_bucket(call.bucket);
-  }
+  void collective(const Instr&, const CommCall& call) override { ex_.collective(call); }
 
   void record(const Instr& in) override { ex_.record_event(stream(in), event(in)); }
   void wait(const Instr& in) override { ex_.stream_wait(stream(in), event(in)); }
@@ -209,13 +220,10 @@ class KernelAdaptor final : public StepExecutor {
     throw RuntimeError(fmt::format("the backend has a compute and a comm stream, not stream {}", in.stream));
   }
   static EventRef event(const Instr& in) {
-    switch (in.event.kind) {
-      case dpsim::EventKind::bucket_ready: return {EventKind::bucket_ready, in.event.index};
-      case dpsim::EventKind::bucket_done: return {EventKind::bucket_done, in.event.index};
-      default: break;
-    }
-    throw RuntimeError(
-        fmt::format("the backend has no {} event (it always overlaps communication)", to_string(in.event.kind)));
+    if (in.event.kind == EventKind::backward_done)
+      throw RuntimeError(
+          fmt::format("the backend has no {} event (it always overlaps communication)", to_string(in.event.kind)));
+    return {in.event.kind, in.event.index};
   }
   const StepPlan& plan_;
   const StepLayout& layout_;
@@ -225,7 +233,6 @@ class KernelAdaptor final : public StepExecutor {
 }  // namespace
 
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& ex) {
-  require_ddp(plan);
   ProgramOptions po;
   po.micro_steps = std::max<int64_t>(1, options.gradient_accumulation);
   const StepProgram program = make_step_program(plan, po);

@@ -95,6 +95,7 @@ inline SequenceFacts check_sequence(const StepPlan& plan, const backend::StepLay
         f.allreduce_order.push_back(l.bucket);
         allreduce_at[l.bucket] = i;
         break;
+      case Launch::Type::collective: FAIL("a DDP step launches no collective but bucket all-reduces"); break;
       case Launch::Type::optimizer: optimizer_at = i; break;
     }
   }

@@ -34,7 +34,8 @@ check fsdp-traffic 0 "traffic per GPU +40.32 GB \(1.43x DDP" -- "$dpsim" estimat
 check fsdp-estimate-order 0 "in the program's order, no contention" -- "$dpsim" estimate "$s/llama3.1-8b-fsdp-8xh100.yaml"
 check set-sharding 0 '"sharding": "zero2"' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set parallelism.sharding=shard_grad_op --json
 check advice-strategies 0 "zero3: [0-9.]+ GB per GPU, fits, step .*Fastest that fits: zero[23]" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml"
-check measure-sharded 2 "the GPU backend runs DDP only \(sharding none\) so far" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml" --dry-run
+check measure-sharded-dry-run 0 "comm +all_gather +data #0 unit \(root\) 2.10 GB" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml" --dry-run
+check measure-sharded 2 "the GPU backend runs DDP only \(sharding none\) so far" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml"
 # inspect topology: the nccl-tests-like table (NVLS from 2 MiB on 8 H200, the A100 ring plateau near its measured
 # 232.5 GB/s), a resized multi-node cluster, and a size the topology cannot have.
 check inspect-topology-nvls 0 "^2MiB +2097152 +nvls/simple" -- "$dpsim" inspect topology h200-8x-nvswitch --min-bytes 1MiB --max-bytes 4MiB

@@ -87,10 +87,7 @@ std::map<int, std::vector<std::string>> from_launches(const StepProgram& p, cons
                  .micro = micro,
                  .sync = !forward && micro == p.micro_steps - 1};
   };
-  auto event = [](backend::EventRef e) {
-    return EventRef{e.kind == backend::EventKind::bucket_ready ? EventKind::bucket_ready : EventKind::bucket_done,
-                    e.bucket};
-  };
+  auto event = [](backend::EventRef e) { return EventRef{e.kind, e.bucket}; };
   auto stream = [](backend::Stream s) { return s == backend::Stream::compute ? 0 : 1; };
   for (const Launch& l : ls) {
     switch (l.type) {
@@ -113,6 +110,14 @@ std::map<int, std::vector<std::string>> from_launches(const StepProgram& p, cons
       case Launch::Type::allreduce: {
         int call = 0;
         while (r.comms[static_cast<size_t>(call)].bucket != l.bucket) ++call;
+        add({.type = Instr::Type::collective, .stream = 1, .comm = call});
+        break;
+      }
+      case Launch::Type::collective: {
+        int call = 0;
+        while (r.comms[static_cast<size_t>(call)].kind != l.call.kind ||
+               r.comms[static_cast<size_t>(call)].index != l.call.index)
+          ++call;
         add({.type = Instr::Type::collective, .stream = 1, .comm = call});
         break;
       }
@@ -167,13 +172,7 @@ TEST_CASE("simulator, dry-run backend and estimate execute the same step program
     walk_program(p, p.classes.front(), logged);
     CHECK(logged.log == expected);
 
-    // The dry run: its launches, mapped back to instructions. The backend runs DDP only so far, and says so.
-    if (plan.sharded.sharding != Sharding::none) {
-      CHECK_THROWS_WITH(backend::make_layout(plan, dtype_bytes(s.training.param_dtype), false),
-                        Catch::Contains("the GPU backend runs DDP only (sharding none) so far"));
-      ++checked;
-      continue;
-    }
+    // The dry run: its launches, mapped back to instructions.
     const backend::StepLayout layout =
         backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
     backend::DryRunExecutor dry;

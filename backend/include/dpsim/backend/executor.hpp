@@ -56,9 +56,10 @@ struct MemoryCall {
   bool accumulate = false;
 };
 
-// Events between the two streams: a bucket's gradients are all written (recorded on compute), a
-// bucket's all-reduce is done (recorded on comm).
-enum class EventKind { bucket_ready, bucket_done };
+// Events between the two streams: the step program's (core/include/dpsim/program.hpp), e.g. a bucket's gradients
+// are all written (recorded on compute), a bucket's all-reduce is done (recorded on comm), an FSDP unit's weights
+// are gathered. The CUDA executor runs DDP programs only (bucket_ready, bucket_done; require_ddp).
+using EventKind = dpsim::EventKind;
 struct EventRef {
   EventKind kind = EventKind::bucket_ready;
   int bucket = 0;
@@ -86,7 +87,7 @@ struct StepLayout {
   bool bucket_view = true;  // gradient_as_bucket_view: dW lands straight in the bucket slice
 };
 
-// The backend runs DDP steps only so far: InputError (exit 2) for a sharded plan. make_layout and walk_step call it.
+// The GPU backend runs DDP steps only so far: InputError (exit 2) for a sharded plan (the dry run runs them).
 void require_ddp(const StepPlan& plan);
 
 // Match each op's gradients to its GEMMs (a weight of k*n elements, batch 1) and lay out buckets.
@@ -101,7 +102,10 @@ class Executor {
   virtual void record_event(Stream stream, EventRef event) = 0;
   virtual void stream_wait(Stream waiter, EventRef event) = 0;
   virtual void allreduce_bucket(int bucket) = 0;  // on the comm stream
-  virtual void optimizer_step() = 0;              // on the compute stream
+  // Any collective of the program, on the comm stream. Default: a DDP bucket's all-reduce goes to
+  // allreduce_bucket; other kinds throw (the CUDA executor runs DDP programs only so far).
+  virtual void collective(const CommCall& call);
+  virtual void optimizer_step() = 0;  // on the compute stream
   virtual void mark(Stream stream, Mark mark, int index) = 0;
 };
 
@@ -117,7 +121,7 @@ void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions
 // ---- the dry run ------------------------------------------------------------------------------
 
 struct Launch {
-  enum class Type { gemm, batched_gemm, memory, record, wait, allreduce, optimizer, mark };
+  enum class Type { gemm, batched_gemm, memory, record, wait, allreduce, collective, optimizer, mark };
   Type type = Type::gemm;
   Stream stream = Stream::compute;
   GemmCall gemm_call{};
@@ -126,6 +130,7 @@ struct Launch {
   int bucket = -1;
   Mark mark_kind = Mark::step_begin;
   int index = 0;
+  CommCall call{};                                   // collective
   std::string describe(const StepPlan& plan) const;  // one line, as `measure --dry-run` prints it
 };
 
@@ -137,6 +142,7 @@ class DryRunExecutor final : public Executor {
   void record_event(Stream stream, EventRef event) override;
   void stream_wait(Stream waiter, EventRef event) override;
   void allreduce_bucket(int bucket) override;
+  void collective(const CommCall& call) override;
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
 
