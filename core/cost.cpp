@@ -199,7 +199,9 @@ Candidate ring_candidate(CollectiveKind kind, double bytes, Protocol p, const Fa
   const int steps = passes * (n - 1);
   const int inter_steps = f.nodes > 1 ? passes * (f.nodes - 1) : 0;
   double intra_lat = intra->get(p);
-  if (f.nodes > 1) intra_lat = std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? 3 : 1));
+  if (f.nodes > 1)
+    intra_lat =
+        std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? nccl.net_overhead_simple_factor : 1.0));
   const double inter_lat = f.nodes > 1 ? net->get(p) + nccl.net_plugin_latency(f.net_class) : 0.0;
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
   if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;

@@ -209,9 +209,9 @@ NcclModel load_nccl(const fs::path& file) {
   const YNode root = YNode::load_file(file);
   root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
                    "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
-                   "net_overhead", "net_plugin_latency", "tree_correction_factor", "ring_efficiency",
-                   "overlap_slowdown", "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill", "ring_fill",
-                   "framework_launch_overhead"});
+                   "net_overhead", "net_overhead_simple_factor", "net_plugin_latency", "tree_correction_factor",
+                   "ring_efficiency", "overlap_slowdown", "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill",
+                   "ring_fill", "framework_launch_overhead"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
@@ -238,6 +238,7 @@ NcclModel load_nccl(const fs::path& file) {
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
   m.net_overhead_s = root.at("net_overhead").as_seconds();
+  m.net_overhead_simple_factor = root.at("net_overhead_simple_factor").as_positive_number();
   if (auto v = root.get("net_plugin_latency")) {
     v->allow_only({"net", "efa"});
     for (const auto& key : v->keys()) m.net_plugin_latency_s[key] = v->at(key).as_seconds();

@@ -176,6 +176,7 @@ struct NcclModel {
   std::map<Protocol, std::vector<double>> tree_correction;
   double ring_simple_plateau_latency_factor = 1;
   double net_overhead_s = 0;
+  double net_overhead_simple_factor = 1;  // the Simple protocol's multiple of it (data/nccl.yaml)
   // Latency the network plugin reports to NCCL, added to every inter-node step (NCCL's graph.latencyInter), per
   // inter-node ring_efficiency class ("efa"); absent: 0 (NCCL's own IB transport reports none).
   std::map<std::string, double> net_plugin_latency_s;
