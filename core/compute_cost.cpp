@@ -157,7 +157,8 @@ double backward_seconds(const PlanOp& op, const ComputeModel& m) {
       t = std::max(op.backward_flops / (m.peak_flops_per_s * m.gemm_efficiency), memory_seconds(op.backward_bytes, m));
       break;
   }
-  return launch_floor(t, 2 * forward_kernels(op), m);
+  const double own = launch_floor(t, 2 * forward_kernels(op), m);
+  return op.recompute_forward ? own + forward_seconds(op, m) : own;  // activation checkpointing (core/plan.cpp)
 }
 
 double optimizer_seconds(const OptimizerStep& step, const ComputeModel& m) {

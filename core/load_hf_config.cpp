@@ -35,7 +35,7 @@ constexpr LlamaVariant kLlamaVariants[] = {
     {"phi3", 0, false, false, false, false, false, false},
 };
 
-constexpr const char* kAccepted = "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, gpt2, bert";
+constexpr const char* kAccepted = "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, gpt2, bert, mpt";
 
 // Mixture-of-experts: expert MLPs and routers are not modelled yet, so their counts would be wrong.
 constexpr std::string_view kMoeTypes[] = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "phimoe",
@@ -134,6 +134,35 @@ TransformerConfig parse_bert(const YNode& n) {
   return c;
 }
 
+// MosaicML MPT (llm-foundry llmfoundry/models/mpt/configuration_mpt.py @8c8dd48, MPTConfig's defaults:
+// learned_pos_emb True, no_bias False, tie_word_embeddings True, ffn_config.ffn_type mptmlp (up_proj, GELU,
+// down_proj; d_model x expansion_ratio), attn_config.alibi False, fused Wqkv, LayerNorm with bias): with those
+// defaults, GPT-2's tensors exactly, so it is built as the gpt2 family. The values that remove or change tensors
+// are refused by name.
+TransformerConfig parse_mpt(const YNode& n) {
+  refuse_untied(n, "mpt");
+  refuse_true(n, "no_bias", "bias-free layers (MPT no_bias)");
+  if (n.has("learned_pos_emb") && !n.at("learned_pos_emb").as_bool())
+    n.at("learned_pos_emb").fail("false (no position table) is not modelled for mpt: dpsim builds MPT with its table");
+  if (auto a = n.get("attn_config")) refuse_true(*a, "alibi", "ALiBi attention without a position table");
+  if (auto f = n.get("ffn_config"); f && f->has("ffn_type") && f->at("ffn_type").as_string() != "mptmlp")
+    f->at("ffn_type")
+        .fail(fmt::format("\"{}\" is not modelled for mpt (only \"mptmlp\": up, GELU, down)",
+                          f->at("ffn_type").as_string()));
+  TransformerConfig c;
+  c.family = ModelFamily::gpt2;
+  c.vocab_size = model_dim(n.at("vocab_size"));
+  c.hidden_size = model_dim(n.at("d_model"));
+  c.num_layers = n.at("n_layers").as_int(1, 100000);
+  c.num_heads = model_dim(n.at("n_heads"));
+  c.num_kv_heads = c.num_heads;
+  const int64_t ratio = n.has("expansion_ratio") ? n.at("expansion_ratio").as_int(1, 1024) : 4;  // MPTConfig: 4
+  c.intermediate_size = ratio * c.hidden_size;
+  c.max_position_embeddings = model_dim(n.at("max_seq_len"));
+  c.tie_embeddings = true;
+  return c;
+}
+
 }  // namespace
 
 TransformerConfig parse_hf_config(const YNode& n) {
@@ -144,6 +173,8 @@ TransformerConfig parse_hf_config(const YNode& n) {
     c = parse_gpt2(n);
   } else if (type == "bert") {
     c = parse_bert(n);
+  } else if (type == "mpt") {
+    c = parse_mpt(n);
   } else {
     const LlamaVariant* variant = nullptr;
     for (const auto& v : kLlamaVariants) {

@@ -97,7 +97,7 @@ ModelSpec parse_model_map_unchecked(const YNode& n, const std::string& fallback_
     if (auto l = n.get("layers")) m.layers = parse_layers(*l);
     return m;
   }
-  if (n.has("model_type") || n.has("hidden_size") || n.has("n_embd")) {
+  if (n.has("model_type") || n.has("hidden_size") || n.has("n_embd") || n.has("d_model")) {
     m.name = fallback_name;
     m.transformer = parse_hf_config(n);
     return m;

@@ -33,7 +33,8 @@ Dtype parse_dtype(const YNode& n) {
 
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
-                "optimizer_impl", "attention", "activations", "tf32", "total_tokens", "total_samples"});
+                "optimizer_impl", "attention", "activation_checkpointing", "activations", "tf32", "total_tokens",
+                "total_samples"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
   if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
@@ -51,6 +52,10 @@ Training parse_training(const YNode& n) {
   }
   if (auto v = n.get("attention"))
     t.attention = v->as_enum<AttentionImpl>({{"flash", AttentionImpl::flash}, {"eager", AttentionImpl::eager}});
+  if (auto v = n.get("activation_checkpointing")) {
+    t.activation_checkpointing = v->as_enum<ActivationCheckpointing>(
+        {{"none", ActivationCheckpointing::none}, {"full", ActivationCheckpointing::full}});
+  }
   if (auto v = n.get("activations")) t.activations = v->as_bool();
   if (auto v = n.get("tf32")) {
     t.tf32 = v->as_bool();
@@ -208,6 +213,12 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
     root.at("training")
         .at("total_tokens")
         .fail(fmt::format("{} is given as explicit layers, which have no tokens; give training.total_samples",
+                          s.model.name));
+  if (s.training.activation_checkpointing != ActivationCheckpointing::none && !s.model.transformer)
+    root.at("training")
+        .at("activation_checkpointing")
+        .fail(fmt::format("{} is given as explicit layers, whose blocks' inputs dpsim does not know; full "
+                          "recomputation needs a transformer model",
                           s.model.name));
   s.topology = load_cluster(root.at("cluster"), dir);
   if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include "dpsim/sharding.hpp"
 
@@ -171,6 +172,34 @@ double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& pa
   return gathered * parts.weights + largest * parts.grads;
 }
 
+// The activations one micro-batch keeps for its backward. training.activation_checkpointing full (Korthikanti et
+// al. 2022, arXiv 2205.05198, Section 4, "full activation recomputation"; torch.utils.checkpoint around each block,
+// as Composer's fsdp_config.activation_checkpointing wraps every FSDP unit): each transformer block (the unit names
+// of fsdp_unit_of: layers.N, h.N, encoder.layer.N) keeps only its input, sequence x hidden activations per sample,
+// and runs its forward again at the start of its backward, so at most one block's own activations exist at once.
+// The ops outside the blocks (embedding, final norm, head, loss) keep theirs.
+double saved_activation_bytes(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan) {
+  const auto mb = static_cast<double>(s.training.micro_batch);
+  double outside = 0;
+  std::map<std::string, double> blocks;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string block =
+        s.training.activation_checkpointing == ActivationCheckpointing::full ? fsdp_unit_of(ops[i].name) : "";
+    if (block.empty()) {
+      outside += ops[i].activation_bytes_per_sample;
+      continue;
+    }
+    blocks[block] += ops[i].activation_bytes_per_sample;
+    plan.ops[i].recompute_forward = true;
+  }
+  if (blocks.empty()) return outside * mb;
+  const double input = static_cast<double>(s.training.sequence_length) *
+                       static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype);
+  double largest = 0;
+  for (const auto& [name, bytes] : blocks) largest = std::max(largest, bytes);
+  return (outside + static_cast<double>(blocks.size()) * input + largest) * mb;
+}
+
 }  // namespace
 
 StepPlan make_step_plan(const Scenario& s) {
@@ -182,11 +211,8 @@ StepPlan make_step_plan(const Scenario& s) {
   plan.gradient_accumulation = s.training.gradient_accumulation;
   const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype);
   const int grad_bytes = dtype_bytes(s.training.grad_dtype);
-  double activations = 0;
-  for (const auto& op : ops) {
-    plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
-    activations += op.activation_bytes_per_sample * static_cast<double>(s.training.micro_batch);
-  }
+  for (const auto& op : ops) plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
+  const double activations = saved_activation_bytes(s, ops, plan);
   for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) plan.backward_order.push_back(i);
 
   const Sharding sharding = s.parallelism.sharding;

@@ -38,6 +38,7 @@ const char* to_string(OptimizerImpl impl) {
 }
 
 const char* to_string(AttentionImpl impl) { return impl == AttentionImpl::flash ? "flash" : "eager"; }
+const char* to_string(ActivationCheckpointing c) { return c == ActivationCheckpointing::full ? "full" : "none"; }
 
 const char* to_string(Algorithm algorithm) {
   switch (algorithm) {

@@ -43,7 +43,7 @@ check inspect-topology-a100 0 "^8GiB .*ring/simple .* 23[0-4]\.[0-9]{2}$" -- "$d
 check inspect-topology-nodes 0 "4 nodes x 8 = 32" -- "$dpsim" inspect topology h100-ib-rail --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
 check inspect-topology-json 0 '"busbw_GBps"' -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 4 --json
 check inspect-topology-too-many 2 "GPU 8 is behind 0 PCIe switches" -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 12
-check inspect-topology-unknown 2 'no topology named "h900" \(shipped: a100-4xhdr-cluster' -- "$dpsim" inspect topology h900
+check inspect-topology-unknown 2 'no topology named "h900" \(shipped: a100-40gb-roce-cluster, a100-4xhdr-cluster' -- "$dpsim" inspect topology h900
 check inspect-topology-bad-size 2 "--min-bytes: \"lots\" is not a message size" -- "$dpsim" inspect topology pcie4-8x --min-bytes lots
 check help 0 "estimate" -- "$dpsim" --help
 check estimate-help 0 "--json" -- "$dpsim" estimate --help

@@ -124,7 +124,7 @@ TEST_CASE("an unknown or missing model_type is refused, listing the accepted one
   const fs::path falcon = write_config("falcon", R"({"model_type": "falcon", "hidden_size": 4544})");
   CHECK(load_error(falcon) == falcon.string() +
                                   ":1: model_type: \"falcon\" is not supported (accepted: llama, mistral, qwen2, "
-                                  "qwen3, gemma, gemma2, phi3, gpt2, bert)");
+                                  "qwen3, gemma, gemma2, phi3, gpt2, bert, mpt)");
   const fs::path none = write_config("none", R"({"hidden_size": 4096})");
   CHECK(load_error(none) == none.string() + ":1: missing required key \"model_type\"");
   fs::remove(falcon);
@@ -145,4 +145,31 @@ TEST_CASE("fields that would add tensors dpsim does not build are refused by nam
                                 "as tied to the embedding");
   fs::remove(bert);
   fs::remove(gpt2);
+}
+
+TEST_CASE("MPT as llm-foundry benchmarks it counts the README's published NumParams") {
+  // scripts/train/benchmarking/README.md @8c8dd48, NumParams column at SeqLen 2048 (validation/reference/e2e-fsdp.yaml)
+  const std::string models = std::string(DPSIM_SOURCE_DIR) + "/models/";
+  CHECK(count_parameters(load_model(models + "mpt-125m.yaml")) == 125311488);
+  CHECK(count_parameters(load_model(models + "mpt-7b.yaml")) == 6658859008);
+  CHECK(count_parameters(load_model(models + "mpt-70b.yaml")) == 64862437376);
+  // the learned position table follows max_seq_len: 13b at 8192 publishes 12885411840
+  const fs::path long13 = write_config("mpt-13b-8k", R"({"model_type": "mpt", "d_model": 5120, "n_heads": 40,
+    "n_layers": 40, "expansion_ratio": 4, "max_seq_len": 8192, "vocab_size": 50368})");
+  CHECK(count_parameters(load_model(long13)) == 12885411840);
+  fs::remove(long13);
+}
+
+TEST_CASE("MPT options that change its tensors are refused by name") {
+  const fs::path alibi = write_config("mpt-alibi", R"({"model_type": "mpt", "d_model": 768, "n_heads": 12,
+    "n_layers": 12, "max_seq_len": 2048, "vocab_size": 50368, "attn_config": {"alibi": true}})");
+  CHECK(load_error(alibi) == alibi.string() +
+                                 ":2: attn_config.alibi: true adds ALiBi attention without a position table, which "
+                                 "dpsim does not model");
+  const fs::path nobias = write_config("mpt-nobias", R"({"model_type": "mpt", "d_model": 768, "n_heads": 12,
+    "n_layers": 12, "max_seq_len": 2048, "vocab_size": 50368, "no_bias": true})");
+  CHECK(load_error(nobias) ==
+        nobias.string() + ":2: no_bias: true adds bias-free layers (MPT no_bias), which dpsim does not model");
+  fs::remove(alibi);
+  fs::remove(nobias);
 }

@@ -5,7 +5,9 @@
 #include "../source_dir.hpp"
 #include "dpsim/compute_cost.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/model.hpp"
 #include "dpsim/plan.hpp"
+#include "dpsim/sweep_spec.hpp"
 
 using namespace dpsim;
 
@@ -104,4 +106,44 @@ TEST_CASE("the plan's optimizer step follows training.optimizer_impl, foreach by
   CHECK(foreach_plan.optimizer.tensors == static_cast<int64_t>(foreach_plan.grads.size()));
   const ComputeModel cm = compute_model(s);
   CHECK(optimizer_seconds(foreach_plan.optimizer, cm) > optimizer_seconds(fused_plan.optimizer, cm));
+}
+
+namespace {
+Scenario mpt_125m(const std::string& checkpointing) {
+  return load_scenario(src("validation/reference/scenarios/e2e/a100-40-mpt125m-s2048-g8-gbs624.yaml"),
+                       {{"training.activation_checkpointing", checkpointing}});
+}
+}  // namespace
+
+TEST_CASE("activation_checkpointing full keeps each block's input and one block's activations") {
+  const Scenario none = mpt_125m("none"), full = mpt_125m("full");
+  const StepPlan a = make_step_plan(none), b = make_step_plan(full);
+  // MPT-125m: 12 blocks (h.0 .. h.11) of hidden 768, micro-batch 26 x 2048 tokens, bf16 activations.
+  const double mb = 26, input = 2048.0 * 768 * 2;
+  double outside = 0, block = 0;
+  for (const auto& op : build_ops(none.model, 2048, Dtype::bf16)) {
+    if (op.name.rfind("h.", 0) == 0)
+      block += op.activation_bytes_per_sample;
+    else
+      outside += op.activation_bytes_per_sample;
+  }
+  CHECK(a.memory.activation_bytes == Approx((outside + block) * mb));
+  CHECK(b.memory.activation_bytes == Approx((outside + 12 * input + block / 12) * mb));
+  CHECK(b.memory.activation_bytes < a.memory.activation_bytes);  // the fp32 logits of the loss stay
+}
+
+TEST_CASE("activation_checkpointing full adds each block's forward to its backward, and nothing else") {
+  const StepPlan a = make_step_plan(mpt_125m("none")), b = make_step_plan(mpt_125m("full"));
+  const ComputeModel m = compute_model(mpt_125m("none"));
+  REQUIRE(a.ops.size() == b.ops.size());
+  int recomputed = 0;
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    const bool in_block = a.ops[i].name.rfind("h.", 0) == 0;
+    CHECK(b.ops[i].recompute_forward == in_block);
+    CHECK(forward_seconds(b.ops[i], m) == forward_seconds(a.ops[i], m));
+    const double extra = in_block ? forward_seconds(a.ops[i], m) : 0.0;
+    CHECK(backward_seconds(b.ops[i], m) == Approx(backward_seconds(a.ops[i], m) + extra));
+    recomputed += in_block ? 1 : 0;
+  }
+  CHECK(recomputed == 12 * 8);  // ln_1, c_attn, core, c_proj, ln_2, c_fc, act, c_proj per block
 }

@@ -375,18 +375,24 @@ std::vector<SummaryRow> summarize(const ReferenceReport& r) {
 }
 
 std::vector<TargetCheck> check_targets(const ReferenceReport& r) {
-  std::vector<double> bw, ddp;
+  std::vector<double> bw, ddp, e2e;
   for (const auto& p : r.points) {
     if (p.kind == "allreduce_busbw_mid" || p.kind == "allreduce_busbw_large") bw.push_back(p.rel_error);
     if (p.kind.rfind("ddp_", 0) == 0) ddp.push_back(p.rel_error);
+    if (p.kind.rfind("e2e_", 0) == 0) e2e.push_back(p.rel_error);
   }
-  const ErrorStats b = error_stats(bw), d = error_stats(ddp);
+  const ErrorStats b = error_stats(bw), d = error_stats(ddp), e = error_stats(e2e);
   return {{fmt::format("all-reduce busbw >= 1 MiB, median |error| ({} points)", b.count), b.median_abs, 0.05,
            b.count > 0 && b.median_abs <= 0.05},
           {fmt::format("all-reduce busbw >= 1 MiB, worst |error| ({} points)", b.count), b.worst_abs, 0.15,
            b.count > 0 && b.worst_abs <= 0.15},
           {fmt::format("DDP step time / scaling, median |error| ({} points)", d.count), d.median_abs, 0.08,
-           d.count > 0 && d.median_abs <= 0.08}};
+           d.count > 0 && d.median_abs <= 0.08},
+          // issues 14 and 15: end-to-end tokens/s per GPU against published FSDP runs
+          {fmt::format("end-to-end tokens/s per GPU, median |error| ({} points)", e.count), e.median_abs, 0.10,
+           e.count > 0 && e.median_abs <= 0.10},
+          {fmt::format("end-to-end tokens/s per GPU, worst |error| ({} points)", e.count), e.worst_abs, 0.25,
+           e.count > 0 && e.worst_abs <= 0.25}};
 }
 
 }  // namespace dpsim::validation

@@ -24,7 +24,9 @@ using nlohmann::json;
 
 namespace {
 
-const std::set<std::string> kDdpKinds{"ddp_step_time", "ddp_scaling", "ddp_throughput", "ddp_strong_scaling"};
+// e2e_tokens_per_gpu: end-to-end training throughput, tokens per second per GPU (samples/s x sequence / GPUs).
+const std::set<std::string> kDdpKinds{"ddp_step_time", "ddp_scaling", "ddp_throughput", "ddp_strong_scaling",
+                                      "e2e_tokens_per_gpu"};
 
 // One DDP number an entry publishes and the scenario that predicts it.
 struct DdpNumber {
@@ -119,7 +121,7 @@ std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) 
     DdpNumber d{r.text(n, p, "label"), r.text(n, p, "kind"), {}, scenario, common, {}, note};
     if (kDdpKinds.count(d.kind) == 0)
       r.fail(p + "/kind", fmt::format("\"{}\" is not one of: ddp_step_time, ddp_scaling, ddp_throughput, "
-                                      "ddp_strong_scaling",
+                                      "ddp_strong_scaling, e2e_tokens_per_gpu",
                                       d.kind));
     if (!n.contains("measured") || !n["measured"].is_array() || n["measured"].empty())
       r.fail(p, "\"measured\" must list the keys of the number under the entry's measured block");
@@ -165,6 +167,8 @@ double predicted_value(const DdpNumber& d, const Context& ctx, const ReferenceOp
   const StepResult res = predict_step(d.scenario, d.set, ctx, o, s);
   if (d.kind == "ddp_scaling") return res.scaling_efficiency * s.world_size();
   if (d.kind == "ddp_throughput") return res.samples_per_s;
+  if (d.kind == "e2e_tokens_per_gpu")
+    return res.samples_per_s * static_cast<double>(s.training.sequence_length) / s.world_size();
   if (d.kind == "ddp_strong_scaling") {
     std::vector<Override> base = d.set;
     base.insert(base.end(), d.baseline.begin(), d.baseline.end());
@@ -206,7 +210,10 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
     p.published = value->mid();
     p.published_low = value->low;
     p.published_high = value->high;
-    p.unit = d.kind == "ddp_step_time" ? "s" : d.kind == "ddp_throughput" ? "samples/s" : "x";
+    p.unit = d.kind == "ddp_step_time"        ? "s"
+             : d.kind == "ddp_throughput"     ? "samples/s"
+             : d.kind == "e2e_tokens_per_gpu" ? "tokens/s/GPU"
+                                              : "x";
     p.note = d.note;
     Scenario s;
     try {

@@ -25,6 +25,7 @@ namespace {
 std::string value_text(double v, const std::string& unit) {
   if (unit == "s") return format_seconds(v);
   if (unit == "x") return fmt::format("{:.2f}x", v);
+  if (unit != "GB/s") return fmt::format("{:.0f} {}", v, unit);  // samples/s, tokens/s/GPU
   return fmt::format("{:.2f} GB/s", v);
 }
 
@@ -84,7 +85,7 @@ std::string render_reference(const ReferenceReport& r) {
                                 r.points.size(), r.skipped.size());
   out += text_table(t.points) + "\n";
   out += "Errors per interconnect class and kind\n" + text_table(t.summary) + "\n";
-  out += "Targets (issue 5)\n";
+  out += "Targets (issues 5, 14 and 15)\n";
   for (const auto& c : check_targets(r)) out += "  " + target_line(c) + "\n";
   out += "\nSkipped\n" + text_table(t.skipped);
   return out;
@@ -98,7 +99,7 @@ std::string reference_markdown(const ReferenceReport& r, const std::string& nccl
   out += " fails when this file is not what the model predicts now.\n\n";
   out += fmt::format("{} entries, {} numbers scored, {} skipped (entries or numbers).\n\n", r.entries, r.points.size(),
                      r.skipped.size());
-  out += "## Targets (issue 5)\n\n";
+  out += "## Targets (issues 5, 14 and 15)\n\n";
   for (const auto& c : check_targets(r)) out += "- " + target_line(c) + "\n";
   out += "\n## Errors per interconnect class and kind\n\n" + markdown_table(t.summary);
   out += "\n## Every scored number\n\n" + markdown_table(t.points);

@@ -17,10 +17,11 @@ struct PlanOp {
   double forward_flops = 0;  // for the whole micro-batch on one GPU
   double backward_flops = 0;
   double forward_bytes = 0;
-  double backward_bytes = 0;     // includes the DDP grad -> bucket copy of its gradients
-  double grad_copy_bytes = 0;    // that copy's part of backward_bytes: its own kernels, after the op's
-  std::vector<GemmShape> gemms;  // m already multiplied by the micro-batch
-  std::vector<int> grads;        // indices into StepPlan::grads made ready by this op's backward
+  double backward_bytes = 0;       // includes the DDP grad -> bucket copy of its gradients
+  double grad_copy_bytes = 0;      // that copy's part of backward_bytes: its own kernels, after the op's
+  std::vector<GemmShape> gemms;    // m already multiplied by the micro-batch
+  std::vector<int> grads;          // indices into StepPlan::grads made ready by this op's backward
+  bool recompute_forward = false;  // activation_checkpointing full: its forward runs again before its backward
 };
 
 struct Grad {

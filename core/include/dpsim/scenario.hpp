@@ -18,6 +18,10 @@ enum class Optimizer { adamw, sgd_momentum, sgd };
 enum class OptimizerImpl { foreach, fused, forloop };
 // The attention kernel: FlashAttention-2 / PyTorch SDPA (causal half skipped) or eager softmax(QK^T)V.
 enum class AttentionImpl { flash, eager };
+// training.activation_checkpointing: full recomputes each transformer block's forward during its backward and
+// keeps only the block's input (Korthikanti et al. 2022, arXiv 2205.05198, Section 4: "full activation
+// recomputation"); llm-foundry / Composer's fsdp_config.activation_checkpointing wraps every block.
+enum class ActivationCheckpointing { none, full };
 enum class Algorithm { automatic, ring, tree, nvls };
 enum class Protocol { automatic, ll, ll128, simple };
 enum class Arch { volta, ampere, ada, hopper };
@@ -27,6 +31,7 @@ const char* to_string(Dtype dtype);
 const char* to_string(Optimizer optimizer);
 const char* to_string(OptimizerImpl impl);
 const char* to_string(AttentionImpl impl);
+const char* to_string(ActivationCheckpointing checkpointing);
 const char* to_string(Algorithm algorithm);
 std::optional<Algorithm> algorithm_named(std::string_view name);  // inverse of to_string ("auto", "ring", ...)
 const char* to_string(Protocol protocol);
@@ -253,6 +258,7 @@ struct Training {
   Optimizer optimizer = Optimizer::adamw;
   OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
   AttentionImpl attention = AttentionImpl::flash;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   bool activations = true;
   bool tf32 = false;  // fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
   // How much the whole run trains on (at most one of the two): time and cost to train (core/training_cost.cpp).
