@@ -100,7 +100,8 @@ TEST_CASE("zero3 program: the root gathered once, each block twice, every unit r
 
 TEST_CASE("zero3 without backward prefetch gathers each block only after the previous reduce-scatter") {
   const StepPlan plan = make_step_plan(llama8b("zero3", {{"fsdp.backward_prefetch", "none"}}));
-  const RankProgram& r = make_step_program(plan).classes.front();
+  const StepProgram p = make_step_program(plan);
+  const RankProgram& r = p.classes.front();
   const int blocks = static_cast<int>(plan.sharded.units.size()) - 1;
   std::vector<std::string> order;
   for (const CommCall& c : r.comms)
