@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <utility>
+
 #include "dpsim/cost.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
@@ -15,31 +18,24 @@ std::string gain(const StepResult& base, const StepResult& changed);
 // Each sharding strategy the scenario does not use, evaluated as the command evaluates the scenario itself.
 std::string sharding_alternatives(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::string text;
-  const StepResult* fastest = nullptr;
-  std::string fastest_name;
-  std::vector<StepResult> results;
-  results.reserve(3);
+  std::optional<std::pair<Sharding, StepResult>> fastest;  // the fastest strategy that fits
   for (Sharding k : {Sharding::zero1, Sharding::zero2, Sharding::zero3}) {
     if (k == s.parallelism.sharding) continue;
     Scenario t = s;
     t.parallelism.sharding = k;
     t.parallelism.sharding_as_written = to_string(k);
     if (k == Sharding::zero1) t.fsdp = Fsdp{};  // FSDP's knobs do not apply to zero1
-    results.push_back(evaluate(t));
-    const StepResult& x = results.back();
-    text += fmt::format(" {}: {} per GPU, {}", to_string(k), format_bytes(x.memory_need_bytes()),
+    StepResult x = evaluate(t);
+    text += fmt::format(" {}: {} per GPU, {};", to_string(k), format_bytes(x.memory_need_bytes()),
                         x.fits ? fmt::format("fits, step {} ({:.1f} samples/s, {})", format_seconds(x.step_time_s),
                                              x.samples_per_s, gain(r, x))
                                : "does not fit");
-    text += ";";
-    if (x.fits && (!fastest || x.step_time_s < fastest->step_time_s)) {
-      fastest = &x;
-      fastest_name = to_string(k);
-    }
+    if (x.fits && (!fastest || x.step_time_s < fastest->second.step_time_s)) fastest.emplace(k, std::move(x));
   }
   if (!text.empty()) text.back() = '.';
   if (fastest)
-    text += fmt::format(" Fastest that fits: {} (set parallelism.sharding: {}).", fastest_name, fastest_name);
+    text += fmt::format(" Fastest that fits: {} (set parallelism.sharding: {}).", to_string(fastest->first),
+                        to_string(fastest->first));
   else
     text += " None fits: use more GPUs, a smaller micro-batch or sequence, or a GPU with more memory.";
   return text;

@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kCompute = StepProgram::kCompute, kComm = StepProgram::kComm;
 
-struct Fsdp {
+struct FsdpBuilder {
   const StepPlan& plan;
   Builder& bld;
   int micro = 0;
@@ -158,7 +158,7 @@ StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options) {
   Builder bld;
   bld.rank.rank_class = "every rank";
   bld.rank.ranks = plan.world_size;
-  Fsdp f{plan, bld};
+  FsdpBuilder f{plan, bld};
   f.unit_of.assign(plan.ops.size(), -1);
   for (size_t u = 0; u < plan.sharded.units.size(); ++u)
     for (int o : plan.sharded.units[u].ops) f.unit_of[static_cast<size_t>(o)] = static_cast<int>(u);
