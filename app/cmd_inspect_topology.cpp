@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "dpsim/calibration.hpp"
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
@@ -163,7 +164,7 @@ void run(const TopologyArgs& a) {
   }
   fb.summary = summarize_fabric(fb.topology);
   fb.intra_efficiency = nccl.ring_efficiency_for(fb.summary.intra_class, fb.summary.arch);
-  fb.nvls = runs_nvls(fb.summary, nccl);
+  fb.nvls = algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, fb.summary, nccl);
   const auto rows = sweep(fb.summary, nccl, a);
   emit(a.json ? to_json(fb, nccl, rows).dump(2) + "\n" : to_text(fb, nccl, rows), "");
 }
@@ -179,8 +180,8 @@ void register_inspect_topology(CLI::App& inspect) {
   cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node: the first N of the topology's (default all)");
   cmd->add_option("--min-bytes", a->min_bytes, "Smallest message (default 8B); sizes double up to --max-bytes");
   cmd->add_option("--max-bytes", a->max_bytes, "Largest message (default 8GiB)");
-  cmd->add_option("--algorithm", a->algorithm, "ring | tree | nvls | auto (NCCL's choice, default)")
-      ->check(CLI::IsMember({"ring", "tree", "nvls", "auto"}));
+  cmd->add_option("--algorithm", a->algorithm, algorithm_names(false) + " or auto (NCCL's choice, default)")
+      ->check(CLI::IsMember(algorithm_name_list(true)));
   cmd->add_option("--calibration", a->calibration,
                   "Calibration YAML from dpsim calibrate, applied as predict applies it: the table shows the "
                   "calibrated all-reduce (compare it with the log)");

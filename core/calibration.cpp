@@ -11,10 +11,12 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/hash.hpp"
 #include "dpsim/result.hpp"
+#include "load_internal.hpp"
 #include "yaml_node.hpp"
 
 namespace dpsim {
@@ -99,8 +101,7 @@ Calibration from_node(const YNode& root) {
       CollectiveFit x;
       x.fabric = f.at("fabric").as_enum<std::string>(
           {{"nvswitch", "nvswitch"}, {"pcie", "pcie"}, {"nvlink_mesh", "nvlink_mesh"}, {"net", "net"}, {"efa", "efa"}});
-      if (auto a = f.get("algorithm"))
-        x.algorithm = a->as_enum<std::string>({{"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}});
+      if (auto a = f.get("algorithm")) x.algorithm = to_string(algorithm_value(*a, false));
       x.protocol = f.at("protocol").as_enum<std::string>({{"ll", "ll"}, {"ll128", "ll128"}, {"simple", "simple"}});
       x.world_size = static_cast<int>(f.at("world_size").as_int(2, 1 << 24));
       if (auto n = f.get("nodes")) x.nodes = static_cast<int>(n->as_int(1, 1 << 20));
@@ -357,7 +358,8 @@ std::optional<std::string> fit_mismatch(const Scenario& s, const CollectiveFit& 
   const std::string intra = to_string(s.topology.intra.kind);
   const std::string net = s.topology.network.ring_class();
   if (f.fabric == intra || (f.fabric == net && s.topology.nodes > 1)) {
-    if (f.algorithm == "nvls" && !runs_nvls(summarize_fabric(s.topology), s.nccl))
+    if (f.algorithm == "nvls" &&
+        !algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, summarize_fabric(s.topology), s.nccl))
       return fmt::format("dpsim runs no NVLS on this topology ({} node{} x {} GPUs)", s.topology.nodes,
                          s.topology.nodes == 1 ? "" : "s", s.topology.gpus_per_node);
     return std::nullopt;

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/error.hpp"
 
 namespace dpsim {
@@ -107,10 +108,6 @@ double uplink_ring(const Topology& t) {
 
 }  // namespace
 
-bool runs_nvls(const FabricSummary& f, const NcclModel& nccl) {
-  return f.nvls && f.nodes == 1 && f.gpus_per_node >= nccl.nvls_min_gpus;
-}
-
 FabricSummary summarize_fabric(const Topology& t) {
   FabricSummary f;
   f.nodes = t.nodes;
@@ -144,117 +141,6 @@ double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_by
   return world > 1 ? ring_bytes_sent_per_gpu(bytes, world) / bandwidth_bytes_per_s : 0.0;
 }
 
-namespace {
-
-Fabric intra_fabric(const FabricSummary& f) { return f.intra_class == "pcie" ? Fabric::pcie : Fabric::nvlink; }
-
-double base_latency(const NcclModel& nccl, Algorithm a, Protocol p) {
-  const auto it = nccl.base_latency_s.find(a);
-  return it == nccl.base_latency_s.end() ? 0.0 : std::max(0.0, it->second.get(p));
-}
-
-double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
-  return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
-}
-
-// The effective ring bus bandwidth: nominal bottleneck x measured efficiency of its fabric class.
-double ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
-  const double intra = intra_ring_busbw(f, nccl);
-  if (f.nodes == 1) return intra;
-  return std::min(intra, f.inter_ring_bytes_per_s * nccl.ring_efficiency_for(f.net_class, f.arch));
-}
-
-double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  double bw = busbw * nccl.protocol_efficiency.get(p);
-  if (p == Protocol::ll) {
-    const auto cap = nccl.ll_max_busbw_bytes_per_s.find(f.arch);
-    if (cap != nccl.ll_max_busbw_bytes_per_s.end()) bw = std::min(bw, cap->second);
-  }
-  return bw;
-}
-
-double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
-  const auto it = nccl.tree_correction.find(p);
-  if (it == nccl.tree_correction.end() || bytes < 64) return 1.0;
-  const auto index = static_cast<size_t>(std::floor(std::log2(bytes / 64.0)));
-  return index < it->second.size() ? it->second[index] : 1.0;
-}
-
-struct Candidate {
-  bool ok = false;
-  double latency_s = 0;
-  double time_s = 0;
-  double fill_s = 0;
-};
-
-// NCCL's ring (src/graph/tuning.cc, ncclTopoTuneModel): all-reduce runs 2(n-1) steps of which 2(nodes-1) cross
-// the network; reduce-scatter and all-gather run n-1, of which nodes-1 cross it.
-Candidate ring_candidate(CollectiveKind kind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  const Fabric fabric = f.nodes == 1 ? intra_fabric(f) : Fabric::net;
-  const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::ring, f.arch);
-  const auto net = nccl.hw_latency(Fabric::net, Algorithm::ring, f.arch);
-  if (!intra || intra->get(p) < 0 || (fabric == Fabric::net && (!net || net->get(p) < 0))) return {};
-  const int n = f.world;
-  const int passes = kind == CollectiveKind::all_reduce ? 2 : 1;  // reduce-scatter then all-gather, or one of them
-  const int steps = passes * (n - 1);
-  const int inter_steps = f.nodes > 1 ? passes * (f.nodes - 1) : 0;
-  double intra_lat = intra->get(p);
-  if (f.nodes > 1)
-    intra_lat =
-        std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? nccl.net_overhead_simple_factor : 1.0));
-  const double inter_lat = f.nodes > 1 ? net->get(p) + nccl.net_plugin_latency(f.net_class) : 0.0;
-  double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
-  if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
-  const double sent = bytes_moved_per_rank(kind, n, bytes);
-  const double bw_s = sent / protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
-  // The pipeline fill is GPU-side (NCCL's smaller chunks and fewer channels for smaller messages); LL moves
-  // 8-byte lines with flags and has none. It runs beside the transfer: when the network, not the node's own
-  // fabric, is the bottleneck, the NIC hides it (3 A100 nodes x 4 HDR reach 96 GB/s already at 128 MB,
-  // nccl-tests#119), so only what exceeds the bottleneck's transfer time is paid.
-  double fill = 0;
-  if (p != Protocol::ll) {
-    const double gpu_side_s =
-        sent / protocol_busbw(intra_ring_busbw(f, nccl), p, f, nccl) + nccl.ring_fill.seconds(bytes);
-    fill = std::max(0.0, gpu_side_s - bw_s);
-  }
-  return {true, latency, latency + fill + bw_s, fill};
-}
-
-Candidate tree_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  if (f.nodes < 2) return {};  // single node: NCCL's tree degenerates to a chain; the ring or NVLS wins
-  const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::tree, f.arch);
-  const auto net = nccl.hw_latency(Fabric::net, Algorithm::tree, f.arch);
-  if (!intra || !net || intra->get(p) < 0 || net->get(p) < 0) return {};
-  const double latency = base_latency(nccl, Algorithm::tree, p) +
-                         2.0 * ((f.gpus_per_node - 1) * intra->get(p) +
-                                std::log2(f.nodes) * (net->get(p) + nccl.net_plugin_latency(f.net_class)));
-  const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl) * tree_correction(nccl, p, bytes);
-  // A double binary tree moves the same 2(n-1)/n * S per GPU as the ring (reduce up, broadcast down, each
-  // half of the data on each tree); NCCL's "algBw = busBw / 2" counts its busBw over both trees.
-  return {true, latency, latency + ring_bytes_sent_per_gpu(bytes, f.world) / busbw};
-}
-
-Candidate nvls_candidate(double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  if (!runs_nvls(f, nccl) || p != Protocol::simple) return {};
-  const auto lat = nccl.hw_latency(Fabric::nvlink, Algorithm::nvls, f.arch);
-  if (!lat || lat->get(p) < 0) return {};
-  const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count
-  const double latency = lat->get(p);
-  const double fill = nccl.nvls_fill.seconds(bytes);
-  return {true, latency, latency + fill + bytes / algbw, fill};
-}
-
-Candidate candidate(CollectiveKind kind, Algorithm a, double bytes, Protocol p, const FabricSummary& f,
-                    const NcclModel& nccl) {
-  if (a == Algorithm::ring) return ring_candidate(kind, bytes, p, f, nccl);
-  // Tree is NCCL's all-reduce algorithm only; NCCL also runs reduce-scatter and all-gather with NVLS (and PAT),
-  // which dpsim does not model yet: those kinds run on the ring here.
-  if (kind != CollectiveKind::all_reduce) return {};
-  return a == Algorithm::tree ? tree_candidate(bytes, p, f, nccl) : nvls_candidate(bytes, p, f, nccl);
-}
-
-}  // namespace
-
 CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& f, const NcclModel& nccl,
                                Collective requested) {
   if (kind != CollectiveKind::all_reduce && kind != CollectiveKind::reduce_scatter &&
@@ -263,12 +149,15 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSu
   CollectiveCost best;
   best.time_s = std::numeric_limits<double>::infinity();
   if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0, 0};
-  for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::nvls}) {
-    if (requested.algorithm != Algorithm::automatic && requested.algorithm != a) continue;
+  // NCCL also runs reduce-scatter and all-gather with NVLS (and PAT), which dpsim does not model yet: the
+  // descriptors say which kinds each runs, and those kinds run on the ring here.
+  for (const AlgorithmDescriptor* d : collective_algorithms()) {
+    if (requested.algorithm != Algorithm::automatic && requested.algorithm != d->id) continue;
+    if (!d->runs(kind) || !d->available(f, nccl)) continue;
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       if (requested.protocol != Protocol::automatic && requested.protocol != p) continue;
-      const Candidate c = candidate(kind, a, bytes, p, f, nccl);
-      if (c.ok && c.time_s < best.time_s) best = {a, p, c.latency_s, 0, c.time_s, c.fill_s};
+      const AlgorithmCost c = d->cost(kind, bytes, p, f, nccl);
+      if (c.ok && c.time_s < best.time_s) best = {d->id, p, c.latency_s, 0, c.time_s, c.fill_s};
     }
   }
   if (!std::isfinite(best.time_s)) {

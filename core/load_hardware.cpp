@@ -70,12 +70,7 @@ ProtoValues parse_proto(const YNode& n) {
   return v;
 }
 
-Algorithm parse_algorithm_key(const YNode& parent, const std::string& key) {
-  if (key == "ring") return Algorithm::ring;
-  if (key == "tree") return Algorithm::tree;
-  if (key == "nvls") return Algorithm::nvls;
-  parent.fail(fmt::format("unknown algorithm \"{}\" (expected ring, tree or nvls)", key));
-}
+Algorithm parse_algorithm_key(const YNode& parent, const std::string& key) { return algorithm_key(parent, key); }
 
 constexpr std::pair<const char*, Fabric> kFabricKeys[] = {
     {"nvlink", Fabric::nvlink}, {"pcie", Fabric::pcie}, {"net", Fabric::net}};

@@ -13,6 +13,10 @@ namespace dpsim {
 void validate_topology(const Topology& topology, const std::function<void(const std::string&)>& fail);
 ModelSpec parse_model_node(const YNode& node, const std::filesystem::path& base_dir);
 
+// A collective algorithm named by a YAML value (with_auto: "auto" too) or key, from the algorithm registry.
+Algorithm algorithm_value(const YNode& n, bool with_auto);
+Algorithm algorithm_key(const YNode& parent, const std::string& key);
+
 // Model dimensions: an integer in [1, 2^24].
 int64_t model_dim(const YNode& n);
 // The dimensions every Hugging Face-named transformer block states (vocab_size, hidden_size, num_hidden_layers,

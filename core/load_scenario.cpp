@@ -85,10 +85,7 @@ Collective parse_collective(const YNode& n) {
   n.allow_only({"algorithm", "protocol"});
   Collective c;
   if (auto v = n.get("algorithm")) {
-    c.algorithm = v->as_enum<Algorithm>({{"auto", Algorithm::automatic},
-                                         {"ring", Algorithm::ring},
-                                         {"tree", Algorithm::tree},
-                                         {"nvls", Algorithm::nvls}});
+    c.algorithm = algorithm_value(*v, true);
   }
   if (auto v = n.get("protocol")) {
     c.protocol = v->as_enum<Protocol>({{"auto", Protocol::automatic},

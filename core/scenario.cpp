@@ -40,21 +40,7 @@ const char* to_string(OptimizerImpl impl) {
 const char* to_string(AttentionImpl impl) { return impl == AttentionImpl::flash ? "flash" : "eager"; }
 const char* to_string(ActivationCheckpointing c) { return c == ActivationCheckpointing::full ? "full" : "none"; }
 
-const char* to_string(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::automatic: return "auto";
-    case Algorithm::ring: return "ring";
-    case Algorithm::tree: return "tree";
-    case Algorithm::nvls: return "nvls";
-  }
-  return "?";
-}
-
-std::optional<Algorithm> algorithm_named(std::string_view name) {
-  for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::nvls})
-    if (name == to_string(a)) return a;
-  return std::nullopt;
-}
+// to_string(Algorithm) and algorithm_named: the algorithm registry (collective_algorithms.cpp).
 
 const char* to_string(Protocol protocol) {
   switch (protocol) {

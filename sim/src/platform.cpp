@@ -81,7 +81,7 @@ struct Platform::Impl {
   std::vector<int> gpu_switch, gpu_root_index, gpu_nic;         // per local GPU
   std::vector<std::string> roots;
   int link_count = 0;
-  std::vector<Platform::Edge> ring_edges;
+  std::vector<FlowSpace::Edge> ring_edges;
   std::map<const LinkImpl*, std::string> link_names;  // for route_names()
 
   DuplexLink make_link(const std::string& name, double bytes_per_s) {
@@ -342,8 +342,6 @@ Platform::~Platform() = default;
 
 bool Platform::has_nvswitch() const { return impl_->topo->intra.kind == IntraKind::nvswitch && gpus_per_node_ > 0; }
 
-bool Platform::nvls_capable() const { return has_nvswitch() && impl_->topo->intra.nvls; }
-
 int Platform::gpu(int node, int local) const {
   if (node < 0 || node >= simulated_nodes_ || local < 0 || local >= gpus_per_node_)
     throw RuntimeError(fmt::format("simulator: GPU {} of node {} is not simulated", local, node));
@@ -363,7 +361,7 @@ int Platform::channel(int node, int c) const {
   return gpu(node, impl_->topo->nics[static_cast<size_t>(c)].gpus.front());
 }
 
-const std::vector<Platform::Edge>& Platform::intra_ring_edges() const { return impl_->ring_edges; }
+const std::vector<FlowSpace::Edge>& Platform::intra_ring_edges() const { return impl_->ring_edges; }
 
 PlatformStats Platform::stats() const { return PlatformStats{static_cast<int>(hosts_.size()) + 1, impl_->link_count}; }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/scenario.hpp"
 
 namespace simgrid::s4u {
@@ -42,7 +43,8 @@ struct PlatformStats {
   int links = 0;  // one per direction
 };
 
-class Platform {
+// The platform is the FlowSpace of the world: the collective algorithms (core/algorithms/) lay their flows on it.
+class Platform final : public FlowSpace {
  public:
   // Builds the SimGrid platform in the current engine (call once per process, before running).
   Platform(const Scenario& scenario, bool reduced);
@@ -50,33 +52,25 @@ class Platform {
   Platform(const Platform&) = delete;
   Platform& operator=(const Platform&) = delete;
 
-  int world() const { return nodes_ * gpus_per_node_; }
-  int nodes() const { return nodes_; }
-  int gpus_per_node() const { return gpus_per_node_; }
-  int simulated_nodes() const { return simulated_nodes_; }  // nodes whose GPUs exist as hosts
-  int channels() const { return channels_; }                // inter-node channels simulated per node
-  double channel_share() const { return channel_share_; }   // fraction of inter-node data per channel
+  int nodes() const override { return nodes_; }
+  int gpus_per_node() const override { return gpus_per_node_; }
+  int simulated_nodes() const override { return simulated_nodes_; }  // nodes whose GPUs exist as hosts
+  int channels() const override { return channels_; }                // inter-node channels simulated per node
+  double channel_share() const override { return channel_share_; }   // fraction of inter-node data per channel
   bool has_nvswitch() const;
-  bool nvls_capable() const;  // NVSwitch that reduces in the switch (topology intra_node.nvls)
   bool reduced() const { return reduced_; }
 
-  int gpu(int node, int local) const;
-  int nvswitch(int node) const;
-  int channel(int node, int c) const;
+  int gpu(int node, int local) const override;
+  int nvswitch(int node) const override;
+  int channel(int node, int c) const override;
 
   simgrid::s4u::Host* host(int index) const { return hosts_[static_cast<size_t>(index)]; }
   simgrid::s4u::Host* compute_host() const { return compute_host_; }
   PlatformStats stats() const;
 
-  // The intra-node ring as NCCL spreads it over the node's links: directed GPU edges (a -> b) with
-  // the share of a GPU's ring traffic each carries. NVSwitch / PCIe: the cycle 0 -> 1 -> ... -> 0,
-  // share 1. NVLink mesh: NCCL runs one ring per NVLink, so every directed link carries a share
-  // proportional to its bandwidth (a GPU's traffic spreads over all its links).
-  struct Edge {
-    int from = 0, to = 0;
-    double share = 1;
-  };
-  const std::vector<Edge>& intra_ring_edges() const;
+  // NVSwitch / PCIe: the cycle 0 -> 1 -> ... -> 0, share 1. NVLink mesh: NCCL runs one ring per NVLink, so every
+  // directed link carries a share proportional to its bandwidth (a GPU's traffic spreads over all its links).
+  const std::vector<Edge>& intra_ring_edges() const override;
 
   // Links from host `src` to host `dst` (used by the netzone's routing; exposed for tests).
   void route(int src, int dst, std::vector<simgrid::kernel::resource::StandardLinkImpl*>& out) const;

@@ -19,8 +19,8 @@
 #include <cstdio>
 #include <map>
 
-#include "collective.hpp"
 #include "dpsim/analytic.hpp"
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
@@ -68,7 +68,7 @@ class Progress {
 struct CallRun {
   CollectiveKind kind = CollectiveKind::all_reduce;
   CollectiveCost cost;
-  const CollectiveAlgorithm* algorithm = nullptr;
+  const AlgorithmDescriptor* algorithm = nullptr;
   double wire_factor = 1;  // wire bytes per payload byte: 1 / protocol efficiency
   double ready = -1, start = 0, end = 0;
   int stream = 0;
@@ -148,8 +148,7 @@ struct Run final : StepExecutor {
   }
 
   std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor) const {
-    auto flows_ =
-        per_step ? c.algorithm->step_flows(*platform, c.kind, 1.0) : c.algorithm->flows(*platform, c.kind, 1.0);
+    auto flows_ = per_step ? c.algorithm->step_flows(*platform, c.kind) : c.algorithm->flows(*platform, c.kind);
     for (Flow& f : flows_) f.bytes *= wire_factor;
     return flows_;
   }
@@ -365,10 +364,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     c.kind = call.kind;
     if (plan.world_size > 1) {
       c.cost = call_cost(scenario, call, fabrics.at(call.group));
-      c.algorithm = &collective_algorithm(c.cost.algorithm);
-      if (!c.algorithm->available(platform) || !c.algorithm->runs(call.kind))
-        throw InputError(fmt::format("collective: {} is not available on topology {}", to_string(c.cost.algorithm),
-                                     scenario.topology.name));
+      c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
       const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
       if (!(eff > 0)) throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));
       c.wire_factor = 1.0 / eff;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "dpsim/backend/calibration.hpp"
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/input_file.hpp"
@@ -177,7 +178,7 @@ FitTarget fit_target(const Topology& topology, const NcclModel& nccl) {
   t.nodes = f.nodes;
   t.ring_fill = nccl.ring_fill;
   t.nvls_fill = nccl.nvls_fill;
-  t.nvls = runs_nvls(f, nccl);
+  t.nvls = algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, f, nccl);
   t.topology = topology.name;
   if (f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s) {
     t.fabric = f.net_class;

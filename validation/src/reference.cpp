@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpsim/calibration.hpp"
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
@@ -190,7 +191,7 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
   const json& w = e.contains("workload") ? e["workload"] : json::object();
   const std::string default_alg = [&] {
     const std::string a = str(sc, "algorithm");
-    return (a == "ring" || a == "tree" || a == "nvls" || a == "auto") ? a : std::string("auto");
+    return algorithm_named(a) ? a : std::string("auto");
   }();
   const int nodes = as_int(sc, "nodes").value_or(base.nodes);
   const int gpus = as_int(sc, "gpus_per_node").value_or(base.gpus_per_node);

@@ -34,8 +34,6 @@ struct FabricSummary {
 };
 
 FabricSummary summarize_fabric(const Topology& topology);
-// Whether the model runs NVLS on this fabric: NVSwitch with NVLS, one node, at least nccl.nvls_min_gpus GPUs.
-bool runs_nvls(const FabricSummary& fabric, const NcclModel& nccl);
 
 struct CollectiveCost {
   Algorithm algorithm = Algorithm::ring;

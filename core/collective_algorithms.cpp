@@ -1,0 +1,55 @@
+// The registry of collective algorithms: the one list every layer reads their names, availability, costs and
+// flows from (see dpsim/collective_algorithm.hpp).
+#include <fmt/format.h>
+
+#include "dpsim/collective_algorithm.hpp"
+#include "dpsim/error.hpp"
+
+namespace dpsim {
+
+const std::vector<const AlgorithmDescriptor*>& collective_algorithms() {
+  static const std::vector<const AlgorithmDescriptor*> registry{&ring_algorithm(), &tree_algorithm(),
+                                                                &nvls_algorithm()};
+  return registry;
+}
+
+const AlgorithmDescriptor& algorithm_descriptor(Algorithm algorithm) {
+  for (const AlgorithmDescriptor* d : collective_algorithms())
+    if (d->id == algorithm) return *d;
+  throw RuntimeError(fmt::format("no collective algorithm registered for '{}'", to_string(algorithm)));
+}
+
+std::vector<std::string> algorithm_name_list(bool with_auto) {
+  std::vector<std::string> out;
+  if (with_auto) out.emplace_back("auto");
+  for (const AlgorithmDescriptor* d : collective_algorithms()) out.emplace_back(d->name);
+  return out;
+}
+
+std::string algorithm_names(bool with_auto) {
+  const std::vector<std::string> names = algorithm_name_list(with_auto);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+bool algorithm_available(Algorithm algorithm, CollectiveKind kind, const FabricSummary& fabric, const NcclModel& nccl) {
+  const AlgorithmDescriptor& d = algorithm_descriptor(algorithm);
+  return d.runs(kind) && d.available(fabric, nccl);
+}
+
+const char* to_string(Algorithm algorithm) {
+  if (algorithm == Algorithm::automatic) return "auto";
+  for (const AlgorithmDescriptor* d : collective_algorithms())
+    if (d->id == algorithm) return d->name;
+  return "?";
+}
+
+std::optional<Algorithm> algorithm_named(std::string_view name) {
+  if (name == "auto") return Algorithm::automatic;
+  for (const AlgorithmDescriptor* d : collective_algorithms())
+    if (name == d->name) return d->id;
+  return std::nullopt;
+}
+
+}  // namespace dpsim

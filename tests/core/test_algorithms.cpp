@@ -1,0 +1,125 @@
+// The collective algorithm registry: one descriptor per algorithm, the names every layer parses, the one
+// availability rule, and the flows each lays on a FlowSpace (pure core code, no simulator).
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+
+#include "../source_dir.hpp"
+#include "dpsim/collective_algorithm.hpp"
+#include "dpsim/load.hpp"
+
+using namespace dpsim;
+
+namespace {
+
+// n nodes of g GPUs behind an NVSwitch, `nics` channels per node: hosts numbered gpus, then switches, then channels.
+class TestSpace final : public FlowSpace {
+ public:
+  TestSpace(int nodes, int gpus, int nics) : nodes_(nodes), gpus_(gpus), nics_(nics) {
+    for (int x = 0; x < gpus; ++x) edges_.push_back({x, (x + 1) % gpus, 1.0});
+    if (gpus == 1) edges_.clear();
+  }
+  int nodes() const override { return nodes_; }
+  int gpus_per_node() const override { return gpus_; }
+  int simulated_nodes() const override { return nodes_; }
+  int channels() const override { return nics_; }
+  double channel_share() const override { return 1.0 / nics_; }
+  int gpu(int node, int local) const override { return node * gpus_ + local; }
+  int nvswitch(int node) const override { return nodes_ * gpus_ + node; }
+  int channel(int node, int c) const override { return nodes_ * gpus_ + nodes_ + node * nics_ + c; }
+  const std::vector<Edge>& intra_ring_edges() const override { return edges_; }
+
+ private:
+  int nodes_, gpus_, nics_;
+  std::vector<Edge> edges_;
+};
+
+std::map<int, double> sent_by(const std::vector<Flow>& flows) {
+  std::map<int, double> out;
+  for (const Flow& f : flows) out[f.src] += f.bytes;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every algorithm is registered once, with its names and every function", "[algorithms]") {
+  std::set<std::string> names, nccl;
+  for (const AlgorithmDescriptor* d : collective_algorithms()) {
+    INFO(d->name);
+    CHECK(names.insert(d->name).second);
+    CHECK(nccl.insert(d->nccl_algo).second);
+    CHECK(std::string(d->description).size() > 20);
+    CHECK(d->runs != nullptr);
+    CHECK(d->available != nullptr);
+    CHECK(d->cost != nullptr);
+    CHECK(d->flows != nullptr);
+    CHECK(d->steps != nullptr);
+    CHECK(d->step_flows != nullptr);
+    CHECK(d->runs(CollectiveKind::all_reduce));
+    CHECK(algorithm_named(d->name) == d->id);
+    CHECK(std::string(to_string(d->id)) == d->name);
+    CHECK(&algorithm_descriptor(d->id) == d);
+  }
+  CHECK(algorithm_named("auto") == Algorithm::automatic);
+  CHECK_FALSE(algorithm_named("nvlstree"));
+  CHECK(algorithm_names(false) == "ring, tree or nvls");
+  CHECK(algorithm_name_list(true).front() == "auto");
+}
+
+TEST_CASE("one availability rule: NVLS on one NVSwitch node with enough GPUs, tree across nodes", "[algorithms]") {
+  const std::filesystem::path root = std::string(DPSIM_SOURCE_DIR);
+  const NcclModel nccl = load_nccl(root / "data" / "nccl.yaml");
+  FabricSummary one;
+  one.nodes = 1;
+  one.gpus_per_node = 8;
+  one.world = 8;
+  one.nvls = true;
+  CHECK(algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, one, nccl));
+  CHECK_FALSE(algorithm_available(Algorithm::nvls, CollectiveKind::reduce_scatter, one, nccl));
+  CHECK_FALSE(algorithm_available(Algorithm::tree, CollectiveKind::all_reduce, one, nccl));
+  CHECK(algorithm_available(Algorithm::ring, CollectiveKind::all_gather, one, nccl));
+  FabricSummary small = one;
+  small.gpus_per_node = small.world = nccl.nvls_min_gpus - 1;
+  CHECK_FALSE(algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, small, nccl));
+  FabricSummary two = one;
+  two.nodes = 2;
+  two.world = 16;
+  CHECK_FALSE(algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, two, nccl));
+  CHECK(algorithm_available(Algorithm::tree, CollectiveKind::all_reduce, two, nccl));
+  // A pinned algorithm that does not run there is refused by the cost model with the kind named.
+  Collective pin;
+  pin.algorithm = Algorithm::nvls;
+  CHECK_THROWS_WITH(collective_cost(CollectiveKind::reduce_scatter, 1e6, one, nccl, pin),
+                    Catch::Contains("not available for reduce_scatter"));
+}
+
+TEST_CASE("ring flows: each GPU sends nccl-tests' bytes per rank; across nodes 1/nics per channel", "[algorithms]") {
+  const TestSpace node(1, 8, 1);
+  for (CollectiveKind kind : {CollectiveKind::all_reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_gather}) {
+    const auto sent = sent_by(ring_algorithm().flows(node, kind));
+    REQUIRE(sent.size() == 8);
+    for (const auto& [gpu, bytes] : sent) CHECK(bytes == Approx(bytes_moved_per_rank(kind, 8, 1.0)));
+  }
+  CHECK(ring_algorithm().steps(node, CollectiveKind::all_reduce) == 14);
+  CHECK(ring_algorithm().steps(node, CollectiveKind::all_gather) == 7);
+  const TestSpace two(2, 8, 4);
+  const auto sent = sent_by(ring_algorithm().flows(two, CollectiveKind::all_reduce));
+  for (int c = 0; c < 4; ++c) CHECK(sent.at(two.channel(0, c)) == Approx(2.0 * 15 / 16 / 4));
+}
+
+TEST_CASE("NVLS flows: every GPU sends S to its switch and gets S back", "[algorithms]") {
+  const TestSpace node(1, 4, 1);
+  const auto flows = nvls_algorithm().flows(node, CollectiveKind::all_reduce);
+  REQUIRE(flows.size() == 8);
+  const auto sent = sent_by(flows);
+  for (int x = 0; x < 4; ++x) CHECK(sent.at(x) == 1.0);
+  CHECK(sent.at(node.nvswitch(0)) == 4.0);
+}
+
+TEST_CASE("tree flows: the double binary tree moves half the data per tree each way", "[algorithms]") {
+  const TestSpace nodes(4, 1, 1);
+  double up = 0;
+  for (const Flow& f : tree_algorithm().flows(nodes, CollectiveKind::all_reduce)) up += f.bytes;
+  // Two trees over 4 nodes have 3 edges each, every edge half the data in both directions.
+  CHECK(up == Approx(2 * 3 * 2 * 0.5));
+}
