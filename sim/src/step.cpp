@@ -28,6 +28,7 @@
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/training_cost.hpp"
 #include "dpsim/units.hpp"
+#include "group_space.hpp"
 #include "platform.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -69,7 +70,8 @@ struct CallRun {
   CollectiveKind kind = CollectiveKind::all_reduce;
   CollectiveCost cost;
   const AlgorithmDescriptor* algorithm = nullptr;
-  double wire_factor = 1;  // wire bytes per payload byte: 1 / protocol efficiency
+  std::vector<const FlowSpace*> spaces;  // every group of the call's kind runs it at once (all ranks run the program)
+  double wire_factor = 1;                // wire bytes per payload byte: 1 / protocol efficiency
   double ready = -1, start = 0, end = 0;
   int stream = 0;
 };
@@ -92,7 +94,9 @@ struct Run final : StepExecutor {
   SimOptions options;
   Platform* platform = nullptr;
   ComputeModel cm;
-  std::vector<CallRun> calls;                                               // per RankProgram::comms
+  std::vector<CallRun> calls;                                  // per RankProgram::comms
+  std::map<GroupKind, std::vector<GroupSpace>> group_spaces_;  // kinds whose groups are not the world
+  bool probe_shortcut = true;  // fast fidelity: one comm stream, calls never overlap (see probe_patterns)
   std::map<std::pair<Algorithm, CollectiveKind>, double> seconds_per_byte;  // fast fidelity: per wire byte
   std::vector<std::vector<Instr>> queues;                                   // per stream, in issue order
   std::map<std::pair<int, int>, EventState> events_;
@@ -148,16 +152,21 @@ struct Run final : StepExecutor {
   }
 
   std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor) const {
-    auto flows_ = per_step ? c.algorithm->step_flows(*platform, c.kind) : c.algorithm->flows(*platform, c.kind);
+    std::vector<Flow> flows_;
+    for (const FlowSpace* space : c.spaces) {
+      const auto part = per_step ? c.algorithm->step_flows(*space, c.kind) : c.algorithm->flows(*space, c.kind);
+      flows_.insert(flows_.end(), part.begin(), part.end());
+    }
     for (Flow& f : flows_) f.bytes *= wire_factor;
     return flows_;
   }
 
-  // Fast fidelity: the platform time of each algorithm's flow pattern, simulated once on the whole
-  // flow set. Collectives are serialized on the one comm stream (DDP's buckets, and FSDP's gathers and
-  // reduce-scatters on the data group's NCCL stream), so a call's flows have the network to themselves, and
+  // Fast fidelity's shortcut: the platform time of each algorithm's flow pattern, simulated once on the whole
+  // flow set. Exact where collectives are serialized on one comm stream (DDP's buckets, and FSDP's gathers and
+  // reduce-scatters on the data group's NCCL stream): a call's flows then have the network to themselves, and
   // the fluid model's time scales exactly with the bytes (and with the protocol's wire bytes). A program with
-  // several comm streams would need the flows run concurrently instead; none is built yet.
+  // several comm streams runs each call's flows instead, at the same time as the others (tests/sim/
+  // test_concurrent.cpp shows the difference).
   void probe_patterns() {
     for (const CallRun& c : calls) {
       const auto key = std::make_pair(c.cost.algorithm, c.kind);
@@ -173,16 +182,22 @@ struct Run final : StepExecutor {
     const double fill_s = c.cost.fill_s;
     const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
-    const double alone_s = options.fidelity == Fidelity::fast
-                               ? seconds_per_byte.at({c.cost.algorithm, c.kind}) * bytes * c.wire_factor
-                               : 0.0;
-    if (options.fidelity == Fidelity::fast) {
+    if (options.fidelity == Fidelity::fast && probe_shortcut) {
+      const double alone_s = seconds_per_byte.at({c.cost.algorithm, c.kind}) * bytes * c.wire_factor;
       sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, alone_s));
       ++events;
       return;
     }
+    if (options.fidelity == Fidelity::fast) {  // the call's flows, sharing the links with any call beside it
+      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s);
+      const double start = sg4::Engine::get_clock();
+      run_flows(pattern(c, false, c.wire_factor), bytes);
+      const double platform_s = sg4::Engine::get_clock() - start;
+      if (model_bw_s > platform_s) sg4::this_actor::sleep_for(model_bw_s - platform_s);
+      return;
+    }
     // Step fidelity: NCCL's steps as synchronized rounds of messages, each after its share of the latency.
-    const int steps = c.algorithm->steps(*platform, c.kind);
+    const int steps = c.algorithm->steps(*c.spaces.front(), c.kind);
     const std::vector<Flow> round = pattern(c, true, c.wire_factor);
     if (launch_s + fill_s > 0) sg4::this_actor::sleep_for(launch_s + fill_s);
     const double start = sg4::Engine::get_clock();
@@ -271,6 +286,16 @@ struct Run final : StepExecutor {
     }
   }
 
+  std::vector<const FlowSpace*> spaces_for(GroupKind kind) {
+    if (spans_world(kind, program->dims)) return {platform};
+    auto it = group_spaces_.find(kind);
+    if (it == group_spaces_.end())
+      it = group_spaces_.emplace(kind, group_spaces(*platform, scenario->topology, kind, program->dims)).first;
+    std::vector<const FlowSpace*> out;
+    for (const GroupSpace& g : it->second) out.push_back(&g);
+    return out;
+  }
+
   double mark_at(Mark m, int index) const { return marks.at({static_cast<int>(m), index}); }
 
   // "all-reduce", "reduce-scatter": the kind's name as people write it in a trace.
@@ -334,14 +359,16 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   sg4::Engine engine(&argc, argv);
   configure_engine();
 
-  Platform platform(scenario, options.fidelity == Fidelity::fast);
-
   ProgramOptions po;
   po.overlap = options.overlap;
-  const StepProgram program = make_step_program(plan, po);
+  const StepProgram built = options.program ? StepProgram{} : make_step_program(plan, po);
+  const StepProgram& program = options.program ? *options.program : built;
   const RankProgram& rank = program.classes.front();
-  if (program.streams.size() != 2)
-    throw RuntimeError("simulator: programs with several comm streams (concurrent collectives) are not built yet");
+  // The reduced platform (fast fidelity) serves calls whose one group is the whole world; groups of a kind that
+  // has several (a data group beside tensor parallelism) need every GPU and NIC as they are.
+  bool world_groups = true;
+  for (const CommCall& call : rank.comms) world_groups = world_groups && spans_world(call.group, program.dims);
+  Platform platform(scenario, options.fidelity == Fidelity::fast && world_groups);
 
   Run run;
   run.scenario = &scenario;
@@ -353,6 +380,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   run.cm = compute_model(scenario);
   run.progress = Progress(options.progress);
   run.queues.resize(program.streams.size());
+  run.probe_shortcut = program.streams.size() == 2;
   run.executed.resize(program.streams.size());
   for (const PlanOp& op : plan.ops) {
     run.forward_sum += forward_seconds(op, run.cm);
@@ -365,6 +393,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     if (plan.world_size > 1) {
       c.cost = call_cost(scenario, call, fabrics.at(call.group));
       c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
+      c.spaces = run.spaces_for(call.group);
       const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
       if (!(eff > 0)) throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));
       c.wire_factor = 1.0 / eff;
@@ -374,7 +403,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   walk_program(program, rank, run);  // queues every instruction on its stream
 
   sg4::Actor::create("step", platform.compute_host(), [&run] {
-    if (run.options.fidelity == Fidelity::fast && run.plan->world_size > 1) run.probe_patterns();
+    if (run.options.fidelity == Fidelity::fast && run.probe_shortcut && run.plan->world_size > 1) run.probe_patterns();
     run.t0 = sg4::Engine::get_clock();
     for (size_t st = 1; st < run.queues.size(); ++st)
       sg4::Actor::create(run.program->streams[st], run.platform->compute_host(),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dpsim/plan.hpp"
+#include "dpsim/program.hpp"
 #include "dpsim/result.hpp"
 #include "dpsim/scenario.hpp"
 
@@ -26,6 +27,9 @@ struct SimOptions {
   bool progress = true;         // progress line on stderr once a run takes more than a second
   double max_events = 5e6;      // refuse (with the estimate) a run that would simulate more activities
   bool record_program = false;  // tests: SimStats::executed lists every instruction each stream's actor ran
+  // Tests: run this program (its dims, streams and calls) instead of make_step_program(plan); it must be a program
+  // of `plan` (its ops, buckets and units).
+  const StepProgram* program = nullptr;
 };
 
 // What the run cost (never part of the result: results must be byte-for-byte deterministic).
