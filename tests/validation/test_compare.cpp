@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "dpsim/validation/compare.hpp"
@@ -79,4 +80,40 @@ TEST_CASE("tolerance: explicit, then context, then scenario, then 0.10") {
   CHECK(pick_tolerance(std::nullopt, p, m, 0.05, &from) == 0.07);
   CHECK(from == "measured context");
   CHECK(pick_tolerance(std::nullopt, p, result(1.0), std::nullopt, &from) == 0.10);
+}
+
+namespace {
+StepResult with_comms(double scale, bool reversed) {
+  StepResult r = result(scale);
+  r.buckets.clear();
+  // An FSDP-like step: two all-gathers and a reduce-scatter on the data group, recorded in the order they ended.
+  std::vector<CommTiming> c{{"all_gather", "data", 0, 1e6, "comm", 0, 0.00 * scale, 0.01 * scale, "ring", "simple"},
+                            {"all_gather", "data", 1, 1e6, "comm", 0, 0.01 * scale, 0.02 * scale, "ring", "simple"},
+                            {"reduce_scatter", "data", 0, 1e6, "comm", 0, 0.2 * scale, 0.25 * scale, "ring", "simple"}};
+  if (reversed) std::reverse(c.begin(), c.end());
+  r.comm = c;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("collectives are matched by kind, group and index, not by position") {
+  const Comparison c = compare(with_comms(1.0, false), with_comms(1.0, true), 0.10);
+  CHECK(c.pass);
+  CHECK(c.buckets.empty());
+  REQUIRE(c.comms.size() == 6);
+  CHECK(c.comms[0].name == "all-gather data 0 start");
+  for (const CompareRow& r : c.comms) CHECK(r.judged_error == 0);
+  CHECK_THAT(render_comparison(c), Catch::Contains("Collectives (matched by kind, group and index"));
+}
+
+TEST_CASE("a collective on one side only fails the comparison and is named") {
+  StepResult m = with_comms(1.0, false);
+  m.comm.pop_back();
+  m.comm.push_back({"all_reduce", "data", 0, 1e6, "comm", 0, 0.2, 0.25, "ring", "simple"});
+  const Comparison c = compare(with_comms(1.0, false), m, 0.10);
+  CHECK_FALSE(c.pass);
+  CHECK(c.comms.size() == 4);
+  REQUIRE(c.notes.size() == 2);
+  CHECK(c.notes[0] == "reduce-scatter data 0: predicted, not measured");
+  CHECK(c.notes[1] == "all-reduce data 0: measured, not predicted");
 }

@@ -1,9 +1,11 @@
-// Predicted vs measured, phase by phase and bucket by bucket; the shared error statistics.
+// Predicted vs measured, phase by phase and collective by collective; the shared error statistics.
 #include "dpsim/validation/compare.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -89,6 +91,59 @@ std::optional<double> context_tolerance(const nlohmann::json& context) {
   return std::nullopt;
 }
 
+// Results without comm[] (schema 1): the DDP buckets in launch order. False when the counts differ.
+bool compare_buckets(const StepResult& p, const StepResult& m, Comparison& c) {
+  const size_t n = std::min(p.buckets.size(), m.buckets.size());
+  if (p.buckets.size() != m.buckets.size())
+    c.notes.push_back(fmt::format("bucket count differs: predicted {}, measured {}; the first {} are compared",
+                                  p.buckets.size(), m.buckets.size(), n));
+  for (size_t i = 0; i < n; ++i) {
+    const auto& a = p.buckets[i];
+    const auto& b = m.buckets[i];
+    if (a.bytes != b.bytes)
+      c.notes.push_back(fmt::format("bucket {} bytes differ: predicted {}, measured {}", i, a.bytes, b.bytes));
+    c.buckets.push_back(row(fmt::format("bucket {} start", b.index), a.start_s, b.start_s, c.floor_s, c.tolerance));
+    c.buckets.push_back(row(fmt::format("bucket {} duration", b.index), a.end_s - a.start_s, b.end_s - b.start_s,
+                            c.floor_s, c.tolerance));
+  }
+  return p.buckets.size() == m.buckets.size();
+}
+
+std::string comm_name(const CommTiming& t) {
+  std::string kind = t.kind;
+  std::replace(kind.begin(), kind.end(), '_', '-');
+  return fmt::format("{} {} {}", kind, t.group, t.index);
+}
+
+// Schema 2: every collective matched by (kind, group, index), whatever the order streams finished them in. False
+// when a call of one side has no match on the other.
+bool compare_comms(const StepResult& p, const StepResult& m, Comparison& c) {
+  using Key = std::tuple<std::string, std::string, int>;
+  std::map<Key, const CommTiming*> measured;
+  for (const CommTiming& t : m.comm) measured[{t.kind, t.group, t.index}] = &t;
+  bool all = true;
+  for (const CommTiming& a : p.comm) {
+    const auto it = measured.find({a.kind, a.group, a.index});
+    if (it == measured.end()) {
+      c.notes.push_back(fmt::format("{}: predicted, not measured", comm_name(a)));
+      all = false;
+      continue;
+    }
+    const CommTiming& b = *it->second;
+    measured.erase(it);
+    if (a.bytes != b.bytes)
+      c.notes.push_back(fmt::format("{}: bytes differ: predicted {}, measured {}", comm_name(a), a.bytes, b.bytes));
+    c.comms.push_back(row(comm_name(a) + " start", a.start_s, b.start_s, c.floor_s, c.tolerance));
+    c.comms.push_back(
+        row(comm_name(a) + " duration", a.end_s - a.start_s, b.end_s - b.start_s, c.floor_s, c.tolerance));
+  }
+  for (const auto& [key, t] : measured) {
+    c.notes.push_back(fmt::format("{}: measured, not predicted", comm_name(*t)));
+    all = false;
+  }
+  return all;
+}
+
 }  // namespace
 
 double pick_tolerance(std::optional<double> explicit_tolerance, const StepResult& predicted, const StepResult& measured,
@@ -119,21 +174,8 @@ Comparison compare(const StepResult& p, const StepResult& m, double tolerance) {
   c.phases.push_back(row("exposed communication", p.exposed_comm_s, m.exposed_comm_s, c.floor_s, tolerance));
   c.phases.push_back(row("optimizer", p.optimizer_s, m.optimizer_s, c.floor_s, tolerance));
   c.phases.push_back(row("step", p.step_time_s, m.step_time_s, c.floor_s, tolerance));
-  const size_t n = std::min(p.buckets.size(), m.buckets.size());
-  if (p.buckets.size() != m.buckets.size())
-    c.notes.push_back(fmt::format("bucket count differs: predicted {}, measured {}; the first {} are compared",
-                                  p.buckets.size(), m.buckets.size(), n));
-  for (size_t i = 0; i < n; ++i) {
-    const auto& a = p.buckets[i];
-    const auto& b = m.buckets[i];
-    if (a.bytes != b.bytes)
-      c.notes.push_back(fmt::format("bucket {} bytes differ: predicted {}, measured {}", i, a.bytes, b.bytes));
-    c.buckets.push_back(row(fmt::format("bucket {} start", b.index), a.start_s, b.start_s, c.floor_s, tolerance));
-    c.buckets.push_back(row(fmt::format("bucket {} duration", b.index), a.end_s - a.start_s, b.end_s - b.start_s,
-                            c.floor_s, tolerance));
-  }
-  c.pass = p.buckets.size() == m.buckets.size();
-  for (const auto* rows : {&c.phases, &c.buckets})
+  c.pass = !p.comm.empty() && !m.comm.empty() ? compare_comms(p, m, c) : compare_buckets(p, m, c);
+  for (const auto* rows : {&c.phases, &c.buckets, &c.comms})
     for (const auto& r : *rows) c.pass = c.pass && r.within;
   return c;
 }
@@ -153,9 +195,11 @@ std::string render_comparison(const Comparison& c) {
       c.scenario, 100 * c.tolerance, c.tolerance_from.empty() ? "given" : c.tolerance_from, format_seconds(c.floor_s));
   out += "Phases\n" + table(c.phases, "phase") + "\n";
   if (!c.buckets.empty()) out += "Buckets (launch order)\n" + table(c.buckets, "bucket") + "\n";
+  if (!c.comms.empty())
+    out += "Collectives (matched by kind, group and index in issue order)\n" + table(c.comms, "collective") + "\n";
   for (const auto& n : c.notes) out += "note: " + n + "\n";
   int outside = 0;
-  for (const auto* rows : {&c.phases, &c.buckets})
+  for (const auto* rows : {&c.phases, &c.buckets, &c.comms})
     for (const auto& r : *rows) outside += r.within ? 0 : 1;
   out += c.pass ? "Verdict: PASS (every row within tolerance)\n"
                 : fmt::format("Verdict: FAIL ({} row{} outside tolerance{})\n", outside, outside == 1 ? "" : "s",

@@ -40,12 +40,14 @@ struct Comparison {
   std::string tolerance_from;       // "--tolerance", "measured context", "scenario", "default"
   double floor_s = 0;               // 5% of the measured step: small phases are judged against it
   std::vector<CompareRow> phases;   // forward, backward, exposed communication, optimizer, step
-  std::vector<CompareRow> buckets;  // per bucket: start and duration
-  std::vector<std::string> notes;   // mismatches (bucket count, world size, mode)
+  std::vector<CompareRow> buckets;  // schema-1 results (no comm[]): per DDP bucket in launch order, start and duration
+  std::vector<CompareRow> comms;    // per collective matched by (kind, group, index): start and duration
+  std::vector<std::string> notes;   // mismatches (bucket count, unmatched collectives, world size, mode)
   bool pass = true;
 };
 
-// Compare two results of the same scenario. Rows are judged by |p - m| / max(|m|, floor_s) with
+// Compare two results of the same scenario: phases, then the collectives matched by (kind, group, index) where both
+// carry comm[] (schema 2), else the DDP buckets in launch order. Rows are judged by |p - m| / max(|m|, floor_s) with
 // floor_s = 5% of the measured step time, so a 0.1 ms phase is not failed for a 0.05 ms miss.
 Comparison compare(const StepResult& predicted, const StepResult& measured, double tolerance);
 
