@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <deque>
 #include <map>
 
 #include "dpsim/error.hpp"
+#include "dpsim/topology.hpp"
 
 namespace dpsim::sim {
 
@@ -85,7 +85,8 @@ struct Platform::Impl {
   std::map<const LinkImpl*, std::string> link_names;  // for route_names()
 
   DuplexLink make_link(const std::string& name, double bytes_per_s) {
-    if (!(bytes_per_s > 0)) throw InputError(fmt::format("{}: link {} has no bandwidth", topo->file, name));
+    if (!(bytes_per_s > 0))  // check_topology refuses links without bandwidth
+      throw RuntimeError(fmt::format("simulator: link {} of {} has no bandwidth", name, topo->file));
     auto* sd = zone->get_iface()->create_split_duplex_link(name, bytes_per_s);
     sd->seal();
     link_count += 2;
@@ -102,239 +103,176 @@ struct Platform::Impl {
 };
 
 Platform::Platform(const Scenario& scenario, bool reduced) : impl_(std::make_unique<Impl>()), reduced_(reduced) {
-  Impl& m = *impl_;
   const Topology& t = scenario.topology;
+  check_topology(t);  // the one set of topology rules (core); what follows assumes them
+  Impl& m = *impl_;
   m.scenario = &scenario;
   m.topo = &t;
   nodes_ = t.nodes;
   gpus_per_node_ = t.gpus_per_node;
-  if (nodes_ < 1 || gpus_per_node_ < 1)
-    throw InputError(fmt::format("{}: nodes and gpus_per_node must be >= 1", t.file));
-  const int g = gpus_per_node_;
   simulated_nodes_ = reduced ? 1 : nodes_;
+  lay_channels();
+  m.zone = new DpsimZone("dpsim");  // the first zone becomes SimGrid's root
+  m.zone->platform = this;
+  add_hosts();
+  add_intra_node_links();
+  m.ring_edges = dpsim::intra_ring_edges(t.intra, gpus_per_node_);
+  if (nodes_ > 1) add_inter_node_links();
+  seal();
+}
 
-  // NICs: channels across nodes (NCCL lays one ring/tree channel through each NIC).
+// NICs: channels across nodes (NCCL lays one ring/tree channel through each NIC). The fast fidelity simulates only
+// channel 0 when every NIC has the same bandwidth (the channels are symmetric).
+void Platform::lay_channels() {
+  Impl& m = *impl_;
+  const Topology& t = *m.topo;
   const int nics = static_cast<int>(t.nics.size());
   if (nodes_ > 1) {
-    if (nics == 0) throw InputError(fmt::format("{}: nics: a multi-node topology needs at least one NIC", t.file));
-    if (t.network.kind == NetworkKind::none)
-      throw InputError(fmt::format("{}: network.kind: a multi-node topology needs a network", t.file));
     bool symmetric = true;
     for (const Nic& n : t.nics)
       symmetric = symmetric && n.link.bandwidth_bytes_per_s == t.nics[0].link.bandwidth_bytes_per_s && !n.gpus.empty();
-    m.channel_quotient = reduced && symmetric;
+    m.channel_quotient = reduced_ && symmetric;
     channels_ = m.channel_quotient ? 1 : nics;
     channel_share_ = 1.0 / nics;
   }
-  m.gpu_nic.assign(static_cast<size_t>(g), -1);
+  m.gpu_nic.assign(static_cast<size_t>(gpus_per_node_), -1);
   for (int c = 0; c < nics; ++c)
-    for (int x : t.nics[static_cast<size_t>(c)].gpus) {
-      if (x < 0 || x >= g) throw InputError(fmt::format("{}: nics[{}].gpus: GPU {} out of range", t.file, c, x));
-      m.gpu_nic[static_cast<size_t>(x)] = c;
-    }
+    for (int x : t.nics[static_cast<size_t>(c)].gpus) m.gpu_nic[static_cast<size_t>(x)] = c;
+}
 
-  m.zone = new DpsimZone("dpsim");  // the first zone becomes SimGrid's root
-  m.zone->platform = this;
-
-  // Hosts. GPU hosts run no code (flows use Comm::sendto), so their speed is irrelevant.
+// Hosts. GPU hosts run no code (flows use Comm::sendto), so their speed is irrelevant.
+void Platform::add_hosts() {
+  Impl& m = *impl_;
   auto add_host = [&](const std::string& name, HostInfo info) {
     hosts_.push_back(m.zone->get_iface()->create_host(name, 1.0));
     m.hosts.push_back(info);
   };
   m.gpu_base = 0;
   for (int v = 0; v < simulated_nodes_; ++v)
-    for (int x = 0; x < g; ++x) add_host(fmt::format("n{}g{}", v, x), {HostKind::gpu, v, x});
+    for (int x = 0; x < gpus_per_node_; ++x) add_host(fmt::format("n{}g{}", v, x), {HostKind::gpu, v, x});
   if (has_nvswitch()) {
     m.nvswitch_base = static_cast<int>(hosts_.size());
     for (int v = 0; v < simulated_nodes_; ++v) add_host(fmt::format("n{}nvswitch", v), {HostKind::nvswitch, v, 0});
   }
-  if (nodes_ > 1 && reduced) {
+  if (nodes_ > 1 && reduced_) {
     m.channel_base = static_cast<int>(hosts_.size());
     for (int v = 0; v < nodes_; ++v)
       for (int c = 0; c < channels_; ++c) add_host(fmt::format("n{}ch{}", v, c), {HostKind::channel, v, c});
   }
   // The compute timeline of a rank (all ranks are identical): pstate 0 alone, pstate 1 beside a collective.
-  const double slow = scenario.nccl.overlap_slowdown > 0 ? scenario.nccl.overlap_slowdown : 1.0;
+  const double slow = m.scenario->nccl.overlap_slowdown > 0 ? m.scenario->nccl.overlap_slowdown : 1.0;
   compute_host_ = m.zone->get_iface()->create_host(
       "compute", std::vector<double>{kComputeOpsPerSecond, kComputeOpsPerSecond / slow});
   m.hosts.push_back({HostKind::compute, 0, 0});
+}
 
-  // Intra-node links.
-  const IntraNode& in = t.intra;
+// Intra-node links of every simulated node: GPU links (NVSwitch, PCIe), switch uplinks and the socket fabric
+// (PCIe), NVLinks (mesh, with its routes).
+void Platform::add_intra_node_links() {
+  Impl& m = *impl_;
+  const IntraNode& in = m.topo->intra;
+  const int g = gpus_per_node_;
+  if (g < 2 && !in.nvls) return;
   const std::string intra_class = to_string(in.kind);
-  if (g > 1 || in.nvls) {
-    const double eff = efficiency(scenario, intra_class);
-    m.gpu_link.resize(static_cast<size_t>(simulated_nodes_));
-    m.sw_up.resize(static_cast<size_t>(simulated_nodes_));
-    m.socket.resize(static_cast<size_t>(simulated_nodes_));
-    m.mesh.resize(static_cast<size_t>(simulated_nodes_));
-    if (in.kind == IntraKind::pcie) {
-      m.gpu_switch.assign(static_cast<size_t>(g), -1);
-      for (size_t s = 0; s < in.switches.size(); ++s) {
-        const PcieSwitch& sw = in.switches[s];
-        if (std::find(m.roots.begin(), m.roots.end(), sw.root) == m.roots.end()) m.roots.push_back(sw.root);
-        for (int x : sw.gpus) {
-          if (x < 0 || x >= g)
-            throw InputError(fmt::format("{}: switches[{}].gpus: GPU {} out of range", t.file, s, x));
-          m.gpu_switch[static_cast<size_t>(x)] = static_cast<int>(s);
-        }
-      }
+  const double eff = efficiency(*m.scenario, intra_class);
+  const auto nodes = static_cast<size_t>(simulated_nodes_);
+  m.gpu_link.resize(nodes);
+  m.sw_up.resize(nodes);
+  m.socket.resize(nodes);
+  m.mesh.resize(nodes);
+  if (in.kind == IntraKind::pcie) {
+    m.gpu_switch.assign(static_cast<size_t>(g), -1);
+    m.gpu_root_index.assign(static_cast<size_t>(g), 0);
+    for (size_t s = 0; s < in.switches.size(); ++s) {
+      const PcieSwitch& sw = in.switches[s];
+      if (std::find(m.roots.begin(), m.roots.end(), sw.root) == m.roots.end()) m.roots.push_back(sw.root);
+      for (int x : sw.gpus) m.gpu_switch[static_cast<size_t>(x)] = static_cast<int>(s);
+    }
+    for (int x = 0; x < g; ++x) {
+      const std::string& r = in.switches[static_cast<size_t>(m.gpu_switch[static_cast<size_t>(x)])].root;
+      m.gpu_root_index[static_cast<size_t>(x)] =
+          static_cast<int>(std::find(m.roots.begin(), m.roots.end(), r) - m.roots.begin());
+    }
+  }
+  if (in.kind == IntraKind::nvlink_mesh) {
+    const MeshRoutes routes = mesh_routes(in, g);  // the same in every node
+    m.mesh_path = routes.path;
+    for (int v = 0; v < simulated_nodes_; ++v)
+      for (int a = 0; a < g; ++a)
+        for (int b = a + 1; b < g; ++b)
+          if (double w = routes.bytes_per_s[static_cast<size_t>(a)][static_cast<size_t>(b)]; w > 0)
+            m.mesh[static_cast<size_t>(v)][{a, b}] = m.make_link(fmt::format("n{}nvl{}-{}", v, a, b), w * eff);
+  }
+  for (int v = 0; v < simulated_nodes_; ++v) {
+    auto& gpu_links = m.gpu_link[static_cast<size_t>(v)];
+    if (in.kind == IntraKind::nvswitch || in.kind == IntraKind::pcie)
       for (int x = 0; x < g; ++x)
-        if (m.gpu_switch[static_cast<size_t>(x)] < 0)
-          throw InputError(fmt::format("{}: intra_node.switches: GPU {} is behind no PCIe switch", t.file, x));
-      if (m.roots.size() > 1 && !in.inter_socket)
-        throw InputError(
-            fmt::format("{}: intra_node.inter_socket: needed with {} root complexes", t.file, m.roots.size()));
-    }
-    if (in.kind == IntraKind::nvlink_mesh) {
-      // Shortest GPU paths (fewest hops, then widest bottleneck), the same in every node.
-      std::vector<std::vector<double>> bw(static_cast<size_t>(g), std::vector<double>(static_cast<size_t>(g), 0));
-      for (const MeshLink& l : in.mesh) {
-        if (l.gpu_a < 0 || l.gpu_a >= g || l.gpu_b < 0 || l.gpu_b >= g || l.gpu_a == l.gpu_b)
-          throw InputError(fmt::format("{}: intra_node.links: bad GPU pair [{}, {}]", t.file, l.gpu_a, l.gpu_b));
-        bw[static_cast<size_t>(l.gpu_a)][static_cast<size_t>(l.gpu_b)] += l.link.bandwidth_bytes_per_s;
-        bw[static_cast<size_t>(l.gpu_b)][static_cast<size_t>(l.gpu_a)] += l.link.bandwidth_bytes_per_s;
-      }
-      m.mesh_path.assign(static_cast<size_t>(g), std::vector<std::vector<int>>(static_cast<size_t>(g)));
-      for (int a = 0; a < g; ++a) {
-        // BFS by hops; among equal hops keep the path with the widest bottleneck (deterministic).
-        std::vector<int> hops(static_cast<size_t>(g), -1), prev(static_cast<size_t>(g), -1);
-        std::vector<double> width(static_cast<size_t>(g), 0);
-        std::deque<int> q{a};
-        hops[static_cast<size_t>(a)] = 0;
-        width[static_cast<size_t>(a)] = 1e300;
-        while (!q.empty()) {
-          int u = q.front();
-          q.pop_front();
-          for (int w = 0; w < g; ++w) {
-            double b = bw[static_cast<size_t>(u)][static_cast<size_t>(w)];
-            if (b <= 0) continue;
-            double wd = std::min(width[static_cast<size_t>(u)], b);
-            auto& hw = hops[static_cast<size_t>(w)];
-            if (hw < 0) {
-              hw = hops[static_cast<size_t>(u)] + 1;
-              prev[static_cast<size_t>(w)] = u;
-              width[static_cast<size_t>(w)] = wd;
-              q.push_back(w);
-            } else if (hw == hops[static_cast<size_t>(u)] + 1 && wd > width[static_cast<size_t>(w)]) {
-              prev[static_cast<size_t>(w)] = u;
-              width[static_cast<size_t>(w)] = wd;
-            }
-          }
-        }
-        for (int b = 0; b < g; ++b) {
-          if (b == a) continue;
-          if (hops[static_cast<size_t>(b)] < 0)
-            throw InputError(fmt::format("{}: intra_node.links: GPU {} cannot reach GPU {}", t.file, a, b));
-          std::vector<int> path;
-          for (int u = b; u != a; u = prev[static_cast<size_t>(u)]) path.push_back(u);
-          path.push_back(a);
-          std::reverse(path.begin(), path.end());
-          m.mesh_path[static_cast<size_t>(a)][static_cast<size_t>(b)] = path;
-        }
-      }
-      for (int v = 0; v < simulated_nodes_; ++v)
-        for (int a = 0; a < g; ++a)
-          for (int b = a + 1; b < g; ++b)
-            if (double w = bw[static_cast<size_t>(a)][static_cast<size_t>(b)]; w > 0)
-              m.mesh[static_cast<size_t>(v)][{a, b}] = m.make_link(fmt::format("n{}nvl{}-{}", v, a, b), w * eff);
-    }
-    for (int v = 0; v < simulated_nodes_; ++v) {
-      if (in.kind == IntraKind::nvswitch || in.kind == IntraKind::pcie)
-        for (int x = 0; x < g; ++x)
-          m.gpu_link[static_cast<size_t>(v)].push_back(
-              m.make_link(fmt::format("n{}g{}-{}", v, x, intra_class), in.gpu_link.bandwidth_bytes_per_s * eff));
-      if (in.kind == IntraKind::pcie) {
-        for (const PcieSwitch& sw : in.switches)
-          m.sw_up[static_cast<size_t>(v)].push_back(
-              m.make_link(fmt::format("n{}{}-uplink", v, sw.name), sw.uplink.bandwidth_bytes_per_s * eff));
-        if (m.roots.size() == 2)
-          m.socket[static_cast<size_t>(v)].push_back(
-              m.make_link(fmt::format("n{}inter-socket", v), in.inter_socket->bandwidth_bytes_per_s * eff));
-        else if (m.roots.size() > 2)
-          for (const std::string& r : m.roots)
-            m.socket[static_cast<size_t>(v)].push_back(
-                m.make_link(fmt::format("n{}{}-socket", v, r), in.inter_socket->bandwidth_bytes_per_s * eff));
-      }
-    }
-    if (in.kind == IntraKind::pcie) {
-      m.gpu_root_index.assign(static_cast<size_t>(g), 0);
-      for (int x = 0; x < g; ++x) {
-        const std::string& r = in.switches[static_cast<size_t>(m.gpu_switch[static_cast<size_t>(x)])].root;
-        m.gpu_root_index[static_cast<size_t>(x)] =
-            static_cast<int>(std::find(m.roots.begin(), m.roots.end(), r) - m.roots.begin());
-      }
-    }
+        gpu_links.push_back(
+            m.make_link(fmt::format("n{}g{}-{}", v, x, intra_class), in.gpu_link.bandwidth_bytes_per_s * eff));
+    if (in.kind != IntraKind::pcie) continue;
+    for (const PcieSwitch& sw : in.switches)
+      m.sw_up[static_cast<size_t>(v)].push_back(
+          m.make_link(fmt::format("n{}{}-uplink", v, sw.name), sw.uplink.bandwidth_bytes_per_s * eff));
+    if (m.roots.size() == 2)
+      m.socket[static_cast<size_t>(v)].push_back(
+          m.make_link(fmt::format("n{}inter-socket", v), in.inter_socket->bandwidth_bytes_per_s * eff));
+    else if (m.roots.size() > 2)
+      for (const std::string& r : m.roots)
+        m.socket[static_cast<size_t>(v)].push_back(
+            m.make_link(fmt::format("n{}{}-socket", v, r), in.inter_socket->bandwidth_bytes_per_s * eff));
   }
+}
 
-  // The intra-node ring pattern.
-  if (g > 1) {
-    if (in.kind == IntraKind::nvlink_mesh) {
-      std::vector<double> sum(static_cast<size_t>(g), 0);
-      for (const MeshLink& l : in.mesh) {
-        sum[static_cast<size_t>(l.gpu_a)] += l.link.bandwidth_bytes_per_s;
-        sum[static_cast<size_t>(l.gpu_b)] += l.link.bandwidth_bytes_per_s;
+// NICs and the fabric: a fat tree's leaf uplinks or a rail-optimized fabric's rail uplinks.
+void Platform::add_inter_node_links() {
+  Impl& m = *impl_;
+  const Topology& t = *m.topo;
+  const double eff = efficiency(*m.scenario, t.network.ring_class());
+  const int nics = static_cast<int>(t.nics.size());
+  m.nic.resize(static_cast<size_t>(nodes_));
+  for (int v = 0; v < nodes_; ++v)
+    for (int c = 0; c < channels_; ++c)
+      m.nic[static_cast<size_t>(v)].push_back(
+          m.make_link(fmt::format("n{}nic{}", v, c), t.nics[static_cast<size_t>(c)].link.bandwidth_bytes_per_s * eff));
+  const Network& net = t.network;
+  const double over = net.oversubscription > 0 ? net.oversubscription : 1.0;
+  const int radix = net.leaf_radix > 0 ? net.leaf_radix : nodes_;
+  double node_nic_bw = 0;
+  for (const Nic& n : t.nics) node_nic_bw += n.link.bandwidth_bytes_per_s;
+  if (net.kind == NetworkKind::fat_tree) {
+    const int leaves = (nodes_ + radix - 1) / radix;
+    if (leaves > 1)
+      for (int l = 0; l < leaves; ++l) {
+        const int members = std::min(radix, nodes_ - l * radix);
+        double cap = members * node_nic_bw / over * eff;
+        if (m.channel_quotient) cap /= static_cast<double>(nics);  // shared by every channel
+        m.leaf_up.push_back(m.make_link(fmt::format("leaf{}-uplink", l), cap));
       }
-      std::map<std::pair<int, int>, double> pair_bw;
-      for (const MeshLink& l : in.mesh)
-        pair_bw[{std::min(l.gpu_a, l.gpu_b), std::max(l.gpu_a, l.gpu_b)}] += l.link.bandwidth_bytes_per_s;
-      for (const auto& [ab, w] : pair_bw) {
-        m.ring_edges.push_back({ab.first, ab.second, w / sum[static_cast<size_t>(ab.first)]});
-        m.ring_edges.push_back({ab.second, ab.first, w / sum[static_cast<size_t>(ab.second)]});
+  } else if (net.kind == NetworkKind::rail_optimized) {
+    const int groups = (nodes_ + radix - 1) / radix;
+    if (groups > 1 || nics > 1)
+      for (int grp = 0; grp < groups; ++grp) {
+        const int members = std::min(radix, nodes_ - grp * radix);
+        std::vector<DuplexLink> rails;
+        for (int c = 0; c < channels_; ++c)  // a rail carries only its own channel: no quotient scaling
+          rails.push_back(
+              m.make_link(fmt::format("su{}rail{}-uplink", grp, c),
+                          members * t.nics[static_cast<size_t>(c)].link.bandwidth_bytes_per_s / over * eff));
+        m.rail_up.push_back(std::move(rails));
       }
-    } else {
-      for (int x = 0; x < g; ++x) m.ring_edges.push_back({x, (x + 1) % g, 1.0});
-    }
   }
+}
 
-  // NICs and the fabric.
-  if (nodes_ > 1) {
-    const double eff = efficiency(scenario, scenario.topology.network.ring_class());
-    m.nic.resize(static_cast<size_t>(nodes_));
-    for (int v = 0; v < nodes_; ++v)
-      for (int c = 0; c < channels_; ++c)
-        m.nic[static_cast<size_t>(v)].push_back(m.make_link(
-            fmt::format("n{}nic{}", v, c), t.nics[static_cast<size_t>(c)].link.bandwidth_bytes_per_s * eff));
-    const Network& net = t.network;
-    const double over = net.oversubscription > 0 ? net.oversubscription : 1.0;
-    const int radix = net.leaf_radix > 0 ? net.leaf_radix : nodes_;
-    double node_nic_bw = 0;
-    for (const Nic& n : t.nics) node_nic_bw += n.link.bandwidth_bytes_per_s;
-    if (net.kind == NetworkKind::fat_tree) {
-      const int leaves = (nodes_ + radix - 1) / radix;
-      if (leaves > 1)
-        for (int l = 0; l < leaves; ++l) {
-          int members = std::min(radix, nodes_ - l * radix);
-          double cap = members * node_nic_bw / over * eff;
-          if (m.channel_quotient) cap /= static_cast<double>(nics);  // shared by every channel
-          m.leaf_up.push_back(m.make_link(fmt::format("leaf{}-uplink", l), cap));
-        }
-    } else if (net.kind == NetworkKind::rail_optimized) {
-      const int groups = (nodes_ + radix - 1) / radix;
-      if (groups > 1 || nics > 1)
-        for (int grp = 0; grp < groups; ++grp) {
-          int members = std::min(radix, nodes_ - grp * radix);
-          std::vector<DuplexLink> rails;
-          for (int c = 0; c < channels_; ++c)  // a rail carries only its own channel: no quotient scaling
-            rails.push_back(
-                m.make_link(fmt::format("su{}rail{}-uplink", grp, c),
-                            members * t.nics[static_cast<size_t>(c)].link.bandwidth_bytes_per_s / over * eff));
-          m.rail_up.push_back(std::move(rails));
-        }
-    }
-  }
-
-  // Netpoint ids -> host indices, then seal.
-  for (size_t i = 0; i < hosts_.size(); ++i) {
-    unsigned long id = hosts_[i]->get_netpoint()->id();
+// Netpoint ids -> host indices (the compute host is off the network), then seal.
+void Platform::seal() {
+  Impl& m = *impl_;
+  auto map_host = [&](simgrid::s4u::Host* h, int index) {
+    const unsigned long id = h->get_netpoint()->id();
     if (m.zone->vertex_host.size() <= id) m.zone->vertex_host.resize(id + 1, -1);
-    m.zone->vertex_host[id] = static_cast<int>(i);
-  }
-  {
-    unsigned long id = compute_host_->get_netpoint()->id();
-    if (m.zone->vertex_host.size() <= id) m.zone->vertex_host.resize(id + 1, -1);
-    m.zone->vertex_host[id] = -1;
-  }
+    m.zone->vertex_host[id] = index;
+  };
+  for (size_t i = 0; i < hosts_.size(); ++i) map_host(hosts_[i], static_cast<int>(i));
+  map_host(compute_host_, -1);
   m.zone->get_iface()->seal();
 }
 
@@ -448,9 +386,7 @@ void Platform::route(int src, int dst, std::vector<LinkImpl*>& out) const {
   auto nic_of = [&](const HostInfo& h) -> int {
     if (h.kind == HostKind::channel) return h.local;
     if (h.kind != HostKind::gpu) throw RuntimeError("simulator: only GPUs and channels reach the network");
-    int c = m.gpu_nic[static_cast<size_t>(h.local)];
-    if (c < 0) throw InputError(fmt::format("{}: nics: GPU {} is served by no NIC", m.topo->file, h.local));
-    return c;
+    return m.gpu_nic[static_cast<size_t>(h.local)];  // check_topology: every GPU has one on a multi-node platform
   };
   int na = nic_of(a), nb = nic_of(b);
   out.push_back(m.nic[static_cast<size_t>(a.node)][static_cast<size_t>(na)].up);

@@ -80,6 +80,12 @@ class Platform final : public FlowSpace {
   struct Impl;
 
  private:
+  void lay_channels();
+  void add_hosts();
+  void add_intra_node_links();
+  void add_inter_node_links();
+  void seal();
+
   std::unique_ptr<Impl> impl_;
   int nodes_ = 1, gpus_per_node_ = 1, simulated_nodes_ = 1, channels_ = 0;
   double channel_share_ = 1;

@@ -1,0 +1,75 @@
+// The topology rules checked once in core (check_topology), and the node's routes as pure functions.
+#include <catch2/catch.hpp>
+#include <numeric>
+
+#include "dpsim/error.hpp"
+#include "dpsim/topology.hpp"
+
+using namespace dpsim;
+
+namespace {
+
+Link link(double gbps) { return Link{gbps * 1e9, 1e-6}; }
+
+// GPUs 0-1-2-3 in a square; 0-1 doubled (two NVLinks), 1-2 narrow.
+Topology square_mesh() {
+  Topology t;
+  t.name = "square";
+  t.file = "square.yaml";
+  t.gpus_per_node = 4;
+  t.intra.kind = IntraKind::nvlink_mesh;
+  t.intra.mesh = {{0, 1, link(25)}, {0, 1, link(25)}, {1, 2, link(10)}, {2, 3, link(50)}, {3, 0, link(50)}};
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("check_topology: the loader's rules on a topology built in code, naming the file", "[topology]") {
+  CHECK_NOTHROW(check_topology(square_mesh()));
+  Topology t = square_mesh();
+  t.gpus_per_node = 0;
+  CHECK_THROWS_AS(check_topology(t), InputError);
+  t = square_mesh();
+  t.intra.mesh.push_back({2, 2, link(10)});
+  CHECK_THROWS_WITH(check_topology(t),
+                    "square.yaml: intra_node.links[5].gpus: a mesh link joins exactly two "
+                    "different GPUs of the node's 4");
+  t = square_mesh();
+  t.intra.mesh.pop_back();
+  t.intra.mesh.pop_back();  // GPU 3 cut off
+  CHECK_THROWS_WITH(check_topology(t), Catch::Contains("GPU 3 has no NVLink route to GPU 0"));
+  t = square_mesh();
+  t.nodes = 2;
+  CHECK_THROWS_WITH(check_topology(t), "square.yaml: 2 nodes but no nics: GPUs on different nodes have no route");
+  t.nics.push_back(Nic{{0, 1, 2, 3}, link(0)});
+  t.network.kind = NetworkKind::single_switch;
+  CHECK_THROWS_WITH(check_topology(t), "square.yaml: nics[0]: a link needs a bandwidth above 0");
+  t.nics[0].link = link(50);
+  CHECK_NOTHROW(check_topology(t));
+}
+
+TEST_CASE("mesh routes: parallel links add up; fewest hops, then the widest bottleneck", "[topology]") {
+  const MeshRoutes r = mesh_routes(square_mesh().intra, 4);
+  CHECK(r.bytes_per_s[0][1] == 50e9);
+  CHECK(r.bytes_per_s[1][0] == 50e9);
+  CHECK(r.bytes_per_s[0][2] == 0);
+  CHECK(r.path[0][1] == std::vector<int>{0, 1});
+  // 0 -> 2: via 1 (bottleneck 10 GB/s) or via 3 (50 GB/s): two hops either way, the wider wins.
+  CHECK(r.path[0][2] == std::vector<int>{0, 3, 2});
+  CHECK(r.path[1][3] == std::vector<int>{1, 0, 3});
+  CHECK(r.path[2][2].empty());
+}
+
+TEST_CASE("intra-node ring edges: a cycle on a switch, shares by bandwidth on a mesh", "[topology]") {
+  IntraNode sw;
+  sw.kind = IntraKind::nvswitch;
+  const auto cycle = intra_ring_edges(sw, 4);
+  REQUIRE(cycle.size() == 4);
+  CHECK(cycle[3].from == 3);
+  CHECK(cycle[3].to == 0);
+  CHECK(intra_ring_edges(sw, 1).empty());
+  const auto mesh = intra_ring_edges(square_mesh().intra, 4);
+  std::vector<double> out(4, 0.0);
+  for (const auto& e : mesh) out[static_cast<size_t>(e.from)] += e.share;
+  for (double s : out) CHECK(s == Approx(1.0));  // each GPU's ring traffic spread over its links
+}
