@@ -68,14 +68,16 @@ void mesh_ring(const IntraNode& intra, int g, FabricSummary& f) {
   f.intra_edge_latency_s = latency;
 }
 
-int network_hops(const Topology& t) {
+FabricSummary::NetworkPath network_path(const Topology& t) {
+  using P = FabricSummary::NetworkPath;
   switch (t.network.kind) {
-    case NetworkKind::none: return 0;
-    case NetworkKind::single_switch: return 2;
+    case NetworkKind::none: return P::none;
+    case NetworkKind::single_switch: return P::single_switch;
     case NetworkKind::fat_tree:
-    case NetworkKind::rail_optimized: return (t.network.leaf_radix > 0 && t.nodes > t.network.leaf_radix) ? 4 : 2;
+    case NetworkKind::rail_optimized:
+      return (t.network.leaf_radix > 0 && t.nodes > t.network.leaf_radix) ? P::across_leaves : P::within_leaf;
   }
-  return 2;
+  return P::none;
 }
 
 double slowest_nic(const Topology& t) {
@@ -131,7 +133,9 @@ FabricSummary summarize_fabric(const Topology& t) {
   f.nic_ring_bytes_per_s = static_cast<double>(t.nics.size()) * slowest_nic(t);
   f.uplink_ring_bytes_per_s = uplink_ring(t);
   f.inter_ring_bytes_per_s = std::min(f.nic_ring_bytes_per_s, f.uplink_ring_bytes_per_s);
-  f.inter_edge_latency_s = 2 * nic_latency + network_hops(t) * t.network.link_latency_s;
+  f.nic_latency_s = nic_latency;
+  f.network_path = t.nodes > 1 ? network_path(t) : FabricSummary::NetworkPath::none;
+  f.network_link_latency_s = t.network.link_latency_s;
   return f;
 }
 

@@ -200,13 +200,42 @@ std::vector<GpuSpec> load_gpu_catalog() {
   return out;
 }
 
+// table_edge_latency and network_hops (data/nccl.yaml): what the topology's own latencies are measured against.
+void read_path_latency(const YNode& root, NcclModel& m) {
+  const YNode edge = root.at("table_edge_latency");
+  edge.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa"});
+  for (const char* key : {"nvswitch", "pcie", "nvlink_mesh", "net", "efa"})
+    m.table_edge_latency_s[key] = edge.at(key).as_seconds();
+  const YNode hops = root.at("network_hops");
+  hops.allow_only({"single_switch", "within_leaf", "across_leaves"});
+  m.hops_single_switch = static_cast<int>(hops.at("single_switch").as_int(0, 64));
+  m.hops_within_leaf = static_cast<int>(hops.at("within_leaf").as_int(0, 64));
+  m.hops_across_leaves = static_cast<int>(hops.at("across_leaves").as_int(0, 64));
+}
+
 NcclModel load_nccl(const fs::path& file) {
   const YNode root = YNode::load_file(file);
-  root.allow_only({"nccl_version", "base_latency", "hw_latency", "protocol_efficiency", "ll_max_busbw",
-                   "per_channel_max_ll128_busbw", "nvls_efficiency", "ring_simple_plateau_latency_factor",
-                   "net_overhead", "net_overhead_simple_factor", "net_plugin_latency", "tree_correction_factor",
-                   "ring_efficiency", "overlap_slowdown", "nvls_algbw_per_link", "nvls_min_gpus", "nvls_fill",
-                   "ring_fill", "framework_launch_overhead"});
+  root.allow_only({"nccl_version",
+                   "base_latency",
+                   "hw_latency",
+                   "protocol_efficiency",
+                   "ll_max_busbw",
+                   "per_channel_max_ll128_busbw",
+                   "nvls_efficiency",
+                   "ring_simple_plateau_latency_factor",
+                   "net_overhead",
+                   "net_overhead_simple_factor",
+                   "net_plugin_latency",
+                   "tree_correction_factor",
+                   "ring_efficiency",
+                   "overlap_slowdown",
+                   "nvls_algbw_per_link",
+                   "nvls_min_gpus",
+                   "nvls_fill",
+                   "ring_fill",
+                   "framework_launch_overhead",
+                   "table_edge_latency",
+                   "network_hops"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
@@ -239,6 +268,7 @@ NcclModel load_nccl(const fs::path& file) {
     for (const auto& key : v->keys()) m.net_plugin_latency_s[key] = v->at(key).as_seconds();
   }
   m.framework_launch_overhead_s = root.at("framework_launch_overhead").as_seconds();
+  read_path_latency(root, m);
   const YNode ring = root.at("ring_efficiency");
   ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa", "by_arch"});
   for (const auto& key : ring.keys()) {

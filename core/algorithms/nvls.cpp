@@ -21,7 +21,7 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   const auto lat = nccl.hw_latency(Fabric::nvlink, Algorithm::nvls, f.arch);
   if (!lat || lat->get(p) < 0) return {};
   const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count
-  const double latency = lat->get(p);
+  const double latency = lat->get(p) + edge_excess_latency(f, nccl, false);  // one pass GPU -> switch -> GPU
   const double fill = nccl.nvls_fill.seconds(bytes);
   return {true, latency, latency + fill + bytes / algbw, fill};
 }

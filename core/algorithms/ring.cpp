@@ -34,7 +34,9 @@ AlgorithmCost cost(CollectiveKind kind, double bytes, Protocol p, const FabricSu
   if (f.nodes > 1)
     intra_lat =
         std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? nccl.net_overhead_simple_factor : 1.0));
-  const double inter_lat = f.nodes > 1 ? net->get(p) + nccl.net_plugin_latency(f.net_class) : 0.0;
+  intra_lat += edge_excess_latency(f, nccl, false);  // slower edges than NCCL's table holds (hypothetical fabrics)
+  const double inter_lat =
+      f.nodes > 1 ? net->get(p) + nccl.net_plugin_latency(f.net_class) + edge_excess_latency(f, nccl, true) : 0.0;
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
   if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
   const double sent = bytes_moved_per_rank(kind, n, bytes);

@@ -66,3 +66,24 @@ void append_inter_node_double_tree(const FlowSpace& p, std::vector<Flow>& out) {
 }
 
 }  // namespace dpsim::algorithms
+
+namespace dpsim {
+
+double inter_edge_latency(const FabricSummary& f, const NcclModel& nccl) {
+  using P = FabricSummary::NetworkPath;
+  const int hops = f.network_path == P::single_switch   ? nccl.hops_single_switch
+                   : f.network_path == P::within_leaf   ? nccl.hops_within_leaf
+                   : f.network_path == P::across_leaves ? nccl.hops_across_leaves
+                                                        : 0;
+  return 2 * f.nic_latency_s + hops * f.network_link_latency_s;
+}
+
+double edge_excess_latency(const FabricSummary& f, const NcclModel& nccl, bool inter) {
+  const std::string& cls = inter ? f.net_class : f.intra_class;
+  const auto table = nccl.table_edge_latency_s.find(cls);
+  if (table == nccl.table_edge_latency_s.end()) return 0.0;  // a model without the key (tests' hand-built ones)
+  const double edge = inter ? inter_edge_latency(f, nccl) : f.intra_edge_latency_s;
+  return std::max(0.0, edge - table->second);
+}
+
+}  // namespace dpsim

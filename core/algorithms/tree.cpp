@@ -21,9 +21,10 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::tree, f.arch);
   const auto net = nccl.hw_latency(Fabric::net, Algorithm::tree, f.arch);
   if (!intra || !net || intra->get(p) < 0 || net->get(p) < 0) return {};
+  const double intra_hop = intra->get(p) + edge_excess_latency(f, nccl, false);
+  const double inter_hop = net->get(p) + nccl.net_plugin_latency(f.net_class) + edge_excess_latency(f, nccl, true);
   const double latency = base_latency(nccl, Algorithm::tree, p) +
-                         2.0 * ((f.gpus_per_node - 1) * intra->get(p) +
-                                std::log2(f.nodes) * (net->get(p) + nccl.net_plugin_latency(f.net_class)));
+                         2.0 * ((f.gpus_per_node - 1) * intra_hop + std::log2(f.nodes) * inter_hop);
   const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl) * tree_correction(nccl, p, bytes);
   // A double binary tree moves the same 2(n-1)/n * S per GPU as the ring (reduce up, broadcast down, each
   // half of the data on each tree); NCCL's "algBw = busBw / 2" counts its busBw over both trees.

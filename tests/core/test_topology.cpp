@@ -1,8 +1,12 @@
 // The topology rules checked once in core (check_topology), and the node's routes as pure functions.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <numeric>
 
+#include "../source_dir.hpp"
+#include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
 #include "dpsim/topology.hpp"
 
 using namespace dpsim;
@@ -72,4 +76,34 @@ TEST_CASE("intra-node ring edges: a cycle on a switch, shares by bandwidth on a 
   std::vector<double> out(4, 0.0);
   for (const auto& e : mesh) out[static_cast<size_t>(e.from)] += e.share;
   for (double s : out) CHECK(s == Approx(1.0));  // each GPU's ring traffic spread over its links
+}
+
+TEST_CASE("shipped topologies add no latency to NCCL's table but the Ethernet one; a slower link does", "[topology]") {
+  const std::filesystem::path root = std::string(DPSIM_SOURCE_DIR);
+  const NcclModel nccl = load_nccl(root / "data" / "nccl.yaml");
+  for (const auto& e : std::filesystem::directory_iterator(root / "topologies")) {
+    if (e.path().extension() != ".yaml") continue;
+    Topology t = load_topology(e.path());
+    if (t.nics.size() > 0) t.nodes = 64;  // across leaves where the fabric has them
+    const FabricSummary f = summarize_fabric(t);
+    INFO(e.path().filename().string() << ": intra edge " << f.intra_edge_latency_s * 1e6 << " us, inter edge "
+                                      << inter_edge_latency(f, nccl) * 1e6 << " us");
+    CHECK(edge_excess_latency(f, nccl, false) == 0);
+    // pcie-ethernet-cluster: RoCE NICs of 2 us and 1 us Ethernet hops, 4 us above the InfiniBand path.
+    const bool ethernet = e.path().filename() == "pcie-ethernet-cluster.yaml";
+    CHECK(edge_excess_latency(f, nccl, true) == Approx(ethernet ? 4e-6 : 0.0).margin(1e-12));
+  }
+  Topology t = load_topology(root / "topologies" / "h100-ib-cluster.yaml");
+  t.nodes = 64;
+  const FabricSummary today = summarize_fabric(t);
+  t.network.link_latency_s = 5e-6;  // a second site: 5 us per switch hop
+  const FabricSummary far = summarize_fabric(t);
+  const double excess = edge_excess_latency(far, nccl, true);
+  CHECK(excess == Approx(inter_edge_latency(far, nccl) - nccl.table_edge_latency_s.at("net")));
+  CHECK(excess > 0);
+  // A latency-bound all-reduce (8 KiB, ring pinned) pays it on each of its 2 (nodes - 1) network steps.
+  const Collective ring{Algorithm::ring, Protocol::ll};
+  const double a = collective_cost(CollectiveKind::all_reduce, 8192, today, nccl, ring).latency_s;
+  const double b = collective_cost(CollectiveKind::all_reduce, 8192, far, nccl, ring).latency_s;
+  CHECK(b - a == Approx(2 * 63 * excess));
 }

@@ -27,13 +27,24 @@ struct FabricSummary {
   double inter_ring_bytes_per_s = 0;
   double nic_ring_bytes_per_s = 0;     // NICs x slowest NIC
   double uplink_ring_bytes_per_s = 0;  // the narrowest uplink the ring crosses; infinity where it crosses none
-  double intra_edge_latency_s = 0;     // slowest intra-node ring edge
-  double inter_edge_latency_s = 0;     // node-to-node ring edge (NIC + switch hops)
-  double ring_bytes_per_s() const;     // nominal bottleneck of the whole ring
+  double intra_edge_latency_s = 0;     // slowest intra-node ring edge (NVSwitch: GPU -> switch -> GPU)
+  // The node-to-node edge: 2 x the slowest NIC + the switch hops (NcclModel network_hops of `network_path`) x the
+  // network's link latency (edge_excess_latency in core/algorithms/terms.hpp adds what it exceeds NCCL's table).
+  enum class NetworkPath { none, single_switch, within_leaf, across_leaves };
+  NetworkPath network_path = NetworkPath::none;
+  double nic_latency_s = 0;
+  double network_link_latency_s = 0;
+  double ring_bytes_per_s() const;  // nominal bottleneck of the whole ring
   bool uplink_bound() const { return uplink_ring_bytes_per_s < nic_ring_bytes_per_s; }
 };
 
 FabricSummary summarize_fabric(const Topology& topology);
+
+// What the topology's edge latency exceeds the latency NCCL's hwLat table already holds for it (data/nccl.yaml
+// table_edge_latency), per step crossing it; 0 for today's fabrics (core/algorithms/terms.cpp). `inter`: the
+// node-to-node edge, else the intra-node one.
+double edge_excess_latency(const FabricSummary& f, const NcclModel& nccl, bool inter);
+double inter_edge_latency(const FabricSummary& f, const NcclModel& nccl);  // 2 x NIC + hops x link latency
 
 struct CollectiveCost {
   Algorithm algorithm = Algorithm::ring;

@@ -185,6 +185,10 @@ struct NcclModel {
   // Latency the network plugin reports to NCCL, added to every inter-node step (NCCL's graph.latencyInter), per
   // inter-node ring_efficiency class ("efa"); absent: 0 (NCCL's own IB transport reports none).
   std::map<std::string, double> net_plugin_latency_s;
+  // Edge latency NCCL's hwLat table already holds, per link class (nvswitch, pcie, nvlink_mesh, net, efa):
+  // a topology's edge adds what it exceeds (data/nccl.yaml table_edge_latency).
+  std::map<std::string, double> table_edge_latency_s;
+  int hops_single_switch = 2, hops_within_leaf = 2, hops_across_leaves = 4;  // data/nccl.yaml network_hops
   double net_plugin_latency(const std::string& net_class) const;
   double framework_launch_overhead_s = 0;  // PyTorch launch of one collective (per DDP bucket)
   // measured ring bus bandwidth / nominal link bandwidth, per fabric kind
