@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "dpsim/error.hpp"
 #include "dpsim/scenario.hpp"
 #include "yaml_node.hpp"
 
@@ -12,6 +13,11 @@ namespace dpsim {
 
 void validate_topology(const Topology& topology, const std::function<void(const std::string&)>& fail);
 ModelSpec parse_model_node(const YNode& node, const std::filesystem::path& base_dir);
+
+// An error about `file` as a whole (missing, a directory, a device, too large, unreadable) rethrown at the key
+// that named the file: "x.yaml:7: cluster.topology: /dev/zero: file is more than ...". An error at a line inside
+// `file` is rethrown unchanged.
+[[noreturn]] void rethrow_at_key(const YNode& key, const std::filesystem::path& file, const InputError& error);
 
 // Model dimensions: an integer in [1, 2^24].
 int64_t model_dim(const YNode& n);
