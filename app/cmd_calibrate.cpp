@@ -10,6 +10,7 @@
 #include "dpsim/result.hpp"
 #include "dpsim/units.hpp"
 #include "dpsim/validation/fit.hpp"
+#include "option_checks.hpp"
 #include "tables.hpp"
 
 namespace dpsim::app {
@@ -66,6 +67,18 @@ int sweep_world_size(const std::vector<Calibration>& inputs) {
   return 0;
 }
 
+// A log measured on other GPUs than --topology's would fit that topology's links with another machine's numbers.
+void refuse_other_gpu(const std::string& input, const Calibration& c, const std::string& topology) {
+  const auto gpu = c.context.find("gpu");
+  if (topology.empty() || gpu == c.context.end()) return;
+  const GpuSpec expected = load_topology(resolve_topology(topology, fs::current_path())).gpu;
+  if (gpu->second == expected.name) return;
+  throw InputError(
+      fmt::format("calibrate: {} was measured on {}, but --topology {} has {} ({}): give the topology of the "
+                  "machine that ran it",
+                  input, gpu->second, topology, expected.name, expected.key));
+}
+
 // The fabric the fit describes: --topology's, on as many nodes as the log has ranks; else --fabric (nominal
 // bandwidth unknown, so no efficiency).
 validation::FitTarget fit_target_for(const CalibrateArgs& a, const NcclModel& nccl,
@@ -111,7 +124,7 @@ void register_calibrate(CLI::App& app) {
          "INPUT", a->inputs,
          "dpsim measure --calibrate YAML, nccl-tests all_reduce_perf logs, or measured step JSON (with --scenario)")
       ->required();
-  cmd->add_option("-o,--output", a->output, "Calibration YAML to write")->required();
+  cmd->add_option("-o,--output", a->output, "Calibration YAML to write")->required()->check(non_empty());
   cmd->add_option("--name", a->name, "Calibration name (default: the output file stem)");
   cmd->add_option("--topology", a->topology,
                   "Topology the data was measured on: sets the fabric and its nominal link bandwidth");
@@ -148,6 +161,7 @@ void register_calibrate(CLI::App& app) {
         const Calibration c = validation::read_calibration_input(in);
         report += fmt::format("{}: {} ({} all-reduce rows, world size {}, {} GEMM shapes)\n", in, c.source,
                               c.allreduce.size(), c.allreduce_world_size, c.gemm.size());
+        refuse_other_gpu(in, c, a->topology);
         inputs.push_back(c);
       }
     }

@@ -8,6 +8,7 @@
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/units.hpp"
+#include "option_checks.hpp"
 #include "report.hpp"
 #include "set_option.hpp"
 
@@ -75,8 +76,9 @@ void register_estimate(CLI::App& app) {
   cmd->add_option("SCENARIO", args->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
   cmd->add_flag("--json", args->json, "Print the result JSON (keys in docs/metrics.md) instead of a table");
   cmd->add_option("--calibration", args->calibration,
-                  "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)");
-  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+                  "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)")
+      ->check(non_empty());
+  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout")->check(non_empty());
   add_set_option(cmd, args->sets);
   cmd->callback([args] {
     const auto overrides = parse_sets(args->sets);

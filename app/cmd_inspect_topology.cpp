@@ -14,6 +14,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/units.hpp"
+#include "option_checks.hpp"
 #include "tables.hpp"
 
 namespace dpsim::app {
@@ -176,8 +177,9 @@ void register_inspect_topology(CLI::App& inspect) {
   auto* cmd = inspect.add_subcommand(
       "topology", "Fabric of a topology and the all-reduce time/algbw/busbw dpsim predicts by message size");
   cmd->add_option("TOPOLOGY", a->topology, "Shipped topology name (topologies/*.yaml) or a path")->required();
-  cmd->add_option("--nodes", a->nodes, "Nodes (default: the topology's)");
-  cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node: the first N of the topology's (default all)");
+  cmd->add_option("--nodes", a->nodes, "Nodes (default: the topology's)")->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node: the first N of the topology's (default all)")
+      ->check(whole_number_in(1, 1024));
   cmd->add_option("--min-bytes", a->min_bytes, "Smallest message (default 8B); sizes double up to --max-bytes");
   cmd->add_option("--max-bytes", a->max_bytes, "Largest message (default 8GiB)");
   cmd->add_option("--algorithm", a->algorithm, algorithm_names(false) + " or auto (NCCL's choice, default)")

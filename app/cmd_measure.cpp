@@ -11,6 +11,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/units.hpp"
+#include "option_checks.hpp"
 #include "report.hpp"
 #ifdef DPSIM_HAVE_CUDA
 #include "dpsim/backend/cuda.hpp"
@@ -105,16 +106,20 @@ void register_measure(CLI::App& app) {
       app.add_subcommand("measure", "Run the scenario on real GPUs (CUDA, cuBLASLt, NCCL) and report measured times");
   cmd->add_option("SCENARIO", a->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
   cmd->add_flag("--json", a->json, "Print the result JSON (same keys as predict) instead of a table");
-  cmd->add_option("-o,--output", a->output, "Write to this file (atomically) instead of stdout");
+  cmd->add_option("-o,--output", a->output, "Write to this file (atomically) instead of stdout")->check(non_empty());
   cmd->add_option("--gpus", a->options.gpus,
                   "Use N GPUs of this machine instead of the scenario's count (recorded in the result)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--warmup", a->options.warmup, "Untimed iterations (>= 1; iteration 0 is DDP's special one)")
-      ->default_val(3);
-  cmd->add_option("--iters", a->options.iters, "Timed iterations (median, p10, p90)")->default_val(10);
+      ->default_val(3)
+      ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--iters", a->options.iters, "Timed iterations (median, p10, p90)")
+      ->default_val(10)
+      ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--watchdog", a->options.watchdog_s,
                   "Seconds before a collective counts as hung: abort and name the bucket")
-      ->default_val(300);
+      ->default_val(300)
+      ->check(finite_positive());
   auto* cal = cmd->add_flag(
       "--calibrate", a->options.calibrate,
       "Microbenchmarks (GEMM per shape, HBM copy, optimizer, all-reduce sweep 8 B..4 GiB) -> calibration YAML");

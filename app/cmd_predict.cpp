@@ -12,6 +12,7 @@
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/sim/trace.hpp"
 #include "dpsim/units.hpp"
+#include "option_checks.hpp"
 #include "report.hpp"
 #include "set_option.hpp"
 
@@ -81,18 +82,21 @@ void register_predict(CLI::App& app) {
   cmd->add_option("SCENARIO", args->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
   cmd->add_flag("--json", args->json, "Print the result JSON (keys in docs/metrics.md) instead of a table");
   cmd->add_flag("--buckets", args->buckets, "Add a per-bucket table (bytes, ready, start, end, algorithm, protocol)");
-  cmd->add_option("--trace", args->trace, "Write a Chrome trace (open in Perfetto) to this file");
+  cmd->add_option("--trace", args->trace, "Write a Chrome trace (open in Perfetto) to this file")->check(non_empty());
   cmd->add_option("--trace-ranks", args->trace_ranks,
-                  "GPUs shown in the trace at most (default 8): the first, the last and evenly spaced ones");
+                  "GPUs shown in the trace at most (default 8): the first, the last and evenly spaced ones")
+      ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--fidelity", args->fidelity,
                   "fast (bucket-granularity flows, default) or step (NCCL ring steps as messages)")
       ->check(CLI::IsMember({"fast", "step"}));
   cmd->add_flag("--no-overlap", args->no_overlap, "Start communication only after the whole backward");
   cmd->add_option("--calibration", args->calibration,
-                  "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)");
-  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+                  "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)")
+      ->check(non_empty());
+  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout")->check(non_empty());
   cmd->add_option("--max-events", args->max_events,
-                  "Refuse a run estimated to simulate more activities than this (default 5e6)");
+                  "Refuse a run estimated to simulate more activities than this (default 5e6)")
+      ->check(finite_positive());
   cmd->add_flag("--no-advice", args->no_advice, "Skip the 'what limits this step' section (it re-simulates variants)");
   add_set_option(cmd, args->sets);
   cmd->callback([args] {

@@ -9,6 +9,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/sweep/plot.hpp"
 #include "dpsim/sweep/ranks.hpp"
+#include "option_checks.hpp"
 
 namespace dpsim::app {
 
@@ -55,7 +56,8 @@ void register_sweep(CLI::App& app) {
   cmd->add_option("-j,--jobs", a->jobs, "Points run at once (default: all cores)")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--resume", a->resume, "Keep points already in DIR/results.jsonl and run only the rest");
   cmd->add_option("--shard", a->shard, "Run the deterministic slice I/N (points with index % N == I)");
-  cmd->add_option("--limit", a->limit, "Run at most this many points (benchmarking)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--limit", a->limit, "Run at most this many points (benchmarking)")
+      ->check(whole_number_in(0, int64_t{1} << 40));
   cmd->add_option("--point-timeout", a->point_timeout_s,
                   fmt::format("Seconds a point may run before it is killed and recorded as an error (default {:g})",
                               kDefaultPointTimeout_s));
@@ -101,7 +103,7 @@ void register_plot(CLI::App& app) {
   auto kinds = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("plot", "Draw PNG and SVG plots of a sweep's results.csv with gnuplot");
   cmd->add_option("DIR", *dir, "A sweep output directory (holding results.csv)")->required();
-  cmd->add_option("-o,--output", *out, "Where to write the plots (default DIR/plots)");
+  cmd->add_option("-o,--output", *out, "Where to write the plots (default DIR/plots)")->check(non_empty());
   cmd->add_option("--kind", *kinds, "scaling, breakdown, buckets, memory, cost (default: every kind the sweep allows)");
   cmd->callback([dir, out, kinds] {
     const std::filesystem::path d(*dir);

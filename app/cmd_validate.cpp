@@ -13,6 +13,7 @@
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/validation/compare.hpp"
 #include "dpsim/validation/reference.hpp"
+#include "option_checks.hpp"
 #include "set_option.hpp"
 #include "tables.hpp"
 
@@ -139,16 +140,21 @@ void register_validate(CLI::App& app) {
       "--calibration", a->calibration,
       "Calibration YAML applied before re-predicting (default: the one named in the measured file's context)");
   cmd->add_option("--tolerance", a->tolerance,
-                  "Relative tolerance (default: context, then the scenario's validation.tolerance, then 0.10)");
-  cmd->add_option("--reference", a->reference, "Directory of published reference entries (validation/reference)");
-  cmd->add_option("--csv", a->csv, "With --reference: write every scored number to this CSV");
+                  "Relative tolerance (default: context, then the scenario's validation.tolerance, then 0.10)")
+      ->check(finite_positive());
+  cmd->add_option("--reference", a->reference, "Directory of published reference entries (validation/reference)")
+      ->check(non_empty());
+  cmd->add_option("--csv", a->csv, "With --reference: write every scored number to this CSV")->check(non_empty());
   cmd->add_option("--plot", a->plot,
-                  "With --reference: log-log plot predicted vs published (.png or .svg, needs gnuplot)");
+                  "With --reference: log-log plot predicted vs published (.png or .svg, needs gnuplot)")
+      ->check(non_empty());
   cmd->add_option("--markdown", a->markdown,
-                  "With --reference: write the error tables as Markdown (validation/reference-errors.md)");
+                  "With --reference: write the error tables as Markdown (validation/reference-errors.md)")
+      ->check(non_empty());
   cmd->add_flag("--estimate-ddp", a->estimate_ddp,
                 "With --reference: predict DDP entries in closed form instead of simulating");
-  cmd->add_option("-o,--output", a->output, "Write the report to this file (atomically) instead of stdout");
+  cmd->add_option("-o,--output", a->output, "Write the report to this file (atomically) instead of stdout")
+      ->check(non_empty());
   add_set_option(cmd, a->sets);
   cmd->callback([a] {
     if (!a->reference.empty()) {

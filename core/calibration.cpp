@@ -30,6 +30,14 @@ double number_or_zero(const YNode& map, const char* key) {
   return v ? v->as_number() : 0.0;
 }
 
+// An efficiency: a fraction of the peak in (0, 1], or 0 for "not measured".
+double efficiency_or_zero(const YNode& map, const char* key) {
+  const double x = number_or_zero(map, key);
+  if (x < 0 || x > 1)
+    map.at(key).fail(fmt::format("must be a fraction of the peak from 0 to 1 (0 = not measured), got {}", x));
+  return x;
+}
+
 Calibration from_node(const YNode& root) {
   root.require_map();
   root.allow_only({"calibration_version", "name", "source", "context", "peak_flops_per_s", "gemm_efficiency", "gemm",
@@ -47,13 +55,14 @@ Calibration from_node(const YNode& root) {
     for (const auto& key : ctx->keys()) c.context[key] = ctx->at(key).as_string();
   }
   c.peak_flops_per_s = number_or_zero(root, "peak_flops_per_s");
-  c.gemm_efficiency = number_or_zero(root, "gemm_efficiency");
+  c.gemm_efficiency = efficiency_or_zero(root, "gemm_efficiency");
   c.memory_bandwidth_bytes_per_s = number_or_zero(root, "memory_bandwidth_bytes_per_s");
-  c.memory_efficiency = number_or_zero(root, "memory_efficiency");
+  c.memory_efficiency = efficiency_or_zero(root, "memory_efficiency");
   c.optimizer_bytes_per_s = number_or_zero(root, "optimizer_bytes_per_s");
   c.overlap_slowdown = number_or_zero(root, "overlap_slowdown");
-  for (const auto* key : {"gemm_efficiency", "memory_efficiency", "overlap_slowdown"})
-    if (auto v = root.get(key); v && v->as_number() < 0) v->fail("must not be negative (0 = not measured)");
+  if (c.overlap_slowdown != 0 && !(c.overlap_slowdown >= 1))
+    root.at("overlap_slowdown")
+        .fail(fmt::format("must be a slowdown factor >= 1 (0 = not measured), got {}", c.overlap_slowdown));
   if (auto list = root.get("gemm")) {
     for (size_t i = 0; i < list->size(); ++i) {
       const YNode g = (*list)[i];
@@ -66,7 +75,7 @@ Calibration from_node(const YNode& root) {
       if (auto d = g.get("dtype")) x.dtype = d->as_string();
       x.seconds = number_or_zero(g, "seconds");
       x.flops_per_s = number_or_zero(g, "flops_per_s");
-      x.efficiency = number_or_zero(g, "efficiency");
+      x.efficiency = efficiency_or_zero(g, "efficiency");
       c.gemm.push_back(x);
     }
   }
@@ -109,7 +118,7 @@ Calibration from_node(const YNode& root) {
       if (x.latency_s < 0) f.at("latency_s").fail(fmt::format("must not be negative, got {}", x.latency_s));
       x.busbw_bytes_per_s = f.at("busbw_bytes_per_s").as_positive_number();
       x.link_bytes_per_s = number_or_zero(f, "link_bytes_per_s");
-      x.bandwidth_efficiency = number_or_zero(f, "bandwidth_efficiency");
+      x.bandwidth_efficiency = efficiency_or_zero(f, "bandwidth_efficiency");
       x.min_bytes = number_or_zero(f, "min_bytes");
       x.max_bytes = number_or_zero(f, "max_bytes");
       if (auto p = f.get("points")) x.points = static_cast<int>(p->as_int(0, 1 << 24));
@@ -404,9 +413,7 @@ void apply_fit(Scenario& s, const CollectiveFit& f) {
           s.nccl.net_plugin_latency(s.topology.network.ring_class()));
 }
 
-}  // namespace
-
-CalibrationReport apply_calibration(Scenario& s, const Calibration& c) {
+CalibrationReport apply_entries(Scenario& s, const Calibration& c) {
   CalibrationReport report;
   report.name = c.name.empty() ? "(unnamed)" : c.name;
   report.hash = calibration_hash(c);
@@ -450,6 +457,23 @@ CalibrationReport apply_calibration(Scenario& s, const Calibration& c) {
   }
   if (!c.name.empty() || !c.fits.empty() || c.gemm_efficiency > 0 || c.overlap_slowdown > 0)
     s.nccl.version += fmt::format(" + calibration {} {}", report.name, report.hash);
+  return report;
+}
+
+}  // namespace
+
+CalibrationReport apply_calibration(Scenario& s, const Calibration& c) {
+  const auto gpu = c.context.find("gpu");
+  if (gpu == c.context.end() || gpu->second == s.topology.gpu.name) return apply_entries(s, c);
+  // Measured on another GPU: another machine's numbers. Nothing applies; each entry says so.
+  Scenario scratch = s;
+  CalibrationReport report = apply_entries(scratch, c);
+  const std::string why = fmt::format("measured on {}; this scenario runs {}", gpu->second, s.topology.gpu.name);
+  std::vector<CalibrationReport::NotApplied> other_gpu;
+  for (const auto& entry : report.applied) other_gpu.push_back({entry, why});
+  report.not_applied.insert(report.not_applied.begin(), other_gpu.begin(), other_gpu.end());
+  report.applied.clear();
+  s.nccl.version = scratch.nccl.version;  // the calibration's identity is recorded all the same
   return report;
 }
 

@@ -1,12 +1,10 @@
 #include "dpsim/error.hpp"
+#include "dpsim/escape.hpp"
 
 #include <fmt/format.h>
 
 namespace dpsim {
 
-namespace {
-
-// Control characters from the input (a key "\x1b[2J" would clear the user's terminal) are shown escaped.
 std::string escape_controls(const std::string& text) {
   std::string out;
   for (const char c : text) {
@@ -19,6 +17,8 @@ std::string escape_controls(const std::string& text) {
   }
   return out;
 }
+
+namespace {
 
 std::string located(const std::string& file, int line, const std::string& key_path, const std::string& message) {
   std::string where = file;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -379,6 +380,48 @@ Network parse_network(const YNode& n) {
   return net;
 }
 
+// A mesh lists a GPU pair once: two NVLinks between a pair are one link of their summed bandwidth (NV2 = 2 x
+// 25 GB/s: bandwidth: 50GBps), so a second entry for the pair would be read one of two ways.
+void refuse_duplicate_mesh_links(const YNode& links, const IntraNode& intra) {
+  std::map<std::pair<int, int>, size_t> first;
+  for (size_t i = 0; i < intra.mesh.size(); ++i) {
+    const auto& l = intra.mesh[i];
+    const auto [it, fresh] = first.emplace(std::minmax(l.gpu_a, l.gpu_b), i);
+    if (!fresh)
+      links[i].at("gpus").fail(fmt::format(
+          "GPUs {} and {} are already joined by links[{}]: give one link per GPU pair with the pair's total "
+          "bandwidth (two 25 GB/s NVLinks: 50GBps)",
+          l.gpu_a, l.gpu_b, it->second));
+  }
+}
+
+void refuse_duplicate_switch_names(const YNode& switches, const IntraNode& intra) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < intra.switches.size(); ++i) {
+    const auto [it, fresh] = first.emplace(intra.switches[i].name, i);
+    if (!fresh)
+      switches[i].at("name").fail(
+          fmt::format("switch \"{}\" is already switches[{}]: each switch needs its own name", it->first, it->second));
+  }
+}
+
+void refuse_repeated_nic_gpus(const YNode& nics, const std::vector<Nic>& parsed) {
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    std::set<int> seen;
+    for (size_t j = 0; j < parsed[i].gpus.size(); ++j) {
+      if (!seen.insert(parsed[i].gpus[j]).second)
+        nics[i].at("gpus")[j].fail(fmt::format("GPU {} is listed twice for this NIC", parsed[i].gpus[j]));
+    }
+  }
+}
+
+// Entries a topology names once (each check reports the second entry's line).
+void refuse_duplicates(const YNode& root, const Topology& t) {
+  if (t.intra.kind == IntraKind::nvlink_mesh) refuse_duplicate_mesh_links(root.at("intra_node").at("links"), t.intra);
+  if (t.intra.kind == IntraKind::pcie) refuse_duplicate_switch_names(root.at("intra_node").at("switches"), t.intra);
+  if (auto nics = root.get("nics")) refuse_repeated_nic_gpus(*nics, t.nics);
+}
+
 }  // namespace
 
 Topology load_topology(const fs::path& file) {
@@ -406,6 +449,7 @@ Topology load_topology(const fs::path& file) {
     }
   }
   if (auto net = root.get("network")) t.network = parse_network(*net);
+  refuse_duplicates(root, t);
   validate_topology(t, [&](const std::string& msg) { root.fail(msg); });
   return t;
 }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "dpsim/error.hpp"
 #include "dpsim/scenario.hpp"
 #include "yaml_node.hpp"
 
@@ -16,6 +17,11 @@ ModelSpec parse_model_node(const YNode& node, const std::filesystem::path& base_
 // A collective algorithm named by a YAML value (with_auto: "auto" too) or key, from the algorithm registry.
 Algorithm algorithm_value(const YNode& n, bool with_auto);
 Algorithm algorithm_key(const YNode& parent, const std::string& key);
+
+// An error about `file` as a whole (missing, a directory, a device, too large, unreadable) rethrown at the key
+// that named the file: "x.yaml:7: cluster.topology: /dev/zero: file is more than ...". An error at a line inside
+// `file` is rethrown unchanged.
+[[noreturn]] void rethrow_at_key(const YNode& key, const std::filesystem::path& file, const InputError& error);
 
 // Model dimensions: an integer in [1, 2^24].
 int64_t model_dim(const YNode& n);

@@ -5,6 +5,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/model.hpp"
+#include "dpsim/units.hpp"
 #include "load_internal.hpp"
 
 namespace dpsim {
@@ -31,6 +32,9 @@ namespace {
 // Each dimension alone is bounded, but their products are not: 100,000 layers of 2^24-wide matrices would
 // overflow the 64-bit parameter count (and every byte count derived from it). The largest models are ~1e12.
 constexpr double kMaxParameters = 1e15;
+// A layer's forward FLOPs per sample: a 1e15-parameter layer at 2 FLOPs per parameter per token over 2^24
+// tokens is ~3e22; anything above is a typo, and its seconds would print as a 300-digit number.
+constexpr double kMaxLayerFlops = 1e24;
 
 ModelFamily parse_family(const YNode& n) {
   return n.as_enum<ModelFamily>(
@@ -47,7 +51,11 @@ TransformerConfig parse_transformer(const YNode& n) {
   read_hf_dims(n, c);
   if (auto v = n.get("max_position_embeddings")) c.max_position_embeddings = model_dim(*v);
   if (auto v = n.get("tie_word_embeddings")) c.tie_embeddings = v->as_bool();
-  if (auto v = n.get("type_vocab_size")) c.type_vocab_size = v->as_int(0, kMaxDim);
+  if (auto v = n.get("type_vocab_size")) {
+    c.type_vocab_size = v->as_int(0, kMaxDim);
+    if (c.family != ModelFamily::bert)
+      v->fail(fmt::format("token-type embeddings are bert's; a {} model has none", n.at("model_type").as_string()));
+  }
   if (c.family != ModelFamily::llama && c.max_position_embeddings == 0) {
     n.fail("gpt2 and bert models need max_position_embeddings (learned position embeddings)");
   }
@@ -66,6 +74,10 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
     layer.parameters = l.at("parameters").as_int(0, int64_t{1} << 50);
     layer.forward_flops_per_sample = l.at("forward_flops_per_sample").as_number();
     if (layer.forward_flops_per_sample < 0) l.at("forward_flops_per_sample").fail("must not be negative");
+    if (layer.forward_flops_per_sample > kMaxLayerFlops)
+      l.at("forward_flops_per_sample")
+          .fail(fmt::format("{:.3g} FLOPs per sample is above the {:.0g} dpsim handles for one layer",
+                            layer.forward_flops_per_sample, kMaxLayerFlops));
     if (auto g = l.get("gemm")) {
       g->allow_only({"m", "n", "k", "batch"});
       layer.gemm = GemmShape{model_dim(g->at("m")), model_dim(g->at("n")), model_dim(g->at("k")),
@@ -86,6 +98,13 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
   return layers;
 }
 
+// input: what one sample is (descriptive: dpsim counts samples, and tokens from training.sequence_length).
+void check_input(const YNode& n) {
+  n.allow_only({"samples_unit", "tokens_per_sample"});
+  if (auto v = n.get("samples_unit"); v && v->as_string().empty()) v->fail("expected a name (image, sequence, ...)");
+  if (auto v = n.get("tokens_per_sample")) v->as_int(1, kMaxDim);
+}
+
 ModelSpec parse_model_map_unchecked(const YNode& n, const std::string& fallback_name) {
   ModelSpec m;
   m.file = n.file();
@@ -93,6 +112,8 @@ ModelSpec parse_model_map_unchecked(const YNode& n, const std::string& fallback_
     n.allow_only({"name", "source", "transformer", "layers", "input", "parameters"});
     m.name = n.has("name") ? n.at("name").as_string() : fallback_name;
     if (n.has("transformer") && n.has("layers")) n.fail("give either transformer or layers, not both");
+    if (auto v = n.get("source")) v->as_string();
+    if (auto v = n.get("input")) check_input(*v);
     if (auto t = n.get("transformer")) m.transformer = parse_transformer(*t);
     if (auto l = n.get("layers")) m.layers = parse_layers(*l);
     return m;
@@ -112,7 +133,15 @@ ModelSpec parse_model_map(const YNode& n, const std::string& fallback_name) {
     for (const auto& p : op.params) parameters += static_cast<double>(p.numel);
   }
   if (parameters > kMaxParameters) {
-    n.fail(fmt::format("the model has {:.3g} parameters; dpsim handles at most {:.0g}", parameters, kMaxParameters));
+    n.fail(fmt::format("the model has {} parameters; dpsim handles at most {}", format_count(parameters),
+                       format_count(kMaxParameters)));
+  }
+  // parameters: the count the model's source states, checked against the layers or the transformer's shapes.
+  if (auto v = n.get("parameters"); v && (n.has("layers") || n.has("transformer"))) {
+    const int64_t stated = v->as_int(1, static_cast<int64_t>(kMaxParameters));
+    if (static_cast<double>(stated) != parameters)
+      v->fail(fmt::format("states {} parameters, but the model has {}", format_count(static_cast<double>(stated)),
+                          format_count(parameters)));
   }
   return m;
 }
@@ -127,10 +156,15 @@ ModelSpec load_model(const fs::path& file) {
 ModelSpec parse_model_node(const YNode& node, const fs::path& base_dir) {
   if (node.is_scalar()) {
     const fs::path p(node.as_string());
+    if (p.empty()) node.fail("expected a model file (models/*.yaml or a config.json) or a model mapping");
     const fs::path file = p.is_absolute() ? p : base_dir / p;
     std::error_code ec;
     if (!fs::exists(file, ec)) node.fail(fmt::format("model file {} does not exist", file.string()));
-    return load_model(file);
+    try {
+      return load_model(file);
+    } catch (const InputError& e) {
+      rethrow_at_key(node, file, e);
+    }
   }
   return parse_model_map(node, "inline model");
 }

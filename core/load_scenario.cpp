@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/escape.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/suggest.hpp"
 #include "dpsim/sweep_spec.hpp"
@@ -144,6 +146,12 @@ Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
 
 }  // namespace
 
+void rethrow_at_key(const YNode& key, const fs::path& file, const InputError& error) {
+  if (error.key_path().empty() && std::string(error.what()) == escape_controls(file.string()) + ": " + error.message())
+    key.fail(error.what());
+  throw error;
+}
+
 fs::path find_topology(const std::string& name_or_path, const fs::path& dir) {
   const fs::path file = resolve_topology(name_or_path, dir);
   std::error_code ec;
@@ -167,7 +175,13 @@ Topology load_cluster(const YNode& n, const fs::path& dir) {
   } catch (const InputError& e) {
     name.fail(e.what());
   }
-  Topology t = load_topology(file);
+  Topology t = [&] {
+    try {
+      return load_topology(file);
+    } catch (const InputError& e) {
+      rethrow_at_key(name, file, e);
+    }
+  }();
   const int nodes = n.has("nodes") ? static_cast<int>(n.at("nodes").as_int(1, 1 << 20)) : t.nodes;
   const int gpus_per_node =
       n.has("gpus_per_node") ? static_cast<int>(n.at("gpus_per_node").as_int(1, 1024)) : t.gpus_per_node;
@@ -180,6 +194,7 @@ Topology load_cluster(const YNode& n, const fs::path& dir) {
   }
   if (auto v = n.get("nic_bandwidth")) {
     const double bw = v->as_bandwidth();
+    if (t.nics.empty()) v->fail(fmt::format("topology \"{}\" has no NICs (nics:) whose bandwidth this sets", t.name));
     for (auto& nic : t.nics) nic.link.bandwidth_bytes_per_s = bw;
   }
   if (auto v = n.get("oversubscription")) {
@@ -188,6 +203,36 @@ Topology load_cluster(const YNode& n, const fs::path& dir) {
   }
   return sized_topology(std::move(t), nodes, gpus_per_node,
                         [&](const std::string& msg) { n.fail(msg + " (topology " + file.filename().string() + ")"); });
+}
+
+// Learned position embeddings (gpt2, bert) have a row per position: a longer sequence has no embedding.
+void check_sequence_length(const Scenario& s, const YNode& training) {
+  const auto& t = s.model.transformer;
+  if (!t || t->family == ModelFamily::llama || t->max_position_embeddings <= 0) return;
+  if (s.training.sequence_length <= t->max_position_embeddings) return;
+  const std::string why =
+      fmt::format("{} tokens, but {} has learned position embeddings for {} (max_position_embeddings)",
+                  s.training.sequence_length, s.model.name, t->max_position_embeddings);
+  if (auto v = training.get("sequence_length")) v->fail(why);
+  training.fail("sequence_length defaults to " + why);
+}
+
+// A forced algorithm or protocol NCCL cannot run on this cluster is refused at its line, not mid-simulation:
+// the cost model is asked for each collective kind the step runs.
+void check_collective_available(const Scenario& s, const YNode& collective) {
+  std::vector<CollectiveKind> kinds{CollectiveKind::all_reduce};
+  if (s.parallelism.sharding != Sharding::none) kinds = {CollectiveKind::reduce_scatter, CollectiveKind::all_gather};
+  const FabricSummary f = summarize_fabric(s.topology);
+  for (const CollectiveKind kind : kinds) {
+    try {
+      collective_cost(kind, 1 << 20, f, s.nccl, s.collective);
+    } catch (const InputError&) {
+      collective.fail(fmt::format("algorithm {} with protocol {} is not available for {} on {} ({} node{} x {} GPUs)",
+                                  to_string(s.collective.algorithm), to_string(s.collective.protocol), to_string(kind),
+                                  s.topology.name, s.topology.nodes, s.topology.nodes == 1 ? "" : "s",
+                                  s.topology.gpus_per_node));
+    }
+  }
 }
 
 }  // namespace
@@ -205,6 +250,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   s.name = root.has("name") ? root.at("name").as_string() : file.stem().string();
   s.model = parse_model_node(root.at("model"), dir);
   s.training = parse_training(root.at("training"));
+  check_sequence_length(s, root.at("training"));
   if (auto v = root.get("ddp")) s.ddp = parse_ddp(*v);
   if (s.training.total_tokens && !s.model.transformer)
     root.at("training")
@@ -239,6 +285,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
     if (!fs::exists(nccl_file, ec)) v->fail(fmt::format("NCCL model file {} does not exist", nccl_file.string()));
   }
   s.nccl = load_nccl(nccl_file);
+  if (auto v = root.get("collective")) check_collective_available(s, *v);
   if (s.training.param_dtype == Dtype::bf16 && s.topology.gpu.peak_bf16_flops_per_s <= 0) {
     root.at("training").at("param_dtype").fail(s.topology.gpu.name + " has no bf16 support; use fp16 or fp32");
   }

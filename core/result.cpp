@@ -234,8 +234,9 @@ void write_file_atomic(const std::filesystem::path& file, const std::string& tex
   std::error_code ec;
   std::filesystem::rename(tmp, file, ec);
   if (ec) {
+    const std::string why = ec.message();  // before remove() reuses ec
     std::filesystem::remove(tmp, ec);
-    throw RuntimeError(fmt::format("cannot write {}: {}", file.string(), ec.message()));
+    throw RuntimeError(fmt::format("cannot write {}: {}", file.string(), why));
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Shared by the loader fuzz targets: write the fuzzer's bytes to a file in a private temporary tree that
 // looks like the source tree (scenarios/ beside models/ and topologies/), so relative references in a
-// scenario ("../models/x.yaml", "h100-8x-nvswitch") resolve as they do for shipped files.
+// scenario ("../models/x.yaml", "h100-8x-nvswitch") or a sweep ("base: ../x.yaml") resolve as they do for
+// shipped files.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,9 @@ class Sandbox {
     fs::create_directory_symlink(src / "models", root_ / "models");
     fs::create_directory_symlink(src / "models", root_ / "x" / "models");
     fs::create_directory_symlink(src / "topologies", root_ / "x" / "topologies");
+    // root/x/NAME.yaml -> scenarios/NAME.yaml: a sweep's "base: ../NAME.yaml" resolves as from scenarios/sweeps/.
+    for (const auto& e : fs::directory_iterator(src / "scenarios"))
+      if (e.path().extension() == ".yaml") fs::create_symlink(e.path(), root_ / "x" / e.path().filename());
     file_ = root_ / "x" / "scenarios" / "input.yaml";
   }
   ~Sandbox() {

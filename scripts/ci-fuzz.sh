@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # CI: build the libFuzzer targets (clang, ASan + UBSan) into build-fuzz/ and fuzz each for a share of a
-# bounded budget over the seed corpus (scenarios/, topologies/, models/, data/, tests/bad-inputs/).
+# bounded budget over the seed corpus (scenarios/ with its sweeps, topologies/, models/, data/, tests/bad-inputs/;
+# the nccl-tests logs under tests/ for the log reader).
 # Any crash, hang (-timeout), out-of-memory, sanitizer report or escaping exception fails the job; the
 # reproducer is left under build-fuzz/findings/ (fix it, then add it to tests/bad-inputs/).
 # usage: scripts/ci-fuzz.sh [TOTAL_SECONDS]   (default $DPSIM_FUZZ_SECONDS or 60, split across the targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 budget=${1:-${DPSIM_FUZZ_SECONDS:-60}}
-targets=(fuzz_scenario fuzz_topology fuzz_model fuzz_units)
+targets=(fuzz_scenario fuzz_topology fuzz_model fuzz_units fuzz_sweep fuzz_nccl_log)
 jobs=$(nproc)
 ((jobs > ${#targets[@]})) && jobs=${#targets[@]}
 # The budget is wall-clock: with J cores, J targets run at once, each for budget * J / targets seconds.
@@ -25,6 +26,10 @@ seed_yaml=$work/seed-yaml
 mkdir -p "$seed_yaml"
 find scenarios topologies models data tests/bad-inputs -type f \( -name '*.yaml' -o -name '*.json' \) -print0 |
   while IFS= read -r -d '' f; do cp "$f" "$seed_yaml/$(echo "$f" | tr '/' '_')"; done
+seed_logs=$work/seed-logs
+mkdir -p "$seed_logs"
+find tests -type f -name '*.log' -print0 |
+  while IFS= read -r -d '' f; do cp "$f" "$seed_logs/$(echo "$f" | tr '/' '_')"; done
 seed_units=$work/seed-units
 mkdir -p "$seed_units"
 i=0
@@ -37,6 +42,7 @@ done
 run_one() {  # run_one TARGET: fuzz into a fresh corpus dir seeded from the shared seeds
   local t=$1 seeds=$seed_yaml dict=fuzz/yaml.dict
   [[ $t == fuzz_units ]] && seeds=$seed_units dict=fuzz/units.dict
+  [[ $t == fuzz_nccl_log ]] && seeds=$seed_logs dict=fuzz/nccl_log.dict
   mkdir -p "$work/corpus-$t"
   "build-fuzz/fuzz/$t" "$work/corpus-$t" "$seeds" -dict="$dict" -max_total_time="$per_target" -timeout=10 \
     -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t-" \

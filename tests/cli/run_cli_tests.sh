@@ -178,5 +178,33 @@ else
   fail=$((fail + 1))
 fi
 rm -rf "$ttmp"
+# Option values that cannot mean what the option says exit 2 naming the option, never a quiet default (issue 21).
+check option-max-events-nan 2 '^--max-events: must be a finite number > 0, got "nan"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events nan
+check option-max-events-negative 2 '^--max-events: must be a finite number > 0, got "-1"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events -1
+check option-trace-ranks-negative 2 '^--trace-ranks: must be a whole number from 1 to 1048576, got "-5"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace-ranks -5
+check option-trace-ranks-zero 2 '^--trace-ranks: must be a whole number from 1 to 1048576, got "0"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace-ranks 0
+check option-trace-empty 2 '^--trace: must not be empty \(give a file name\)' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace ""
+check option-output-empty 2 '^--output: must not be empty \(give a file name\)' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" -o ""
+check option-nodes-zero 2 '^--nodes: must be a whole number from 1 to 1048576, got "0"' -- "$dpsim" inspect topology h100-ib-rail --nodes 0
+check option-nodes-negative 2 '^--nodes: must be a whole number from 1 to 1048576, got "-1"' -- "$dpsim" inspect topology h100-ib-rail --nodes -1
+check option-gpus-per-node-zero 2 '^--gpus-per-node: must be a whole number from 1 to 1024, got "0"' -- "$dpsim" inspect topology h100-ib-rail --gpus-per-node 0
+check option-watchdog-nan 2 '^--watchdog: must be a finite number > 0, got "nan"' -- "$dpsim" measure "$s/llama3.1-8b-8xh100.yaml" --dry-run --watchdog nan
+check option-limit-negative 2 '^--limit: must be a whole number from 0 to 1099511627776, got "-5"' -- "$dpsim" sweep "$s/sweeps/a100-hdr-vs-h100-ndr.yaml" --limit -5 -o "$(mktemp -d)/never"
+out=$("$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --fidelity $'\e[2J' 2>&1)
+if [[ $out == *$'\e'* ]] || ! grep -qF '\x1b[2J' <<<"$out"; then echo "FAIL option-control-characters: $out"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+# Output paths: a directory is named with why (not "Success"), and nothing is left beside it.
+otmp=$(mktemp -d)
+mkdir "$otmp/dir"
+check output-directory-why 1 "^dpsim: error: cannot write $otmp/dir: Is a directory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" -o "$otmp/dir"
+# calibrate: a log of other GPUs than --topology's is refused; a calibration of another GPU applies nothing and
+# says so for each entry; an H100 NVSwitch calibration on a V100 mesh names the fabric it was fitted on.
+sed 's/NVIDIA H100 80GB HBM3/NVIDIA GeForce GTX 1080/' "$vd/all_reduce_perf_h100_dgx_8gpu.log" >"$otmp/gtx1080.log"
+check calibrate-other-gpu 2 "calibrate: $otmp/gtx1080.log was measured on NVIDIA GeForce GTX 1080, but --topology h100-8x-nvswitch has NVIDIA H100 80GB HBM3 \(H100-SXM\)" -- "$dpsim" calibrate "$otmp/gtx1080.log" --topology h100-8x-nvswitch --fit ll:64:32KiB -o "$otmp/gtx.yaml"
+if [[ -e $otmp/gtx.yaml ]]; then echo "FAIL calibrate-other-gpu wrote a file"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+"$dpsim" calibrate "$vd/all_reduce_perf_h100_dgx_8gpu.log" --topology h100-8x-nvswitch --fit ll:64:32KiB --name h100-ll -o "$otmp/ll.yaml" >/dev/null 2>&1
+check predict-calibration-same-gpu 0 "^calibration h100-ll: applied ll/ring on nvswitch \(8 ranks\)$" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --calibration "$otmp/ll.yaml" --no-advice
+check predict-calibration-other-gpu 0 "^calibration h100-ll: applied nothing; not applied: ll/ring on nvswitch \(8 ranks\) \(measured on NVIDIA H100 80GB HBM3; this scenario runs NVIDIA A100-SXM4-80GB\)$" -- "$dpsim" predict "$s/bert-large-8xa100.yaml" --calibration "$otmp/ll.yaml" --no-advice
+check predict-calibration-v100 0 "^calibration h100-ll: applied nothing; not applied: ll/ring on nvswitch \(8 ranks\) \(fitted on nvswitch; this topology has nvlink_mesh in a node\)$" -- "$dpsim" predict "$s/resnet50-8xv100.yaml" --calibration "$otmp/ll.yaml" --no-advice
+rm -rf "$otmp"
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

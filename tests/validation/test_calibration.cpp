@@ -252,3 +252,35 @@ TEST_CASE("read_yaml_as_json (validate --reference) refuses a billion-laughs fil
                                                 "would keep only one of them");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("calibration values outside their range are refused with file, line and key") {
+  CHECK_THROWS_WITH(parse_calibration_yaml("calibration_version: 1\ngemm_efficiency: 7\n", "c.yaml"),
+                    "c.yaml:2: gemm_efficiency: must be a fraction of the peak from 0 to 1 (0 = not measured), got 7");
+  CHECK_THROWS_WITH(parse_calibration_yaml("calibration_version: 1\nmemory_efficiency: -0.5\n", "c.yaml"),
+                    "c.yaml:2: memory_efficiency: must be a fraction of the peak from 0 to 1 (0 = not measured), got "
+                    "-0.5");
+  CHECK_THROWS_WITH(parse_calibration_yaml("calibration_version: 1\noverlap_slowdown: 0.5\n", "c.yaml"),
+                    "c.yaml:2: overlap_slowdown: must be a slowdown factor >= 1 (0 = not measured), got 0.5");
+  CHECK_THROWS_WITH(
+      parse_calibration_yaml("calibration_version: 1\nfits:\n  - {fabric: nvswitch, protocol: simple, world_size: 8, "
+                             "latency_s: 1e-5, busbw_bytes_per_s: 1e11,\n     bandwidth_efficiency: 5}\n",
+                             "c.yaml"),
+      "c.yaml:4: fits[0].bandwidth_efficiency: must be a fraction of the peak from 0 to 1 (0 = not measured), got 5");
+}
+
+TEST_CASE("a calibration measured on another GPU applies nothing and says so for each entry") {
+  Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/bert-large-8xa100.yaml");
+  const double gemm = s.topology.gpu.gemm_efficiency;
+  const double ring = s.nccl.ring_efficiency.at("nvswitch");
+  Calibration c = sample();  // measured on the scenario's fabric (nvswitch), but on an H100
+  c.context["gpu"] = "NVIDIA H100 80GB HBM3";
+  const CalibrationReport r = apply_calibration(s, c);
+  CHECK(r.applied.empty());
+  REQUIRE(!r.not_applied.empty());
+  CHECK(r.not_applied[0].entry == "gemm_efficiency 0.710");
+  CHECK(r.not_applied[0].reason == "measured on NVIDIA H100 80GB HBM3; this scenario runs NVIDIA A100-SXM4-80GB");
+  CHECK(s.topology.gpu.gemm_efficiency == gemm);
+  CHECK(s.nccl.ring_efficiency.at("nvswitch") == ring);
+  c.context["gpu"] = s.topology.gpu.name;  // the same GPU: applied
+  CHECK(!apply_calibration(s, c).applied.empty());
+}

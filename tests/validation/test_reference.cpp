@@ -260,3 +260,49 @@ TEST_CASE("reference set: a predicted number the entry does not publish is skipp
   REQUIRE(r.skipped.size() == 1);
   CHECK(r.skipped[0].reason == "gone: the number is not in the entry");
 }
+
+namespace {
+// A reference folder holding one file of all-reduce entries (YAML text).
+std::filesystem::path allreduce_entries(const std::string& name, const std::string& yaml) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dpsim-ref-entry-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ar.yaml") << yaml;
+  return dir;
+}
+// One all-reduce entry on 8 H100 with a log row; `scenario` (the text after "nodes: "), `row` and `kind` replace
+// its defaults.
+std::string allreduce_entry(const std::string& id, const std::string& scenario = "1, gpus_per_node: 8",
+                            const std::string& row = "{size_bytes: 1048576, busbw_GBps: 60}",
+                            const std::string& kind = "allreduce_busbw_curve") {
+  return "- id: " + id + "\n  kind: " + kind + "\n  measured:\n    - " + row +
+         "\n  scenario: {topology: h100-8x-nvswitch, nodes: " + scenario + "}\n";
+}
+}  // namespace
+
+TEST_CASE("reference set: an entry's counts, sizes, numbers, kind and id are checked with file and line") {
+  const auto error = [](const std::string& name, const std::string& yaml) {
+    const auto dir = allreduce_entries(name, yaml);
+    const std::string msg = error_of(dir);
+    return msg.rfind(dir.string() + "/", 0) == 0 ? msg.substr(dir.string().size() + 1) : msg;  // without the folder
+  };
+  const std::string good = allreduce_entry("a", "1, gpus_per_node: 8");
+  CHECK(error("good", good) == "(no error)");
+  CHECK(error("nodes", allreduce_entry("a", "0, gpus_per_node: 8")) ==
+        "ar.yaml:5: [0].scenario.nodes: must be a whole number >= 1, got 0");
+  CHECK(error("gpus", allreduce_entry("a", "1, gpus_per_node: 64")) ==
+        "ar.yaml:5: [0].scenario.gpus_per_node: 64 GPUs per node, but topology h100-8x-nvswitch has 8");
+  CHECK(error("negative-size", allreduce_entry("a", "1, gpus_per_node: 8", "{size_bytes: -1, busbw_GBps: 60}")) ==
+        "ar.yaml:4: [0].measured[0].size_bytes: must be a whole number of bytes from 1 to 2^50, got -1");
+  CHECK(error("huge-size",
+              allreduce_entry("a", "1, gpus_per_node: 8", "{size_bytes: 18446744073709551616, busbw_GBps: 60}")) ==
+        "ar.yaml:4: [0].measured[0].size_bytes: must be a whole number of bytes from 1 to 2^50, got "
+        "1.8446744073709552e+19");
+  CHECK(error("nan", allreduce_entry("a", "1, gpus_per_node: 8", "{size_bytes: 1048576, busbw_GBps: .nan}")) ==
+        "ar.yaml:4: [0].measured[0].busbw_GBps: \".nan\" is not a finite number");
+  CHECK_THAT(
+      error("kind", allreduce_entry("a", "1, gpus_per_node: 8", "{size_bytes: 1048576, busbw_GBps: 60}", "bogus")),
+      Catch::StartsWith("ar.yaml:2: [0].kind: \"bogus\" is not one of: allreduce_busbw, "));
+  CHECK(error("id", good + allreduce_entry("a", "1, gpus_per_node: 8")) ==
+        "ar.yaml:6: [1].id: \"a\" is already the id of the entry at ar.yaml:1");
+}

@@ -82,6 +82,7 @@ namespace {
 
 using detail::class_of;
 using detail::Context;
+using detail::EntrySite;
 using detail::parse_published;
 using detail::Range;
 using detail::str;
@@ -316,6 +317,77 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
   }
 }
 
+// The kinds of entry (validation/reference/README.md): all-reduce entries are scored here, the others through
+// their scenario.predict block (reference_ddp.cpp).
+const std::set<std::string> kEntryKinds{"allreduce_busbw",       "allreduce_busbw_curve", "allreduce_latency_curve",
+                                        "allreduce_time",        "ddp_step_time",         "ddp_scaling_efficiency",
+                                        "single_gpu_throughput", "e2e_throughput"};
+// A measured row's message size: nccl-tests sweeps end at 16 GiB; 2^50 bytes (1 PiB) is far above any.
+constexpr double kMaxRowBytes = 1125899906842624.0;
+
+bool reads_non_finite(const json& v) {  // "nan", ".nan", "inf", "-.inf": YAML's non-finite numbers, read as text
+  if (!v.is_string()) return false;
+  std::string s;
+  for (char c : v.get<std::string>())
+    if (c != '.' && c != '+' && c != '-') s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "nan" || s == "inf" || s == "infinity";
+}
+
+// Every published number under `measured` is finite; a log row's size_bytes is a whole number of bytes.
+void check_measured(const json& v, const EntrySite& site, const std::string& pointer) {
+  if (reads_non_finite(v))
+    detail::fail_at(site, pointer, fmt::format("\"{}\" is not a finite number", v.get<std::string>()));
+  if (v.is_object() && v.contains("size_bytes")) {
+    const json& b = v["size_bytes"];
+    if (!b.is_number_integer() || b.get<double>() < 1 || b.get<double>() > kMaxRowBytes)
+      detail::fail_at(site, pointer + "/size_bytes",
+                      fmt::format("must be a whole number of bytes from 1 to 2^50, got {}", b.dump()));
+  }
+  if (v.is_array())
+    for (size_t i = 0; i < v.size(); ++i) check_measured(v[i], site, pointer + "/" + std::to_string(i));
+  if (v.is_object())
+    for (const auto& [key, x] : v.items())
+      if (key.find_first_of("/~") == std::string::npos) check_measured(x, site, pointer + "/" + key);
+}
+
+// What every entry must state, whatever its kind: a unique id, a known kind, whole node and GPU counts (mapped
+// entries), finite published numbers.
+void check_entry(const json& e, const EntrySite& site, std::map<std::string, std::string>& ids) {
+  const std::string& at = site.pointer;
+  if (!e.is_object()) detail::fail_at(site, at, "expected a mapping (an entry with id, kind, measured, ...)");
+  const std::string id = e.contains("id") && e["id"].is_string() ? e["id"].get<std::string>() : "";
+  if (id.empty()) detail::fail_at(site, at, "an entry needs an id (unique-kebab-id)");
+  int line = 0;
+  if (const auto it = site.lines->find(at + "/id"); it != site.lines->end()) line = it->second;
+  const auto [first, fresh] = ids.emplace(id, fmt::format("{}:{}", site.file.filename().string(), line));
+  if (!fresh)
+    detail::fail_at(site, at + "/id", fmt::format("\"{}\" is already the id of the entry at {}", id, first->second));
+  if (kEntryKinds.count(str(e, "kind")) == 0) {
+    std::string names;
+    for (const auto& k : kEntryKinds) names += (names.empty() ? "" : ", ") + k;
+    detail::fail_at(site, at + "/kind", fmt::format("\"{}\" is not one of: {}", str(e, "kind"), names));
+  }
+  const bool mapped =
+      e.contains("scenario") && e["scenario"].is_object() && str(e["scenario"], "topology").rfind("unmapped", 0) != 0;
+  if (mapped)  // counts as text ("2..8", "unknown") are the source's words; a number must be a count
+    for (const char* key : {"nodes", "gpus_per_node"}) {
+      const json& sc = e["scenario"];
+      if (sc.contains(key) && sc[key].is_number() && !(sc[key].is_number_integer() && sc[key].get<int64_t>() >= 1))
+        detail::fail_at(site, at + "/scenario/" + key,
+                        fmt::format("must be a whole number >= 1, got {}", sc[key].dump()));
+    }
+  if (e.contains("measured")) check_measured(e["measured"], site, at + "/measured");
+}
+
+// An all-reduce entry runs on the first GPUs of its topology's nodes: it cannot have more per node.
+void check_fits_topology(const json& e, const EntrySite& site, const Topology& t) {
+  const auto gpus = as_int(e["scenario"], "gpus_per_node");
+  if (gpus && *gpus > t.gpus_per_node)
+    detail::fail_at(site, site.pointer + "/scenario/gpus_per_node",
+                    fmt::format("{} GPUs per node, but topology {} has {}", *gpus, str(e["scenario"], "topology"),
+                                t.gpus_per_node));
+}
+
 }  // namespace
 
 ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) {
@@ -330,6 +402,7 @@ ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) 
   Context ctx;
   ctx.root = data_root();
   ctx.nccl = load_nccl(ctx.root / "data" / "nccl.yaml");
+  std::map<std::string, std::string> ids;  // id -> "file:line" of the entry that has it
   for (const auto& path : files) {
     YamlLines lines;
     const json entries = read_yaml_as_json(path, &lines);
@@ -337,6 +410,8 @@ ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) 
     if (!entries.is_array()) throw InputError(path.string(), 0, "", "expected a list of reference entries");
     for (size_t i = 0; i < entries.size(); ++i) {
       const json& e = entries[i];
+      const detail::EntrySite site{path, &lines, "/" + std::to_string(i)};
+      check_entry(e, site, ids);
       ++out.entries;
       const std::string id = str(e, "id");
       if (!e.contains("scenario") || !e["scenario"].is_object()) {
@@ -349,11 +424,19 @@ ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) 
         continue;
       }
       if (str(e, "kind").rfind("allreduce", 0) != 0) {
-        detail::ddp_entry(e, {path, &lines, "/" + std::to_string(i)}, ctx, o, out);
+        detail::ddp_entry(e, site, ctx, o, out);
         continue;
       }
+      Topology base;
       try {
-        allreduce_entry(e, file, topology_named(topo, ctx), ctx, out);
+        base = topology_named(topo, ctx);
+      } catch (const std::exception& ex) {
+        out.skipped.push_back({id, file, std::string("not predictable: ") + ex.what()});
+        continue;
+      }
+      check_fits_topology(e, site, base);
+      try {
+        allreduce_entry(e, file, base, ctx, out);
       } catch (const std::exception& ex) {
         out.skipped.push_back({id, file, std::string("not predictable: ") + ex.what()});
       }

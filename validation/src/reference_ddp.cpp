@@ -24,6 +24,31 @@ using nlohmann::json;
 
 namespace {
 
+// "/12/scenario/predict/numbers/3/kind" -> "[12].scenario.predict.numbers[3].kind"
+std::string key_path(const std::string& pointer) {
+  std::string out;
+  size_t start = 1;
+  while (start <= pointer.size()) {
+    const size_t end = std::min(pointer.find('/', start), pointer.size());
+    const std::string token = pointer.substr(start, end - start);
+    const bool index = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
+    out += index ? "[" + token + "]" : (out.empty() ? "" : ".") + token;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void fail_at(const EntrySite& site, const std::string& pointer, const std::string& message) {
+  int line = 0;
+  if (site.lines != nullptr)
+    if (const auto it = site.lines->find(pointer); it != site.lines->end()) line = it->second;
+  throw InputError(site.file.string(), line, key_path(pointer), message);
+}
+
+namespace {
+
 // e2e_tokens_per_gpu: end-to-end training throughput, tokens per second per GPU (samples/s x sequence / GPUs).
 const std::set<std::string> kDdpKinds{"ddp_step_time", "ddp_scaling", "ddp_throughput", "ddp_strong_scaling",
                                       "e2e_tokens_per_gpu"};
@@ -45,10 +70,7 @@ class PredictReader {
   explicit PredictReader(const EntrySite& site) : site_(site) {}
 
   [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
-    int line = 0;
-    if (site_.lines != nullptr)
-      if (const auto it = site_.lines->find(pointer); it != site_.lines->end()) line = it->second;
-    throw InputError(site_.file.string(), line, key_path(pointer), message);
+    fail_at(site_, pointer, message);
   }
 
   const json& object(const json& j, const std::string& pointer, std::initializer_list<const char*> allowed) const {
@@ -85,19 +107,6 @@ class PredictReader {
   }
 
  private:
-  // "/12/scenario/predict/numbers/3/kind" -> "[12].scenario.predict.numbers[3].kind"
-  static std::string key_path(const std::string& pointer) {
-    std::string out;
-    size_t start = 1;
-    while (start <= pointer.size()) {
-      const size_t end = std::min(pointer.find('/', start), pointer.size());
-      const std::string token = pointer.substr(start, end - start);
-      const bool index = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
-      out += index ? "[" + token + "]" : (out.empty() ? "" : ".") + token;
-      start = end + 1;
-    }
-    return out;
-  }
   const EntrySite& site_;
 };
 

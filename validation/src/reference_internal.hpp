@@ -44,6 +44,10 @@ struct EntrySite {
   std::string pointer;  // JSON pointer of the entry in the file ("/12")
 };
 
+// An InputError at the node `pointer` ("/12/scenario/nodes") of the site's file: its line and key path
+// ("[12].scenario.nodes").
+[[noreturn]] void fail_at(const EntrySite& site, const std::string& pointer, const std::string& message);
+
 // Score the DDP numbers of one entry (its scenario.predict block); an entry without one is skipped with why.
 // A malformed predict block is an InputError naming the file, line and key path.
 void ddp_entry(const nlohmann::json& entry, const EntrySite& site, const Context& ctx, const ReferenceOptions& options,

@@ -134,6 +134,8 @@ struct CalibrationReport {
 // The calibration's name and hash are recorded in scenario.nccl.version (which every result's
 // context block carries as nccl_model_version): "2.30.7 + calibration NAME fnv1a64:...".
 // Returns which entries were applied and which not (another fabric, another dtype, an inapplicable fit).
+// A calibration whose context.gpu is not the scenario's GPU (as nvidia-smi names it) applies nothing: every entry
+// is listed as not applied, "measured on X; this scenario runs Y".
 CalibrationReport apply_calibration(Scenario& scenario, const Calibration& calibration);
 
 // A YAML file as JSON (plain scalars that read as numbers or booleans become numbers or booleans;
