@@ -344,8 +344,9 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   if (events > options.max_events)
     throw InputError(fmt::format(
         "{} fidelity would simulate about {:.3g} events for {} GPUs and {} buckets, above the limit of {:.3g} "
-        "(raise it with --max-events, or use --fidelity fast)",
-        to_string(options.fidelity), events, plan.world_size, plan.buckets.size(), options.max_events));
+        "(raise it with --max-events{})",
+        to_string(options.fidelity), events, plan.world_size, plan.buckets.size(), options.max_events,
+        options.fidelity == Fidelity::step ? ", or use --fidelity fast" : ""));
   if (options.fidelity == Fidelity::step && plan.world_size > 256)
     throw InputError(fmt::format(
         "--fidelity step simulates every ring step as messages; {} GPUs is too many (at most 256)", plan.world_size));

@@ -181,6 +181,7 @@ rm -rf "$ttmp"
 # Option values that cannot mean what the option says exit 2 naming the option, never a quiet default (issue 21).
 check option-max-events-nan 2 '^--max-events: must be a finite number > 0, got "nan"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events nan
 check option-max-events-negative 2 '^--max-events: must be a finite number > 0, got "-1"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events -1
+check max-events-fast-advice 2 "above the limit of 3 \(raise it with --max-events\)$" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events 3
 check option-trace-ranks-negative 2 '^--trace-ranks: must be a whole number from 1 to 1048576, got "-5"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace-ranks -5
 check option-trace-ranks-zero 2 '^--trace-ranks: must be a whole number from 1 to 1048576, got "0"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace-ranks 0
 check option-trace-empty 2 '^--trace: must not be empty \(give a file name\)' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace ""
