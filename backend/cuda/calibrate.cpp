@@ -336,6 +336,11 @@ Calibration calibrate_on_gpus(const Scenario& scenario, const StepPlan& plan, co
     if (e) std::rethrow_exception(e);
 
   cal.allreduce_world_size = world;
+  if (world == 1) {  // nothing moves between ranks: no rows (a time of 0 would be an infinite bandwidth)
+    log << "# all-reduce sweep: skipped on one GPU (pass --gpus N on a machine with N > 1 GPUs)\n";
+    cudaStreamDestroy(stream);
+    return cal;
+  }
   log << fmt::format("# all-reduce sweep: {} GPU(s), float sum, 20 iterations per size (CUDA events), GB = 1e9 B\n",
                      world);
   log << nccl_tests_header();
