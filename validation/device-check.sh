@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The GPU backend's device check, for a lent single-H200 machine (see docs/backend.md).
 #
-#   validation/device-check.sh prepare   # HERE (no GPU): build, bundle the binaries and their libraries
+#   validation/device-check.sh prepare   # HERE (no GPU): build (JOBS=N parallel jobs, default all), bundle
 #   validation/device-check.sh run       # THERE (H200): library checks, gpu tests, measure, calibrate
 #   validation/device-check.sh budget    # the time table below, for tests/validation/device_check_budget.sh
 #
 # prepare builds build-gpu/ (Release, CUDA backend for sm_90 plus compute_90 PTX, no MPI) with an
 # $ORIGIN/../lib DT_RPATH and copies dpsim, dpsim_gpu_tests and every shared library they load except glibc, the driver
 # (libcuda) and the CUDA libraries too large to carry (cuBLAS, cuBLASLt, NCCL: the device tool carries
-# 64 MiB) into .device-bundle/ (ignored through .git/info/exclude; carry it: carry=[".device-bundle"]).
+# 64 MiB) into .device-bundle/ (ignored by .gitignore, as build-gpu/ is; carry it: carry=[".device-bundle"]).
 # The target must have: glibc at least the version in .device-bundle/REQUIREMENTS (prepare writes it), an
 # NVIDIA driver for CUDA 13, and cuBLAS/cuBLASLt 13 and NCCL 2 (the Python packages nvidia-cublas and
 # nvidia-nccl-cu13, which `run` finds and puts on LD_LIBRARY_PATH). Nothing is built on the device.
@@ -55,13 +55,11 @@ step_field() {  # name field(2: timeout, 3: watchdog)
 
 prepare() {
   set -e
-  grep -qx '/.device-bundle/' .git/info/exclude 2>/dev/null || echo '/.device-bundle/' >> .git/info/exclude
-  grep -qx '/build-gpu/' .git/info/exclude 2>/dev/null || echo '/build-gpu/' >> .git/info/exclude
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDPSIM_CUDA=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
     -DDPSIM_CUDA_ARCHITECTURES="90-real;90-virtual" \
     -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' -DCMAKE_SKIP_BUILD_RPATH=OFF \
     -DCMAKE_EXE_LINKER_FLAGS='-Wl,--disable-new-dtags' >/dev/null  # DT_RPATH: it also serves the libraries' own needs
-  cmake --build build-gpu -j"$(nproc)" --target dpsim dpsim_gpu_tests
+  cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target dpsim dpsim_gpu_tests
   rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib"
   cp build-gpu/dpsim build-gpu/tests/backend/dpsim_gpu_tests "$bundle/bin/"
   strip "$bundle"/bin/* || true
