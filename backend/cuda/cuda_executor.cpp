@@ -45,6 +45,7 @@ struct CudaExecutor::Impl {
   void* buf_c = nullptr;         // GEMM outputs, memory-kernel destination
   void* comm_scratch = nullptr;  // collectives that reduce no DDP bucket (sharded programs' gathers, unit reduces)
   int64_t act_n = 0, buf_a_n = 0, buf_c_n = 0, comm_scratch_n = 0;
+  int64_t opt_numel = 0, opt_offset = 0;       // the optimizer's slice of the flat order (all of it unsharded)
   Ring act_ring, a_ring, c_ring;               // the memory-bound kernels walk these
   std::vector<std::vector<int64_t>> x_offset;  // [op][gemm] -> element offset in act
   std::vector<int64_t> embed_width;            // [op] row width of the embedding gradient
@@ -157,12 +158,18 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
     for (const CommCall& c : r.comms)
       if (c.bucket < 0) s.comm_scratch_n = std::max(s.comm_scratch_n, static_cast<int64_t>(c.bytes) / s.eb + 1);
 
-  // Model state as core counts it (one table: core/sharding.cpp). The backend keeps whole weights and gradients
-  // (its layout is the unsharded one) and the optimizer state of the whole model, so it asks for the unsharded
-  // figure whatever the sharding.
+  // The optimizer's part: the plan's (its 1/N on a sharded plan, the rank's slice of the flat order), a multiple
+  // of 8 elements so that every slice starts on 16 bytes.
+  const int shard_rank = plan.sharded.sharding == Sharding::none ? 0 : s.group_rank[GroupKind::data];
+  s.opt_numel = std::min<int64_t>(total, (std::max<int64_t>(1, plan.optimizer.parameters) + 7) / 8 * 8);
+  s.opt_offset = std::min<int64_t>(static_cast<int64_t>(shard_rank) * s.opt_numel, (total - s.opt_numel) / 8 * 8);
+
+  // Model state by core's table (core/sharding.cpp model_state_parts): whole weights and gradients (the layout
+  // is the unsharded one), the optimizer state (fp32 master and moments) of the rank's slice.
+  const ModelStateParts parts = model_state_parts(config.dtype, config.dtype, config.optimizer);
   MemoryNeed need;
-  need.model_state_bytes = sharded_model_state_bytes(
-      static_cast<double>(total), model_state_parts(config.dtype, config.dtype, config.optimizer), Sharding::none, 1);
+  need.model_state_bytes =
+      static_cast<double>(total) * (parts.weights + parts.grads) + static_cast<double>(s.opt_numel) * parts.optimizer;
   need.ddp_buffer_bytes = layout.bucket_view ? 0.0 : static_cast<double>(total) * s.eb;
   need.activation_bytes =
       static_cast<double>((s.act_n + s.buf_a_n + s.buf_c_n + s.comm_scratch_n) * s.eb) + static_cast<double>(workspace);
@@ -179,9 +186,10 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   s.weights = s.arena.allocate(total * s.eb, "weights");
   s.grads = s.arena.allocate(total * s.eb, "gradient buckets");
   if (!layout.bucket_view) s.param_grads = s.arena.allocate(total * s.eb, "parameter gradients (no bucket views)");
-  if (need_master) s.master = static_cast<float*>(s.arena.allocate(total * 4, "fp32 master weights"));
-  if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(total * 4, "optimizer state (first moment)"));
-  if (moments >= 2) s.m2 = static_cast<float*>(s.arena.allocate(total * 4, "optimizer state (second moment)"));
+  const int64_t on = s.opt_numel;
+  if (need_master) s.master = static_cast<float*>(s.arena.allocate(on * 4, "fp32 master weights"));
+  if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (first moment)"));
+  if (moments >= 2) s.m2 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (second moment)"));
   s.act = s.arena.allocate(s.act_n * s.eb, "activations");
   s.buf_a = s.arena.allocate(s.buf_a_n * s.eb, "GEMM operand scratch");
   s.buf_c = s.arena.allocate(s.buf_c_n * s.eb, "GEMM output scratch");
@@ -194,11 +202,11 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   // Random (never zero) contents; rank-dependent gradients so the all-reduce averages real data.
   const uint64_t seed = config.seed;
   fill_random(s.elem, s.weights, total, seed + 1, 0.02f, s.compute);
-  if (s.master) convert_to_f32(s.elem, s.weights, s.master, total, s.compute);
+  if (s.master) convert_to_f32(s.elem, s.at(s.weights, s.opt_offset), s.master, on, s.compute);
   fill_random(s.elem, s.grads, total, seed + 2 + 7919ull * static_cast<uint64_t>(config.rank), 0.01f, s.compute);
   if (s.param_grads) fill_random(s.elem, s.param_grads, total, seed + 3, 0.01f, s.compute);
-  if (s.m1) fill_zero(s.m1, total * 4, s.compute);
-  if (s.m2) fill_zero(s.m2, total * 4, s.compute);
+  if (s.m1) fill_zero(s.m1, on * 4, s.compute);
+  if (s.m2) fill_zero(s.m2, on * 4, s.compute);
   fill_random(s.elem, s.act, s.act_n, seed + 4 + 104729ull * static_cast<uint64_t>(config.rank), 1.0f, s.compute);
   fill_random(s.elem, s.buf_a, s.buf_a_n, seed + 5 + 1299709ull * static_cast<uint64_t>(config.rank), 1.0f, s.compute);
   fill_random(s.elem, s.buf_c, s.buf_c_n, seed + 6, 1.0f, s.compute);
@@ -374,14 +382,14 @@ void CudaExecutor::collective(const CommCall& c) {
 void CudaExecutor::optimizer_step() {
   Impl& s = *impl_;
   ++s.step;
-  const int64_t n = s.layout.total_numel;
-  const void* g = s.layout.bucket_view ? s.grads : s.param_grads;
+  // The rank's slice of the flat order (all of it unless the plan is sharded).
+  const int64_t n = s.opt_numel;
+  void* w = s.at(s.weights, s.opt_offset);
+  const void* g = s.at(s.layout.bucket_view ? s.grads : s.param_grads, s.opt_offset);
   switch (s.cfg.optimizer) {
-    case Optimizer::adamw: adamw_step(s.elem, s.weights, g, s.master, s.m1, s.m2, n, s.step, AdamW{}, s.compute); break;
-    case Optimizer::sgd_momentum:
-      sgd_step(s.elem, s.weights, g, s.master, s.m1, n, 1e-3f, 0.9f, 0.0f, s.compute);
-      break;
-    case Optimizer::sgd: sgd_step(s.elem, s.weights, g, s.master, nullptr, n, 1e-3f, 0.0f, 0.0f, s.compute); break;
+    case Optimizer::adamw: adamw_step(s.elem, w, g, s.master, s.m1, s.m2, n, s.step, AdamW{}, s.compute); break;
+    case Optimizer::sgd_momentum: sgd_step(s.elem, w, g, s.master, s.m1, n, 1e-3f, 0.9f, 0.0f, s.compute); break;
+    case Optimizer::sgd: sgd_step(s.elem, w, g, s.master, nullptr, n, 1e-3f, 0.0f, 0.0f, s.compute); break;
   }
 }
 
@@ -531,7 +539,9 @@ std::vector<float> CudaExecutor::master(int g) const {
   synchronize();
   const int64_t off = s.layout.grads.at(static_cast<size_t>(g)).flat_offset;
   if (!s.master) return weights(g);
-  return download(s.master + off, s.plan.grads[g].numel, Elem::fp32);
+  if (off < s.opt_offset || off + s.plan.grads[g].numel > s.opt_offset + s.opt_numel)
+    throw RuntimeError("CudaExecutor::master: the gradient's weights are outside this rank's optimizer slice");
+  return download(s.master + (off - s.opt_offset), s.plan.grads[g].numel, Elem::fp32);
 }
 
 std::vector<float> CudaExecutor::gemm_input(int op, int gemm) const {
