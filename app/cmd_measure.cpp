@@ -78,7 +78,6 @@ void run_measure(const MeasureArgs& a) {
     emit(backend::describe_launches(plan, dry.launches()), a.output);
     return;
   }
-  backend::require_ddp(plan);
 #ifndef DPSIM_HAVE_CUDA
   throw RuntimeError(
       "this build has no GPU backend (configure with CUDA and NCCL: cmake -DDPSIM_CUDA=ON with "

@@ -4,10 +4,11 @@
 #include <array>
 #include <ctime>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <ostream>
-#include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -43,6 +44,53 @@ struct Timer {
     return ms * 1e-3;
   }
 };
+
+// Times NCCL work on a stream: the end event is handed to the watchdog thread, which aborts the communicator
+// when it is late, instead of a cudaEventSynchronize that would wait for a hung collective forever.
+struct WatchedTimer {
+  Watchdog& watchdog;
+  Timer t;
+  explicit WatchedTimer(Watchdog& w) : watchdog(w) {}
+  template <typename F>
+  double time(cudaStream_t s, const std::string& what, F&& f) {
+    check(cudaEventRecord(t.a, s), "cudaEventRecord");
+    f();
+    check(cudaEventRecord(t.b, s), "cudaEventRecord");
+    watchdog.watch(t.b, what);
+    watchdog.wait_all();
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, t.a, t.b), "cudaEventElapsedTime");
+    return ms * 1e-3;
+  }
+};
+
+// Each distinct GEMM call of one step (role, shape, transposes as the walker issues them) and how many times
+// the step runs it: the walker's launches through the dry run.
+struct StepGemm {
+  GemmCall call;
+  int64_t per_step = 0;
+};
+std::vector<StepGemm> step_gemms(const StepPlan& plan) {
+  const StepLayout layout = make_layout(plan, 2, true);
+  DryRunExecutor dry;
+  WalkOptions wo;
+  wo.gradient_accumulation = plan.gradient_accumulation;
+  walk_step(plan, layout, wo, dry);
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool>, StepGemm> seen;
+  std::vector<std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool>> order;
+  for (const Launch& l : dry.launches()) {
+    if (l.type != Launch::Type::gemm && l.type != Launch::Type::batched_gemm) continue;
+    GemmCall c = l.gemm_call;
+    c.grad = -1;  // timed into scratch
+    const auto key = std::make_tuple(static_cast<int>(c.role), c.m, c.n, c.k, c.batch, c.accumulate);
+    auto [it, added] = seen.emplace(key, StepGemm{c, 0});
+    if (added) order.push_back(key);
+    ++it->second.per_step;
+  }
+  std::vector<StepGemm> out;
+  for (const auto& k : order) out.push_back(seen.at(k));
+  return out;
+}
 
 // Repeats f (after 2 warm-ups) until 25 ms are spent or 100 repetitions; median seconds.
 template <typename F>
@@ -100,68 +148,57 @@ Calibration calibrate_on_gpus(const Scenario& scenario, const StepPlan& plan, co
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
 
-  // ---- GEMMs: every distinct shape of the plan (forward and both backward products) + a standard set.
-  std::set<std::array<int64_t, 4>> shapes;
-  for (const PlanOp& op : plan.ops)
-    for (const GemmShape& g : op.gemms) {
-      shapes.insert({g.m, g.n, g.k, g.batch});
-      shapes.insert({g.m, g.k, g.n, g.batch});
-      shapes.insert({g.k, g.n, g.m, g.batch});
-    }
-  for (int64_t s : {1024, 2048, 4096, 8192}) shapes.insert({s, s, s, 1});
-  int64_t max_a = 1, max_b = 1, max_c = 1;
-  for (const auto& s : shapes) {
-    max_a = std::max(max_a, s[0] * s[2] * s[3]);
-    max_b = std::max(max_b, s[2] * s[1] * s[3]);
-    max_c = std::max(max_c, s[0] * s[1] * s[3]);
-  }
+  // ---- GEMMs: the step's own, as the walker issues them and the executor runs them (layouts, transposes),
+  // each distinct call timed once and weighted by how often one step runs it; plus a standard square set.
+  const std::vector<StepGemm> step_calls = step_gemms(plan);
+  std::vector<StepGemm> timed = step_calls;
+  for (int64_t d : {1024, 2048, 4096, 8192})
+    timed.push_back({GemmCall{.role = GemmRole::forward, .m = d, .n = d, .k = d}, 0});
+  int64_t max_elems = 1;
+  for (const StepGemm& g : timed)
+    max_elems = std::max({max_elems, g.call.m * g.call.k * g.call.batch, g.call.k * g.call.n * g.call.batch,
+                          g.call.m * g.call.n * g.call.batch});
   {
     DeviceArena arena(0);
-    void* a = arena.allocate(max_a * eb, "calibration GEMM A");
-    void* b = arena.allocate(max_b * eb, "calibration GEMM B");
-    void* c = arena.allocate(max_c * eb, "calibration GEMM C");
-    fill_random(elem, a, max_a, 11, 1.0f, stream);
-    fill_random(elem, b, max_b, 12, 1.0f, stream);
-    fill_random(elem, c, max_c, 13, 1.0f, stream);
+    GemmOperands o;
+    void* x = arena.allocate(max_elems * eb, "calibration GEMM X");
+    void* w = arena.allocate(max_elems * eb, "calibration GEMM W");
+    void* dy = arena.allocate(max_elems * eb, "calibration GEMM dY");
+    void* out = arena.allocate(max_elems * eb, "calibration GEMM output");
+    fill_random(elem, x, max_elems, 11, 1.0f, stream);
+    fill_random(elem, w, max_elems, 12, 1.0f, stream);
+    fill_random(elem, dy, max_elems, 13, 1.0f, stream);
+    fill_random(elem, out, max_elems, 14, 1.0f, stream);
+    o = {x, w, dy, out};
     LtMatmul lt(elem, 32u << 20, arena, scenario.training.tf32);
-    log << fmt::format("# GEMM ({}), {} shapes; efficiency of {:.0f} TFLOP/s\n", to_string(dtype), shapes.size(),
+    log << fmt::format("# GEMM ({}), {} distinct calls of the step + {} standard; efficiency of {:.0f} TFLOP/s\n",
+                       to_string(dtype), step_calls.size(), timed.size() - step_calls.size(),
                        cal.peak_flops_per_s / 1e12);
-    log << "#        m        n        k  batch    time(us)   TFLOP/s  efficiency\n";
+    log << "# role       layout        m        n        k  batch  per step    time(us)   TFLOP/s  efficiency\n";
     double flops_total = 0, time_total = 0;
-    for (const auto& s : shapes) {
-      MatmulArgs x;
-      x.m = s[0];
-      x.n = s[1];
-      x.k = s[2];
-      x.batch = s[3];
-      x.a = a;
-      x.b = b;
-      x.c = c;
-      x.stride_a = s[0] * s[2];
-      x.stride_b = s[2] * s[1];
-      x.stride_c = s[0] * s[1];
-      const double t = median_time(stream, [&] { lt.run(x, stream); });
+    for (const StepGemm& sg : timed) {
+      const GemmCall& c = sg.call;
+      const MatmulArgs args = step_matmul(c, o);
+      const double t = median_time(stream, [&] { lt.run(args, stream); });
       GemmCalibration g;
-      g.m = s[0];
-      g.n = s[1];
-      g.k = s[2];
-      g.batch = s[3];
+      g.m = c.m;
+      g.n = c.n;
+      g.k = c.k;
+      g.batch = c.batch;
       g.dtype = to_string(dtype);
       g.seconds = t;
-      const double flops = 2.0 * static_cast<double>(s[0]) * static_cast<double>(s[1]) * static_cast<double>(s[2]) *
-                           static_cast<double>(s[3]);
-      g.flops_per_s = flops / t;
+      g.flops_per_s = c.flops() / t;
       g.efficiency = cal.peak_flops_per_s > 0 ? g.flops_per_s / cal.peak_flops_per_s : 0;
       cal.gemm.push_back(g);
-      log << fmt::format("{:>10} {:>8} {:>8} {:>6} {:>11.1f} {:>9.1f} {:>11.3f}\n", g.m, g.n, g.k, g.batch, t * 1e6,
-                         g.flops_per_s / 1e12, g.efficiency);
-      if (s[0] >= 1024 || s[3] > 1) {  // the plan's shapes, weighted by FLOPs (the standard set counts too)
-        flops_total += flops;
-        time_total += t;
-      }
+      log << fmt::format("{:<10} {:<8} {:>8} {:>8} {:>8} {:>6} {:>9} {:>11.1f} {:>9.1f} {:>11.3f}\n", to_string(c.role),
+                         fmt::format("{}{}", args.trans_a ? 'T' : 'N', args.trans_b ? 'T' : 'N'), g.m, g.n, g.k,
+                         g.batch, sg.per_step, t * 1e6, g.flops_per_s / 1e12, g.efficiency);
+      flops_total += c.flops() * static_cast<double>(sg.per_step);
+      time_total += t * static_cast<double>(sg.per_step);
     }
     if (time_total > 0 && cal.peak_flops_per_s > 0)
       cal.gemm_efficiency = flops_total / time_total / cal.peak_flops_per_s;
+    log << fmt::format("# the step's GEMMs as it runs them: {:.3f} of peak\n", cal.gemm_efficiency);
   }
 
   // ---- HBM copy and the fused optimizer.
@@ -211,15 +248,24 @@ Calibration calibrate_on_gpus(const Scenario& scenario, const StepPlan& plan, co
   while (max_bytes > 8 && 2 * max_bytes > static_cast<int64_t>(free0) * 6 / 10) max_bytes /= 2;
   std::vector<int64_t> sizes;
   for (int64_t s = 8; s <= max_bytes; s *= 2) sizes.push_back(s);
-  std::vector<void*> comms = make_local_communicators(world, opt.watchdog_s);
+  std::vector<int> devices;
+  for (int r = 0; r < world; ++r) devices.push_back(r);
+  // World communicators (non-blocking, owned here; nullptr once aborted), each split into a blocking one for
+  // the sweep, watched by its rank's watchdog thread.
+  std::vector<ncclComm_t> comms = world > 1 ? init_local_comms(devices, opt.watchdog_s) : std::vector<ncclComm_t>();
   std::vector<std::vector<std::array<double, 2>>> times(static_cast<size_t>(world),
                                                         std::vector<std::array<double, 2>>(sizes.size()));
   std::vector<double> gemm_alone(static_cast<size_t>(world), 0), gemm_beside(static_cast<size_t>(world), 0);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::atomic<bool> failed{false};
   auto worker = [&](int r) {
+    ncclComm_t comm = nullptr;
     try {
       check(cudaSetDevice(r), "cudaSetDevice");
-      auto comm = static_cast<ncclComm_t>(comms[static_cast<size_t>(r)]);
+      if (world == 1) return;  // one GPU: no all-reduce moves data (NCCL's one-rank sum is a no-op)
+      comm = split_blocking(comms[static_cast<size_t>(r)], 0, r, opt.watchdog_s,
+                            fmt::format("calibration communicator of rank {}", r));
+      Watchdog watchdog(r, {&comm}, opt.watchdog_s, &failed);
       cudaStream_t s = nullptr;
       check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
       DeviceArena arena(r);
@@ -227,65 +273,74 @@ Calibration calibrate_on_gpus(const Scenario& scenario, const StepPlan& plan, co
       void* recv = arena.allocate(max_bytes, "all-reduce receive buffer");
       fill_random(Elem::fp32, send, max_bytes / 4, 41 + static_cast<uint64_t>(r), 1.0f, s);
       fill_random(Elem::fp32, recv, max_bytes / 4, 51 + static_cast<uint64_t>(r), 1.0f, s);
-      Timer timer;
+      WatchedTimer timer(watchdog);
       auto launch = [&](int64_t bytes, bool inplace) {
-        const ncclResult_t res =
-            ncclAllReduce(inplace ? recv : send, recv, static_cast<size_t>(bytes / 4), ncclFloat, ncclSum, comm, s);
-        check(res, "ncclAllReduce (calibration)");
-        if (res == ncclInProgress)
-          wait_comm(comm, opt.watchdog_s, fmt::format("calibration all-reduce of {} B on rank {}", bytes, r));
+        check(ncclAllReduce(inplace ? recv : send, recv, static_cast<size_t>(bytes / 4), ncclFloat, ncclSum, comm, s),
+              fmt::format("calibration all-reduce of {} B on rank {}", bytes, r).c_str());
       };
       for (size_t i = 0; i < sizes.size(); ++i) {
         const int iters = 20;
         for (int inplace = 0; inplace < 2; ++inplace) {
           launch(sizes[i], inplace != 0);  // untimed, as nccl-tests
-          const double t = timer.time(s, [&] {
+          const double t = timer.time(s, fmt::format("calibration all-reduce of {} B on rank {}", sizes[i], r), [&] {
             for (int k = 0; k < iters; ++k) launch(sizes[i], inplace != 0);
           });
           times[static_cast<size_t>(r)][i][static_cast<size_t>(inplace)] = t / iters;
         }
       }
-      if (world > 1) {  // GEMM alone, then beside a stream of 256 MiB all-reduces
-        const int64_t d = 8192;
-        void* a = arena.allocate(d * d * eb, "slowdown GEMM A");
-        void* b = arena.allocate(d * d * eb, "slowdown GEMM B");
-        void* c = arena.allocate(d * d * eb, "slowdown GEMM C");
-        fill_random(elem, a, d * d, 61, 1.0f, s);
-        fill_random(elem, b, d * d, 62, 1.0f, s);
-        LtMatmul lt(elem, 32u << 20, arena, scenario.training.tf32);
-        cudaStream_t cs = nullptr;
-        check(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), "cudaStreamCreate");
-        MatmulArgs x;
-        x.m = x.n = x.k = d;
-        x.a = a;
-        x.b = b;
-        x.c = c;
-        Timer tg;
-        auto gemms = [&] {
-          for (int k = 0; k < 20; ++k) lt.run(x, cs);
-        };
-        tg.time(cs, gemms);
-        gemm_alone[static_cast<size_t>(r)] = tg.time(cs, gemms);
-        const int64_t ar = std::min<int64_t>(int64_t{256} << 20, max_bytes);
-        for (int k = 0; k < 40; ++k) launch(ar, true);  // queued on s, runs beside the GEMMs
-        gemm_beside[static_cast<size_t>(r)] = tg.time(cs, gemms);
-        check(cudaStreamSynchronize(s), "all-reduce stream");
-        cudaStreamDestroy(cs);
-      }
-      check(cudaStreamSynchronize(s), "calibration stream");
+      // GEMM alone, then beside a stream of 256 MiB all-reduces
+      const int64_t d = 8192;
+      void* a = arena.allocate(d * d * eb, "slowdown GEMM A");
+      void* b = arena.allocate(d * d * eb, "slowdown GEMM B");
+      void* c = arena.allocate(d * d * eb, "slowdown GEMM C");
+      fill_random(elem, a, d * d, 61, 1.0f, s);
+      fill_random(elem, b, d * d, 62, 1.0f, s);
+      LtMatmul lt(elem, 32u << 20, arena, scenario.training.tf32);
+      cudaStream_t cs = nullptr;
+      check(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), "cudaStreamCreate");
+      MatmulArgs x;
+      x.m = x.n = x.k = d;
+      x.a = a;
+      x.b = b;
+      x.c = c;
+      Timer tg;
+      auto gemms = [&] {
+        for (int k = 0; k < 20; ++k) lt.run(x, cs);
+      };
+      tg.time(cs, gemms);
+      gemm_alone[static_cast<size_t>(r)] = tg.time(cs, gemms);
+      const int64_t ar = std::min<int64_t>(int64_t{256} << 20, max_bytes);
+      for (int k = 0; k < 40; ++k) launch(ar, true);  // queued on s, runs beside the GEMMs
+      gemm_beside[static_cast<size_t>(r)] = tg.time(cs, gemms);
+      timer.time(s, fmt::format("calibration all-reduces beside GEMMs on rank {}", r), [] {});
+      cudaStreamDestroy(cs);
       cudaStreamDestroy(s);
     } catch (...) {
       errors[static_cast<size_t>(r)] = std::current_exception();
+      failed = true;
     }
+    destroy_comm(comm);  // nullptr when the watchdog aborted it
   };
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) threads.emplace_back(worker, r);
   for (auto& t : threads) t.join();
-  for (void* c : comms) destroy_communicator(c);
+  // The world communicators: destroyed when healthy, aborted (once) after a failure, never touched twice.
+  for (ncclComm_t& c : comms) {
+    if (failed && c) {
+      ncclCommAbort(c);
+      c = nullptr;
+    }
+    destroy_comm(c);
+  }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 
   cal.allreduce_world_size = world;
+  if (world == 1) {  // nothing moves between ranks: no rows (a time of 0 would be an infinite bandwidth)
+    log << "# all-reduce sweep: skipped on one GPU (pass --gpus N on a machine with N > 1 GPUs)\n";
+    cudaStreamDestroy(stream);
+    return cal;
+  }
   log << fmt::format("# all-reduce sweep: {} GPU(s), float sum, 20 iterations per size (CUDA events), GB = 1e9 B\n",
                      world);
   log << nccl_tests_header();

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -11,6 +13,9 @@
 #include "dpsim/backend/cuda.hpp"
 #include "dpsim/backend/measure.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/groups.hpp"
+#include "dpsim/program.hpp"
+#include "dpsim/sharding.hpp"
 
 namespace dpsim::backend {
 
@@ -22,26 +27,32 @@ struct CudaExecutor::Impl {
   CudaExecutorConfig cfg;
   Elem elem = Elem::bf16;
   int eb = 2;
-  ncclComm_t comm = nullptr;
+  std::map<GroupKind, ncclComm_t> comms;  // blocking, split from the world communicator; owned here
+  std::map<GroupKind, int> group_rank, group_size;
+  std::unique_ptr<Watchdog> watchdog;
   cudaStream_t compute = nullptr, comm_stream = nullptr;
   DeviceArena arena;
   std::unique_ptr<LtMatmul> lt;
 
-  void* weights = nullptr;      // [total] Elem, flat gradient order
-  void* grads = nullptr;        // [total] Elem: the DDP bucket buffers, bucket b at bucket_offset[b]
-  void* param_grads = nullptr;  // [total] Elem: param.grad when gradients are not bucket views
-  float* master = nullptr;      // [total] fp32 (nullptr when weights are fp32)
-  float* m1 = nullptr;          // Adam first moment / SGD momentum
-  float* m2 = nullptr;          // Adam second moment
-  void* act = nullptr;          // activation arena
-  void* buf_a = nullptr;        // dY and batched B operands (random)
-  void* buf_c = nullptr;        // GEMM outputs, memory-kernel destination
-  int64_t act_n = 0, buf_a_n = 0, buf_c_n = 0;
+  void* weights = nullptr;       // [total] Elem, flat gradient order
+  void* grads = nullptr;         // [total] Elem: the DDP bucket buffers, bucket b at bucket_offset[b]
+  void* param_grads = nullptr;   // [total] Elem: param.grad when gradients are not bucket views
+  float* master = nullptr;       // [total] fp32 (nullptr when weights are fp32)
+  float* m1 = nullptr;           // Adam first moment / SGD momentum
+  float* m2 = nullptr;           // Adam second moment
+  void* act = nullptr;           // activation arena
+  void* buf_a = nullptr;         // dY and batched B operands (random)
+  void* buf_c = nullptr;         // GEMM outputs, memory-kernel destination
+  void* comm_scratch = nullptr;  // collectives that reduce no DDP bucket (sharded programs' gathers, unit reduces)
+  int64_t act_n = 0, buf_a_n = 0, buf_c_n = 0, comm_scratch_n = 0;
+  int64_t opt_numel = 0, opt_offset = 0;       // the optimizer's slice of the flat order (all of it unsharded)
+  Ring act_ring, a_ring, c_ring;               // the memory-bound kernels walk these
   std::vector<std::vector<int64_t>> x_offset;  // [op][gemm] -> element offset in act
   std::vector<int64_t> embed_width;            // [op] row width of the embedding gradient
   int step = 0;
 
-  std::vector<cudaEvent_t> ready, done;
+  std::map<std::pair<int, int>, cudaEvent_t> events;           // the program's events (kind, index)
+  std::map<std::tuple<int, int, int>, cudaEvent_t> call_done;  // (kind, group, index): what the watchdog watches
   std::map<std::pair<int, int>, cudaEvent_t> marks;
 
   Impl(const StepPlan& p, const StepLayout& l, const CudaExecutorConfig& c)
@@ -50,13 +61,28 @@ struct CudaExecutor::Impl {
   cudaStream_t stream(Stream s) const { return s == Stream::compute ? compute : comm_stream; }
   char* at(void* base, int64_t elems) const { return static_cast<char*>(base) + elems * eb; }
   void* grad_ptr(int g) const { return at(layout.bucket_view ? grads : param_grads, layout.grads[g].flat_offset); }
-  cudaEvent_t mark_event(Mark m, int index) {
-    auto key = std::make_pair(static_cast<int>(m), index);
-    auto it = marks.find(key);
-    if (it != marks.end()) return it->second;
+  template <typename Key>
+  static cudaEvent_t event_in(std::map<Key, cudaEvent_t>& map, const Key& key, bool timing) {
+    auto it = map.find(key);
+    if (it != map.end()) return it->second;
     cudaEvent_t e = nullptr;
-    check(cudaEventCreate(&e), "cudaEventCreate");
-    return marks.emplace(key, e).first->second;
+    check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming), "cudaEventCreate");
+    return map.emplace(key, e).first->second;
+  }
+  cudaEvent_t mark_event(Mark m, int index) {
+    return event_in(marks, std::make_pair(static_cast<int>(m), index), true);
+  }
+  // bucket_ready is timed too (the result's ready_s).
+  cudaEvent_t program_event(EventRef e) {
+    return event_in(events, std::make_pair(static_cast<int>(e.kind), e.bucket), e.kind == EventKind::bucket_ready);
+  }
+  ncclComm_t comm_for(GroupKind g) const {
+    if (watchdog && watchdog->aborted()) watchdog->wait_all();  // throws what the watchdog aborted for
+    const auto it = comms.find(g);
+    if (it == comms.end() || !it->second)
+      throw RuntimeError(
+          fmt::format("CudaExecutor: no NCCL communicator for the {} group (aborted, or a world of 1)", to_string(g)));
+    return it->second;
   }
   double since(cudaEvent_t a, cudaEvent_t b) const {
     float ms = 0;
@@ -74,6 +100,30 @@ struct DeviceGuard {
   }
   ~DeviceGuard() { cudaSetDevice(prev); }
 };
+
+// One blocking communicator per process group the program communicates over, split from the world communicator
+// (colour: the group's index among the groups of its kind, key: the world rank). A world of 1 has none: the
+// walker issues no collective on a group of one rank.
+void split_group_comms(CudaExecutor::Impl& s, const StepProgram& program, const CudaExecutorConfig& cfg) {
+  std::set<GroupKind> kinds;
+  for (const RankProgram& r : program.classes)
+    for (const CommCall& c : r.comms) kinds.insert(c.group);
+  for (GroupKind kind : kinds) {
+    const std::vector<ProcessGroup> groups = groups_of(kind, program.dims);
+    const ProcessGroup mine = group_of(cfg.rank, kind, program.dims);
+    const auto color = static_cast<int>(std::find(groups.begin(), groups.end(), mine) - groups.begin());
+    s.group_size[kind] = static_cast<int>(mine.ranks.size());
+    s.group_rank[kind] =
+        static_cast<int>(std::find(mine.ranks.begin(), mine.ranks.end(), cfg.rank) - mine.ranks.begin());
+    if (mine.ranks.size() < 2) continue;
+    if (!cfg.nccl_comm)
+      throw RuntimeError(fmt::format("CudaExecutor: no NCCL communicator for a world of {}", cfg.world));
+    auto world = static_cast<ncclComm_t>(cfg.nccl_comm);
+    s.comms[kind] =
+        split_blocking(world, color, cfg.rank, cfg.watchdog_s,
+                       fmt::format("NCCL communicator of the {} group on rank {}", to_string(kind), cfg.rank));
+  }
+}
 }  // namespace
 
 CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const CudaExecutorConfig& config)
@@ -85,7 +135,8 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   if (s.eb != layout.element_bytes)
     throw RuntimeError(
         fmt::format("layout element size {} B differs from the dtype's {} B", layout.element_bytes, s.eb));
-  s.comm = static_cast<ncclComm_t>(config.nccl_comm);
+  const StepProgram program = make_step_program(plan);
+  split_group_comms(s, program, config);
 
   // Sizes: activation arena (the plan's figure, at least every GEMM's input), scratch buffers.
   int64_t max_x = 1, max_a = 1, max_c = 1;
@@ -103,12 +154,25 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   const bool need_master = s.elem != Elem::fp32;
   const int moments = config.optimizer == Optimizer::adamw ? 2 : config.optimizer == Optimizer::sgd_momentum ? 1 : 0;
   const size_t workspace = 32u << 20;
+  for (const RankProgram& r : program.classes)
+    for (const CommCall& c : r.comms)
+      if (c.bucket < 0) s.comm_scratch_n = std::max(s.comm_scratch_n, static_cast<int64_t>(c.bytes) / s.eb + 1);
 
+  // The optimizer's part: the plan's (its 1/N on a sharded plan, the rank's slice of the flat order), a multiple
+  // of 8 elements so that every slice starts on 16 bytes.
+  const int shard_rank = plan.sharded.sharding == Sharding::none ? 0 : s.group_rank[GroupKind::data];
+  s.opt_numel = std::min<int64_t>(total, (std::max<int64_t>(1, plan.optimizer.parameters) + 7) / 8 * 8);
+  s.opt_offset = std::min<int64_t>(static_cast<int64_t>(shard_rank) * s.opt_numel, (total - s.opt_numel) / 8 * 8);
+
+  // Model state by core's table (core/sharding.cpp model_state_parts): whole weights and gradients (the layout
+  // is the unsharded one), the optimizer state (fp32 master and moments) of the rank's slice.
+  const ModelStateParts parts = model_state_parts(config.dtype, config.dtype, config.optimizer);
   MemoryNeed need;
-  need.model_state_bytes = static_cast<double>(total) * (2.0 * s.eb + (need_master ? 4.0 : 0.0) + 4.0 * moments);
+  need.model_state_bytes =
+      static_cast<double>(total) * (parts.weights + parts.grads) + static_cast<double>(s.opt_numel) * parts.optimizer;
   need.ddp_buffer_bytes = layout.bucket_view ? 0.0 : static_cast<double>(total) * s.eb;
   need.activation_bytes =
-      static_cast<double>((s.act_n + s.buf_a_n + s.buf_c_n) * s.eb) + static_cast<double>(workspace);
+      static_cast<double>((s.act_n + s.buf_a_n + s.buf_c_n + s.comm_scratch_n) * s.eb) + static_cast<double>(workspace);
   if (config.check_memory) {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -122,22 +186,27 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   s.weights = s.arena.allocate(total * s.eb, "weights");
   s.grads = s.arena.allocate(total * s.eb, "gradient buckets");
   if (!layout.bucket_view) s.param_grads = s.arena.allocate(total * s.eb, "parameter gradients (no bucket views)");
-  if (need_master) s.master = static_cast<float*>(s.arena.allocate(total * 4, "fp32 master weights"));
-  if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(total * 4, "optimizer state (first moment)"));
-  if (moments >= 2) s.m2 = static_cast<float*>(s.arena.allocate(total * 4, "optimizer state (second moment)"));
+  const int64_t on = s.opt_numel;
+  if (need_master) s.master = static_cast<float*>(s.arena.allocate(on * 4, "fp32 master weights"));
+  if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (first moment)"));
+  if (moments >= 2) s.m2 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (second moment)"));
   s.act = s.arena.allocate(s.act_n * s.eb, "activations");
   s.buf_a = s.arena.allocate(s.buf_a_n * s.eb, "GEMM operand scratch");
   s.buf_c = s.arena.allocate(s.buf_c_n * s.eb, "GEMM output scratch");
+  if (s.comm_scratch_n > 0) s.comm_scratch = s.arena.allocate(s.comm_scratch_n * s.eb, "collective buffer");
   s.lt = std::make_unique<LtMatmul>(s.elem, workspace, s.arena, config.tf32);
+  s.act_ring = {s.act, s.act_n, 0};
+  s.a_ring = {s.buf_a, s.buf_a_n, 0};
+  s.c_ring = {s.buf_c, s.buf_c_n, 0};
 
   // Random (never zero) contents; rank-dependent gradients so the all-reduce averages real data.
   const uint64_t seed = config.seed;
   fill_random(s.elem, s.weights, total, seed + 1, 0.02f, s.compute);
-  if (s.master) convert_to_f32(s.elem, s.weights, s.master, total, s.compute);
+  if (s.master) convert_to_f32(s.elem, s.at(s.weights, s.opt_offset), s.master, on, s.compute);
   fill_random(s.elem, s.grads, total, seed + 2 + 7919ull * static_cast<uint64_t>(config.rank), 0.01f, s.compute);
   if (s.param_grads) fill_random(s.elem, s.param_grads, total, seed + 3, 0.01f, s.compute);
-  if (s.m1) fill_zero(s.m1, total * 4, s.compute);
-  if (s.m2) fill_zero(s.m2, total * 4, s.compute);
+  if (s.m1) fill_zero(s.m1, on * 4, s.compute);
+  if (s.m2) fill_zero(s.m2, on * 4, s.compute);
   fill_random(s.elem, s.act, s.act_n, seed + 4 + 104729ull * static_cast<uint64_t>(config.rank), 1.0f, s.compute);
   fill_random(s.elem, s.buf_a, s.buf_a_n, seed + 5 + 1299709ull * static_cast<uint64_t>(config.rank), 1.0f, s.compute);
   fill_random(s.elem, s.buf_c, s.buf_c_n, seed + 6, 1.0f, s.compute);
@@ -163,10 +232,9 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
     }
   }
 
-  s.ready.resize(plan.buckets.size());
-  s.done.resize(plan.buckets.size());
-  for (auto& e : s.ready) check(cudaEventCreate(&e), "cudaEventCreate");
-  for (auto& e : s.done) check(cudaEventCreate(&e), "cudaEventCreate");
+  std::vector<ncclComm_t*> watched;
+  for (auto& [kind, comm] : s.comms) watched.push_back(&comm);
+  s.watchdog = std::make_unique<Watchdog>(config.device, watched, config.watchdog_s, config.abort_flag);
   check(cudaStreamSynchronize(s.compute), "initialising GPU memory");
 }
 
@@ -174,10 +242,15 @@ CudaExecutor::~CudaExecutor() {
   if (!impl_) return;
   Impl& s = *impl_;
   cudaSetDevice(s.cfg.device);
-  cudaStreamSynchronize(s.compute);
-  cudaStreamSynchronize(s.comm_stream);
-  for (auto e : s.ready) cudaEventDestroy(e);
-  for (auto e : s.done) cudaEventDestroy(e);
+  const bool aborted = s.watchdog && s.watchdog->aborted();
+  s.watchdog.reset();  // stops its thread before the events it watches go
+  if (!aborted) {
+    cudaStreamSynchronize(s.compute);
+    cudaStreamSynchronize(s.comm_stream);
+  }
+  for (auto& [k, comm] : s.comms) destroy_comm(comm);
+  for (auto& [k, e] : s.events) cudaEventDestroy(e);
+  for (auto& [k, e] : s.call_done) cudaEventDestroy(e);
   for (auto& [k, e] : s.marks) cudaEventDestroy(e);
   s.lt.reset();
   if (s.compute) cudaStreamDestroy(s.compute);
@@ -189,77 +262,36 @@ double CudaExecutor::allocated_bytes() const { return impl_->arena.allocated_byt
 void CudaExecutor::gemm(const GemmCall& c) {
   Impl& s = *impl_;
   const int64_t x_off = s.x_offset.at(static_cast<size_t>(c.op)).at(static_cast<size_t>(c.gemm));
-  const void* x = s.at(s.act, x_off);
   const int g = s.layout.gemm_grad.at(static_cast<size_t>(c.op)).at(static_cast<size_t>(c.gemm));
-  const void* weight = g >= 0 ? static_cast<const void*>(s.at(s.weights, s.layout.grads[g].flat_offset)) : s.buf_a;
-  MatmulArgs a;
-  a.m = c.m;
-  a.n = c.n;
-  a.k = c.k;
-  switch (c.role) {
-    case GemmRole::forward:  // Y[m,n] = X[m,k] W[k,n]
-      a.a = x;
-      a.b = weight;
-      a.c = s.buf_c;
-      break;
-    case GemmRole::backward_input:  // dX[m,k] = dY[m,n] W^T  (W stored [k,n])
-      a.a = s.buf_a;
-      a.b = weight;
-      a.trans_b = true;
-      a.c = s.buf_c;
-      break;
-    case GemmRole::backward_weight:  // dW[k,n] = X^T dY  (X stored [m,k])
-      a.a = x;
-      a.trans_a = true;
-      a.b = s.buf_a;
-      a.c = c.grad >= 0 ? s.grad_ptr(c.grad) : s.buf_c;
-      a.beta = c.accumulate ? 1.0f : 0.0f;
-      break;
-  }
-  s.lt->run(a, s.compute);
+  GemmOperands o;
+  o.x = s.at(s.act, x_off);
+  o.weight = g >= 0 ? static_cast<const void*>(s.at(s.weights, s.layout.grads[g].flat_offset)) : s.buf_a;
+  o.dy = s.buf_a;
+  o.out = c.role == GemmRole::backward_weight && c.grad >= 0 ? s.grad_ptr(c.grad) : s.buf_c;
+  s.lt->run(step_matmul(c, o), s.compute);
 }
 
 void CudaExecutor::batched_gemm(const GemmCall& c) {
   Impl& s = *impl_;
-  const void* x = s.at(s.act, s.x_offset.at(static_cast<size_t>(c.op)).at(static_cast<size_t>(c.gemm)));
-  MatmulArgs a;
-  a.m = c.m;
-  a.n = c.n;
-  a.k = c.k;
-  a.batch = c.batch;
-  a.c = s.buf_c;
-  a.stride_c = c.m * c.n;
-  switch (c.role) {
-    case GemmRole::forward:  // C = A B: A [m,k] saved activations, B [k,n]
-      a.a = x;
-      a.stride_a = c.m * c.k;
-      a.b = s.buf_a;
-      a.stride_b = c.k * c.n;
-      break;
-    case GemmRole::backward_input:  // dA[m,k] = dC[m,n] B^T (B stored [k,n]: here c.n = k, c.k = n)
-      a.a = s.buf_a;
-      a.stride_a = c.m * c.k;
-      a.b = s.buf_a;
-      a.trans_b = true;
-      a.stride_b = c.k * c.n;
-      break;
-    case GemmRole::backward_weight:  // dB[k,n] = A^T dC (A stored [m,k]: here c.k = m)
-      a.a = x;
-      a.trans_a = true;
-      a.stride_a = c.m * c.k;
-      a.b = s.buf_a;
-      a.stride_b = c.k * c.n;
-      break;
-  }
-  s.lt->run(a, s.compute);
+  GemmOperands o;
+  o.x = s.at(s.act, s.x_offset.at(static_cast<size_t>(c.op)).at(static_cast<size_t>(c.gemm)));
+  o.weight = s.buf_a;
+  o.dy = s.buf_a;
+  o.out = s.buf_c;
+  s.lt->run(step_matmul(c, o), s.compute);
 }
 
 void CudaExecutor::memory_kernel(const MemoryCall& c) {
   Impl& s = *impl_;
   const int64_t n = static_cast<int64_t>(c.bytes / 2.0 / s.eb);  // half read, half written
   switch (c.role) {
-    case MemoryRole::forward: stream_rw(s.elem, s.act, s.act_n, s.buf_c, s.buf_c_n, n, s.compute); break;
-    case MemoryRole::backward: stream_rw(s.elem, s.buf_a, s.buf_a_n, s.buf_c, s.buf_c_n, n, s.compute); break;
+    case MemoryRole::forward: stream_rw(s.elem, s.act_ring, s.c_ring, n, s.compute); break;
+    case MemoryRole::backward: stream_rw(s.elem, s.a_ring, s.c_ring, n, s.compute); break;
+    case MemoryRole::grad_divide: {  // gradients are bucket views: bucket_view.div_(world)
+      const int64_t numel = s.plan.grads.at(static_cast<size_t>(c.grad)).numel;
+      scale(s.elem, s.grad_ptr(c.grad), numel, 1.0f / static_cast<float>(c.divisor), s.compute);
+      break;
+    }
     case MemoryRole::grad_fill: {
       const int64_t numel = s.plan.grads.at(static_cast<size_t>(c.grad)).numel;
       grad_fill(s.elem, s.grad_ptr(c.grad), numel, s.buf_a, s.buf_a_n, s.act, s.act_n, c.accumulate, s.compute);
@@ -276,8 +308,9 @@ void CudaExecutor::memory_kernel(const MemoryCall& c) {
     }
     case MemoryRole::grad_to_bucket: {
       const auto& slot = s.layout.grads.at(static_cast<size_t>(c.grad));
-      copy(s.at(s.grads, slot.flat_offset), s.at(s.param_grads, slot.flat_offset), s.plan.grads[c.grad].numel * s.eb,
-           s.compute);
+      // at::mul_out(bucket_view, grad, 1/world): divided while copied
+      copy_scaled(s.elem, s.at(s.grads, slot.flat_offset), s.at(s.param_grads, slot.flat_offset),
+                  s.plan.grads[c.grad].numel, 1.0f / static_cast<float>(c.divisor), s.compute);
       break;
     }
     case MemoryRole::bucket_to_grad: {
@@ -291,43 +324,72 @@ void CudaExecutor::memory_kernel(const MemoryCall& c) {
 
 void CudaExecutor::record_event(Stream stream, EventRef e) {
   Impl& s = *impl_;
-  auto& list = e.kind == EventKind::bucket_ready ? s.ready : s.done;
-  check(cudaEventRecord(list.at(static_cast<size_t>(e.bucket)), s.stream(stream)), "cudaEventRecord (bucket)");
+  check(cudaEventRecord(s.program_event(e), s.stream(stream)), "cudaEventRecord (program event)");
 }
 
 void CudaExecutor::stream_wait(Stream waiter, EventRef e) {
   Impl& s = *impl_;
-  auto& list = e.kind == EventKind::bucket_ready ? s.ready : s.done;
-  check(cudaStreamWaitEvent(s.stream(waiter), list.at(static_cast<size_t>(e.bucket)), 0), "cudaStreamWaitEvent");
+  check(cudaStreamWaitEvent(s.stream(waiter), s.program_event(e), 0), "cudaStreamWaitEvent");
 }
 
 void CudaExecutor::allreduce_bucket(int bucket) {
+  collective({.kind = CollectiveKind::all_reduce,
+              .group = GroupKind::data,
+              .index = bucket,
+              .bytes = static_cast<double>(impl_->plan.buckets.at(static_cast<size_t>(bucket)).bytes),
+              .bucket = bucket});
+}
+
+// Every collective kind of the step program on its group's communicator, on the comm stream. A DDP bucket is
+// reduced in place in the bucket buffer with ncclSum (the gradients were divided by the world size while
+// written into it, as DDP does); other calls (sharded programs) move their bytes through a scratch buffer,
+// reduce-scatters with ncclAvg as FSDP2 issues them. Returns once enqueued; the watchdog thread watches it.
+void CudaExecutor::collective(const CommCall& c) {
   Impl& s = *impl_;
-  const auto b = static_cast<size_t>(bucket);
-  void* ptr = s.at(s.grads, s.layout.bucket_offset.at(b));
-  const auto count = static_cast<size_t>(s.layout.bucket_numel.at(b));
-  if (!s.comm) {  // world 1 without a communicator (tests): the average of one is itself
-    if (s.cfg.world != 1)
-      throw RuntimeError("CudaExecutor: no NCCL communicator for a world of " + std::to_string(s.cfg.world));
-    return;
+  const ncclComm_t comm = s.comm_for(c.group);
+  const int n = s.group_size.at(c.group), r = s.group_rank.at(c.group);
+  char* base = c.bucket >= 0 ? s.at(s.grads, s.layout.bucket_offset.at(static_cast<size_t>(c.bucket)))
+                             : static_cast<char*>(s.comm_scratch);
+  const size_t count = c.bucket >= 0 ? static_cast<size_t>(s.layout.bucket_numel.at(static_cast<size_t>(c.bucket)))
+                                     : static_cast<size_t>(c.bytes / s.eb);
+  const size_t shard = count / static_cast<size_t>(n);
+  const ncclDataType_t t = nccl_type(s.elem);
+  const std::string what = fmt::format(
+      "{} #{} over the {} group ({:.1f} MB{}) on rank {} (GPU {})", to_string(c.kind), c.index, to_string(c.group),
+      c.bytes / 1e6, c.bucket >= 0 ? fmt::format(", bucket {}", c.bucket) : std::string(), s.cfg.rank, s.cfg.device);
+  ncclResult_t res = ncclSuccess;
+  switch (c.kind) {
+    case CollectiveKind::all_reduce: res = ncclAllReduce(base, base, count, t, ncclSum, comm, s.comm_stream); break;
+    case CollectiveKind::reduce_scatter:  // in place: the shard is this rank's slice of the buffer
+      res = ncclReduceScatter(base, base + static_cast<size_t>(r) * shard * s.eb, shard, t,
+                              c.bucket >= 0 ? ncclSum : ncclAvg, comm, s.comm_stream);
+      break;
+    case CollectiveKind::all_gather:
+      res = ncclAllGather(base + static_cast<size_t>(r) * shard * s.eb, base, shard, t, comm, s.comm_stream);
+      break;
+    case CollectiveKind::broadcast: res = ncclBroadcast(base, base, count, t, 0, comm, s.comm_stream); break;
+    case CollectiveKind::send:
+    case CollectiveKind::recv:
+      throw RuntimeError(fmt::format("the GPU backend has no {} yet (no step program issues one)", to_string(c.kind)));
   }
-  const ncclResult_t r = ncclAllReduce(ptr, ptr, count, nccl_type(s.elem), ncclAvg, s.comm, s.comm_stream);
-  check(r, fmt::format("ncclAllReduce of bucket {} on rank {}", bucket, s.cfg.rank).c_str());
-  if (r == ncclInProgress)
-    wait_comm(s.comm, s.cfg.watchdog_s, fmt::format("all-reduce of bucket {} on rank {}", bucket, s.cfg.rank));
+  check(res, what.c_str());
+  cudaEvent_t done =
+      Impl::event_in(s.call_done, std::make_tuple(static_cast<int>(c.kind), static_cast<int>(c.group), c.index), false);
+  check(cudaEventRecord(done, s.comm_stream), "cudaEventRecord (collective)");
+  s.watchdog->watch(done, what);
 }
 
 void CudaExecutor::optimizer_step() {
   Impl& s = *impl_;
   ++s.step;
-  const int64_t n = s.layout.total_numel;
-  const void* g = s.layout.bucket_view ? s.grads : s.param_grads;
+  // The rank's slice of the flat order (all of it unless the plan is sharded).
+  const int64_t n = s.opt_numel;
+  void* w = s.at(s.weights, s.opt_offset);
+  const void* g = s.at(s.layout.bucket_view ? s.grads : s.param_grads, s.opt_offset);
   switch (s.cfg.optimizer) {
-    case Optimizer::adamw: adamw_step(s.elem, s.weights, g, s.master, s.m1, s.m2, n, s.step, AdamW{}, s.compute); break;
-    case Optimizer::sgd_momentum:
-      sgd_step(s.elem, s.weights, g, s.master, s.m1, n, 1e-3f, 0.9f, 0.0f, s.compute);
-      break;
-    case Optimizer::sgd: sgd_step(s.elem, s.weights, g, s.master, nullptr, n, 1e-3f, 0.0f, 0.0f, s.compute); break;
+    case Optimizer::adamw: adamw_step(s.elem, w, g, s.master, s.m1, s.m2, n, s.step, AdamW{}, s.compute); break;
+    case Optimizer::sgd_momentum: sgd_step(s.elem, w, g, s.master, s.m1, n, 1e-3f, 0.9f, 0.0f, s.compute); break;
+    case Optimizer::sgd: sgd_step(s.elem, w, g, s.master, nullptr, n, 1e-3f, 0.0f, 0.0f, s.compute); break;
   }
 }
 
@@ -338,52 +400,23 @@ void CudaExecutor::mark(Stream stream, Mark m, int index) {
 
 StepSample CudaExecutor::finish_step() {
   Impl& s = *impl_;
-  const double t0 = now_s();
-  // Watchdog: every bucket's all-reduce must finish within watchdog_s of the step's launch.
-  for (size_t b = 0; b < s.done.size(); ++b) {
-    for (;;) {
-      const cudaError_t q = cudaEventQuery(s.done[b]);
-      if (q == cudaSuccess) break;
-      if (q != cudaErrorNotReady) check(q, fmt::format("all-reduce of bucket {} on rank {}", b, s.cfg.rank).c_str());
-      const std::string what =
-          fmt::format("all-reduce of bucket {} ({:.1f} MB) on rank {} (GPU {})", b,
-                      static_cast<double>(s.plan.buckets[b].bytes) / 1e6, s.cfg.rank, s.cfg.device);
-      if (s.comm) {
-        ncclResult_t state = ncclSuccess;
-        ncclCommGetAsyncError(s.comm, &state);
-        if (state != ncclSuccess && state != ncclInProgress) {
-          ncclCommAbort(s.comm);
-          s.comm = nullptr;
-          throw RuntimeError(fmt::format("{}: NCCL error {}; communicator aborted", what, ncclGetErrorString(state)));
-        }
-      }
-      const bool peer_failed = s.cfg.abort_flag && s.cfg.abort_flag->load();
-      if (now_s() - t0 > s.cfg.watchdog_s || peer_failed) {
-        if (s.comm) ncclCommAbort(s.comm);
-        s.comm = nullptr;
-        throw RuntimeError(peer_failed
-                               ? fmt::format("{}: another rank failed; communicator aborted", what)
-                               : fmt::format("{} not done after {:.0f} s (watchdog, --watchdog); communicator aborted",
-                                             what, s.cfg.watchdog_s));
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
+  s.watchdog->wait_all();  // every collective of the step done, or the watchdog's message
   check(cudaStreamSynchronize(s.compute), "training step (compute stream)");
 
   StepSample out;
   cudaEvent_t begin = s.mark_event(Mark::step_begin, 0);
   out.step_s = s.since(begin, s.mark_event(Mark::optimizer_end, 0));
   out.optimizer_s = s.since(s.mark_event(Mark::optimizer_begin, 0), s.mark_event(Mark::optimizer_end, 0));
+  out.optimizer_begin_s = s.since(begin, s.mark_event(Mark::optimizer_begin, 0));
   const int micro = static_cast<int>(std::max<int64_t>(1, s.plan.gradient_accumulation));
   for (int i = 0; i < micro; ++i) {
     out.forward_s += s.since(s.mark_event(Mark::forward_begin, i), s.mark_event(Mark::forward_end, i));
     out.backward_s += s.since(s.mark_event(Mark::forward_end, i), s.mark_event(Mark::backward_end, i));
   }
   out.backward_end_s = s.since(begin, s.mark_event(Mark::backward_end, micro - 1));
-  for (size_t b = 0; b < s.ready.size(); ++b) {
+  for (size_t b = 0; b < s.plan.buckets.size(); ++b) {
     BucketSample bs;
-    bs.ready_s = s.since(begin, s.ready[b]);
+    bs.ready_s = s.since(begin, s.program_event({EventKind::bucket_ready, static_cast<int>(b)}));
     bs.start_s = s.since(begin, s.mark_event(Mark::bucket_start, static_cast<int>(b)));
     bs.end_s = s.since(begin, s.mark_event(Mark::bucket_end, static_cast<int>(b)));
     out.buckets.push_back(bs);
@@ -393,28 +426,20 @@ StepSample CudaExecutor::finish_step() {
 
 double CudaExecutor::time_single_allreduce(int reps) {
   Impl& s = *impl_;
-  if (!s.comm) return 0;
+  if (!s.comms.count(GroupKind::data)) return 0;  // a world of 1
+  const ncclComm_t comm = s.comm_for(GroupKind::data);
   cudaEvent_t a = nullptr, b = nullptr;
   check(cudaEventCreate(&a), "cudaEventCreate");
   check(cudaEventCreate(&b), "cudaEventCreate");
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     check(cudaEventRecord(a, s.comm_stream), "cudaEventRecord");
-    const ncclResult_t r = ncclAllReduce(s.grads, s.grads, static_cast<size_t>(s.layout.total_numel), nccl_type(s.elem),
-                                         ncclAvg, s.comm, s.comm_stream);
-    check(r, "ncclAllReduce (all gradients)");
-    if (r == ncclInProgress) wait_comm(s.comm, s.cfg.watchdog_s, "all-reduce of all gradients");
+    check(ncclAllReduce(s.grads, s.grads, static_cast<size_t>(s.layout.total_numel), nccl_type(s.elem), ncclSum, comm,
+                        s.comm_stream),
+          "ncclAllReduce (all gradients)");
     check(cudaEventRecord(b, s.comm_stream), "cudaEventRecord");
-    const double t0 = now_s();
-    while (cudaEventQuery(b) == cudaErrorNotReady) {
-      if (now_s() - t0 > s.cfg.watchdog_s) {
-        ncclCommAbort(s.comm);
-        s.comm = nullptr;
-        throw RuntimeError(fmt::format("all-reduce of all gradients on rank {} not done after {:.0f} s (watchdog)",
-                                       s.cfg.rank, s.cfg.watchdog_s));
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    s.watchdog->watch(b, fmt::format("all-reduce of all gradients on rank {}", s.cfg.rank));
+    s.watchdog->wait_all();
     t.push_back(s.since(a, b));
   }
   cudaEventDestroy(a);
@@ -514,7 +539,9 @@ std::vector<float> CudaExecutor::master(int g) const {
   synchronize();
   const int64_t off = s.layout.grads.at(static_cast<size_t>(g)).flat_offset;
   if (!s.master) return weights(g);
-  return download(s.master + off, s.plan.grads[g].numel, Elem::fp32);
+  if (off < s.opt_offset || off + s.plan.grads[g].numel > s.opt_offset + s.opt_numel)
+    throw RuntimeError("CudaExecutor::master: the gradient's weights are outside this rank's optimizer slice");
+  return download(s.master + (off - s.opt_offset), s.plan.grads[g].numel, Elem::fp32);
 }
 
 std::vector<float> CudaExecutor::gemm_input(int op, int gemm) const {
@@ -528,6 +555,12 @@ std::vector<float> CudaExecutor::gemm_grad_output() const {
   const Impl& s = *impl_;
   synchronize();
   return download(s.buf_a, s.buf_a_n, s.elem);
+}
+
+std::vector<float> CudaExecutor::gemm_output(int64_t count) const {
+  const Impl& s = *impl_;
+  synchronize();
+  return download(s.buf_c, std::min(count, s.buf_c_n), s.elem);
 }
 
 }  // namespace dpsim::backend

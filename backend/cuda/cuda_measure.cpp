@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <ostream>
 #include <sstream>
@@ -83,7 +84,7 @@ MpiWorld& mpi_world() {
 std::vector<double> flatten(const std::vector<StepSample>& samples) {
   std::vector<double> v;
   for (const auto& s : samples) {
-    v.insert(v.end(), {s.step_s, s.forward_s, s.backward_s, s.optimizer_s, s.backward_end_s});
+    v.insert(v.end(), {s.step_s, s.forward_s, s.backward_s, s.optimizer_s, s.backward_end_s, s.optimizer_begin_s});
     for (const auto& b : s.buckets) v.insert(v.end(), {b.ready_s, b.start_s, b.end_s});
   }
   return v;
@@ -97,6 +98,7 @@ std::vector<StepSample> unflatten(const double* v, size_t iters, size_t buckets)
     s.backward_s = *v++;
     s.optimizer_s = *v++;
     s.backward_end_s = *v++;
+    s.optimizer_begin_s = *v++;
     s.buckets.resize(buckets);
     for (auto& b : s.buckets) {
       b.ready_s = *v++;
@@ -155,8 +157,49 @@ void destroy_communicator(void* comm) {
   if (comm) ncclCommDestroy(static_cast<ncclComm_t>(comm));
 }
 
+namespace {
+
+// What this GPU runs of the kernels the binary carries.
+std::string kernel_image_text(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  const KernelImage k = loaded_kernel_image();
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  const int cc = prop.major * 10 + prop.minor;
+  return fmt::format("sm_{} machine code on an sm_{} GPU (PTX version {}){}", k.binary_version, cc, k.ptx_version,
+                     k.binary_version == cc ? "" : ": not this GPU's own code");
+}
+
+// Under mpirun one rank's failure would leave the others blocked in MPI_Gather (or in NCCL): say why on stderr
+// and end the whole job, with dpsim's exit status (2 for bad input, 1 otherwise).
+[[noreturn]] void abort_mpi_job(const MpiWorld& mpi, const std::exception& e) {
+  std::cerr << fmt::format("dpsim measure: rank {} of {}: {}\n", mpi.rank, mpi.size, e.what()) << std::flush;
+#ifdef DPSIM_MPI
+  MPI_Abort(MPI_COMM_WORLD, dynamic_cast<const InputError*>(&e) ? 2 : 1);
+#endif
+  std::abort();
+}
+
+StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const MeasureOptions& opt,
+                       const std::string& scenario_file, std::ostream& log);
+
+}  // namespace
+
 StepResult measure_on_gpus(const Scenario& scenario, const StepPlan& plan, const MeasureOptions& opt,
                            const std::string& scenario_file, std::ostream& log) {
+  MpiWorld& mpi = mpi_world();
+  if (!mpi.active) return measure_job(scenario, plan, opt, scenario_file, log);
+  try {
+    return measure_job(scenario, plan, opt, scenario_file, log);
+  } catch (const std::exception& e) {
+    abort_mpi_job(mpi, e);
+  }
+}
+
+namespace {
+
+StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const MeasureOptions& opt,
+                       const std::string& scenario_file, std::ostream& log) {
   if (scenario.training.grad_dtype != scenario.training.param_dtype)
     throw InputError(
         fmt::format("the GPU backend runs gradients in the parameters' dtype; the scenario has {} parameters and {} "
@@ -194,7 +237,14 @@ StepResult measure_on_gpus(const Scenario& scenario, const StepPlan& plan, const
   const Elem elem = elem_of(scenario.training.param_dtype);
   const StepLayout layout = make_layout(run_plan, elem_bytes(elem), scenario.ddp.gradient_as_bucket_view);
 
-  // Communicators.
+  // NCCL_ALGO / NCCL_PROTO from the scenario, before any communicator exists.
+  std::vector<std::string> notes;
+  const auto nccl_env = apply_nccl_environment(scenario.collective, notes);
+  if (out)
+    for (const auto& n : notes) log << "dpsim measure: note: " << n << "\n";
+  const std::string image = kernel_image_text(devices[0]);
+
+  // World communicators (non-blocking: their initialisation times out); each executor splits its groups' from them.
   std::vector<ncclComm_t> comms;
   if (mpi.active) {
 #ifdef DPSIM_MPI
@@ -203,13 +253,18 @@ StepResult measure_on_gpus(const Scenario& scenario, const StepPlan& plan, const
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     comms.push_back(init_rank_comm(id, world, mpi.rank, devices[0], opt.watchdog_s));
 #endif
-  } else {
+  } else if (world > 1) {  // one GPU needs no communicator: the walker issues no collective on a group of one
     comms = init_local_comms(devices, opt.watchdog_s);
   }
-  if (out)
-    log << fmt::format("dpsim measure: {} on {} x {} ({} bucket(s), {} parameters), warm-up {}, timed {}\n",
-                       scenario.name, world, info.gpus[devices[0]].name, plan.buckets.size(), plan.parameters,
-                       opt.warmup, opt.iters);
+  if (comms.empty()) comms.assign(devices.size(), nullptr);  // (an MPI build without MPI at run time)
+  if (out) {
+    log << fmt::format(
+        "dpsim measure: {} on {} x {} ({} bucket(s), {} parameters, sharding {}), warm-up {}, timed {}\n",
+        scenario.name, world, info.gpus[devices[0]].name, plan.buckets.size(), plan.parameters,
+        to_string(plan.sharded.sharding), opt.warmup, opt.iters);
+    log << fmt::format("dpsim measure: kernels: {}; the binary carries {}\n", image, built_architectures());
+    log << fmt::format("dpsim measure: NCCL_ALGO {}, NCCL_PROTO {}\n", nccl_env[0].second, nccl_env[1].second);
+  }
 
   const size_t local_n = devices.size();
   std::vector<std::vector<StepSample>> samples(local_n);
@@ -253,8 +308,15 @@ StepResult measure_on_gpus(const Scenario& scenario, const StepPlan& plan, const
   std::vector<std::thread> threads;
   for (size_t i = 0; i < local_n; ++i) threads.emplace_back(worker, i);
   for (auto& t : threads) t.join();
-  for (ncclComm_t c : comms)
-    if (!failed) ncclCommDestroy(c);
+  // The world communicators: the executors' own (split) ones are gone; these are destroyed, or aborted once
+  // after a failure (a peer may be gone), never both.
+  for (ncclComm_t& c : comms) {
+    if (failed && c) {
+      ncclCommAbort(c);
+      c = nullptr;
+    }
+    destroy_comm(c);
+  }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 
@@ -296,11 +358,16 @@ StepResult measure_on_gpus(const Scenario& scenario, const StepPlan& plan, const
   ctx.iters = opt.iters;
   ctx.watchdog_s = opt.watchdog_s;
   ctx.single_allreduce_s = single_max;
+  ctx.cuda_architectures = built_architectures();
+  ctx.kernel_image = image;
+  ctx.nccl_env = nccl_env;
   StepResult result = assemble_result(scenario, plan, ctx, all);
   result.context["gpu_allocated_bytes"] = allocated[0];
   result.context["gpu_free_bytes_after_allocation"] = info.gpus[devices[0]].free_bytes - allocated[0];
   result.context["mpi_ranks"] = mpi.active ? mpi.size : 1;
   return result;
 }
+
+}  // namespace
 
 }  // namespace dpsim::backend

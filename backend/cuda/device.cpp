@@ -97,6 +97,39 @@ int64_t alignment_of(const void* p) {
 }
 }  // namespace
 
+MatmulArgs step_matmul(const GemmCall& c, const GemmOperands& o) {
+  MatmulArgs a;
+  a.m = c.m;
+  a.n = c.n;
+  a.k = c.k;
+  a.batch = c.batch;
+  a.c = o.out;
+  if (c.batch > 1) a.stride_c = c.m * c.n;
+  const bool batched = c.batch > 1;
+  switch (c.role) {
+    case GemmRole::forward:  // Y = X W
+      a.a = o.x;
+      a.b = o.weight;
+      break;
+    case GemmRole::backward_input:  // dX = dY W^T
+      a.a = o.dy;
+      a.b = o.weight;
+      a.trans_b = true;
+      break;
+    case GemmRole::backward_weight:  // dW = X^T dY
+      a.a = o.x;
+      a.trans_a = true;
+      a.b = o.dy;
+      a.beta = c.accumulate ? 1.0f : 0.0f;
+      break;
+  }
+  if (batched) {
+    a.stride_a = c.m * c.k;
+    a.stride_b = c.k * c.n;
+  }
+  return a;
+}
+
 LtMatmul::LtMatmul(Elem elem, size_t workspace_bytes, DeviceArena& arena, bool tf32)
     : elem_(elem), tf32_(tf32 && elem == Elem::fp32), workspace_bytes_(workspace_bytes) {
   check(cublasLtCreate(&handle_), "cublasLtCreate");
@@ -193,29 +226,29 @@ void LtMatmul::run(const MatmulArgs& x, cudaStream_t stream) {
 
 // ---- NCCL -------------------------------------------------------------------------------------
 
-void wait_comm(ncclComm_t comm, double timeout_s, const std::string& what) {
+void wait_comm(ncclComm_t& comm, double timeout_s, const std::string& what) {
   const double t0 = now_s();
   for (;;) {
     ncclResult_t state = ncclSuccess;
     check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
     if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
+    const bool failed = state != ncclInProgress;
+    if (failed || now_s() - t0 > timeout_s) {
       ncclCommAbort(comm);
-      throw RuntimeError(fmt::format("{}: NCCL error {} ({}); communicator aborted", what, static_cast<int>(state),
-                                     ncclGetErrorString(state)));
-    }
-    if (now_s() - t0 > timeout_s) {
-      ncclCommAbort(comm);
-      throw RuntimeError(fmt::format("{}: not done after {:.0f} s (watchdog); communicator aborted", what, timeout_s));
+      comm = nullptr;
+      throw RuntimeError(
+          failed ? fmt::format("{}: NCCL error {} ({}); communicator aborted", what, static_cast<int>(state),
+                               ncclGetErrorString(state))
+                 : fmt::format("{}: not done after {:.0f} s (watchdog); communicator aborted", what, timeout_s));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 
 namespace {
-ncclConfig_t nonblocking_config() {
+ncclConfig_t comm_config(bool blocking) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
+  config.blocking = blocking ? 1 : 0;
   return config;
 }
 }  // namespace
@@ -224,7 +257,7 @@ std::vector<ncclComm_t> init_local_comms(const std::vector<int>& devices, double
   ncclUniqueId id;
   check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
-  ncclConfig_t config = nonblocking_config();
+  ncclConfig_t config = comm_config(false);
   check(ncclGroupStart(), "ncclGroupStart");
   for (size_t i = 0; i < devices.size(); ++i) {
     check(cudaSetDevice(devices[i]), "cudaSetDevice");
@@ -239,10 +272,110 @@ std::vector<ncclComm_t> init_local_comms(const std::vector<int>& devices, double
 ncclComm_t init_rank_comm(const ncclUniqueId& id, int world, int rank, int device, double timeout_s) {
   check(cudaSetDevice(device), "cudaSetDevice");
   ncclComm_t comm = nullptr;
-  ncclConfig_t config = nonblocking_config();
+  ncclConfig_t config = comm_config(false);
   check(ncclCommInitRankConfig(&comm, world, id, rank, &config), "ncclCommInitRankConfig");
   wait_comm(comm, timeout_s, fmt::format("NCCL init of rank {}", rank));
   return comm;
+}
+
+ncclComm_t split_blocking(ncclComm_t parent, int color, int key, double timeout_s, const std::string& what) {
+  ncclConfig_t config = comm_config(true);
+  ncclComm_t child = nullptr;
+  const ncclResult_t r = ncclCommSplit(parent, color, key, &child, &config);
+  check(r, what.c_str());
+  // The child's state says when the split is done (at once for a blocking child); on failure only the child is
+  // aborted: the parent stays its owner's.
+  if (child) wait_comm(child, timeout_s, what);
+  if (!child) throw RuntimeError(what + ": ncclCommSplit gave no communicator");
+  return child;
+}
+
+void destroy_comm(ncclComm_t& comm) {
+  if (comm) ncclCommDestroy(comm);
+  comm = nullptr;
+}
+
+// ---- watchdog ---------------------------------------------------------------------------------
+
+Watchdog::Watchdog(int device, std::vector<ncclComm_t*> comms, double timeout_s, const std::atomic<bool>* peer_failed)
+    : device_(device), comms_(std::move(comms)), timeout_s_(timeout_s), peer_failed_(peer_failed) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::watch(cudaEvent_t done, std::string what) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back({done, std::move(what), now_s()});
+  }
+  changed_.notify_all();
+}
+
+void Watchdog::wait_all() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return pending_.empty() || !failure_.empty(); });
+  if (!failure_.empty()) throw RuntimeError(failure_);
+}
+
+bool Watchdog::aborted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !failure_.empty();
+}
+
+void Watchdog::abort_locked(const std::string& why) {
+  for (ncclComm_t* c : comms_)
+    if (*c) {
+      ncclCommAbort(*c);
+      *c = nullptr;
+    }
+  failure_ = why;
+  pending_.clear();
+}
+
+void Watchdog::loop() {
+  cudaSetDevice(device_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    if (pending_.empty() || !failure_.empty()) {
+      changed_.wait(lock, [this] { return stop_ || (!pending_.empty() && failure_.empty()); });
+      continue;
+    }
+    const Item item = pending_.front();
+    lock.unlock();
+    const cudaError_t q = cudaEventQuery(item.done);
+    ncclResult_t async = ncclSuccess;
+    for (ncclComm_t* c : comms_)
+      if (*c && async == ncclSuccess) ncclCommGetAsyncError(*c, &async);
+    const bool peer = peer_failed_ && peer_failed_->load();
+    const bool late = now_s() - item.since_s > timeout_s_;
+    lock.lock();
+    if (pending_.empty() || pending_.front().done != item.done) continue;
+    if (q == cudaSuccess) {
+      pending_.pop_front();
+      changed_.notify_all();
+    } else if (q != cudaErrorNotReady) {
+      abort_locked(fmt::format("{}: {}; communicators aborted", item.what, cudaGetErrorString(q)));
+      changed_.notify_all();
+    } else if (async != ncclSuccess && async != ncclInProgress) {
+      abort_locked(fmt::format("{}: NCCL error {}; communicators aborted", item.what, ncclGetErrorString(async)));
+      changed_.notify_all();
+    } else if (peer || late) {
+      abort_locked(peer ? fmt::format("{}: another rank failed; communicators aborted", item.what)
+                        : fmt::format("{} not done after {:.0f} s (watchdog, --watchdog); communicators aborted",
+                                      item.what, timeout_s_));
+      changed_.notify_all();
+    } else {
+      changed_.wait_for(lock, std::chrono::microseconds(50));
+    }
+  }
 }
 
 }  // namespace dpsim::backend::cuda

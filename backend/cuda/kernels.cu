@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -66,10 +67,33 @@ __device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(__half* p, float v) { atomicAdd(p, __float2half(v)); }
 __device__ inline void atomic_add(__nv_bfloat16* p, float v) { atomicAdd(p, __float2bfloat16(v)); }
 
-unsigned blocks_for(int64_t n, int threads = 256) {
-  const int64_t b = (n + threads - 1) / threads;
-  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, 132LL * 32));  // grid-stride beyond this
+constexpr int kThreads = 256;
+
+// Enough blocks to fill the current device (its SMs x resident blocks per SM); the kernels grid-stride beyond.
+int64_t resident_blocks() {
+  int device = 0, sms = 0, threads_per_sm = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device);
+  return std::max<int64_t>(1, static_cast<int64_t>(sms) * std::max(1, threads_per_sm / kThreads));
 }
+
+unsigned blocks_for(int64_t n, int threads = kThreads) {
+  static thread_local int64_t cap = resident_blocks();
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, cap));
+}
+
+// Vector access: 16 bytes per load where the pointers allow it (V elements of T), the scalar tail after.
+template <typename T>
+constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+
+template <typename T>
+struct alignas(16) Vec {
+  T v[kVec<T>];
+};
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 #define GRID_STRIDE(i, n)                                                                \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
@@ -85,9 +109,33 @@ __global__ void k_to_f32(const T* s, float* d, int64_t n) {
   GRID_STRIDE(i, n) d[i] = to_f(s[i]);
 }
 
+// dst = src * a + b over n elements, 16-byte vectors (both pointers 16-byte aligned) then the tail.
 template <typename T>
-__global__ void k_stream_rw(const T* src, T* dst, int64_t n) {
-  GRID_STRIDE(i, n) dst[i] = from_f<T>(to_f(src[i]) * 0.999f + 1e-3f);
+__global__ void k_axpb(const T* src, T* dst, int64_t n, float a, float b) {
+  constexpr int V = kVec<T>;
+  const int64_t nv = n / V;
+  const auto* sv = reinterpret_cast<const Vec<T>*>(src);
+  auto* dv = reinterpret_cast<Vec<T>*>(dst);
+  GRID_STRIDE(i, nv) {
+    Vec<T> x = sv[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) x.v[j] = from_f<T>(to_f(x.v[j]) * a + b);
+    dv[i] = x;
+  }
+  GRID_STRIDE(i, n - nv * V) dst[nv * V + i] = from_f<T>(to_f(src[nv * V + i]) * a + b);
+}
+
+template <typename T>
+__global__ void k_axpb_scalar(const T* src, T* dst, int64_t n, float a, float b) {
+  GRID_STRIDE(i, n) dst[i] = from_f<T>(to_f(src[i]) * a + b);
+}
+
+template <typename T>
+void launch_axpb(const T* src, T* dst, int64_t n, float a, float b, cudaStream_t s) {
+  if (aligned16(src) && aligned16(dst))
+    k_axpb<T><<<blocks_for(n / kVec<T> + 1), kThreads, 0, s>>>(src, dst, n, a, b);
+  else
+    k_axpb_scalar<T><<<blocks_for(n), kThreads, 0, s>>>(src, dst, n, a, b);
 }
 
 template <typename T>
@@ -110,41 +158,98 @@ __global__ void k_scatter_add(T* g, int64_t rows, int64_t width, const T* dy, in
   }
 }
 
+// Four consecutive elements: one 8-byte (16-bit T) or 16-byte (fp32) access. Callers keep i a multiple of 4
+// from 16-byte-aligned bases.
 template <typename T>
-__global__ void k_scale(T* d, int64_t n, float f) {
-  GRID_STRIDE(i, n) d[i] = from_f<T>(to_f(d[i]) * f);
+struct alignas(4 * sizeof(T)) Four {
+  T v[4];
+};
+
+struct AdamArgs {
+  float lr, b1, b2, eps, wd, bc1, bc2;
+};
+
+__device__ inline float adam_one(float g, float& m, float& v, float p, const AdamArgs& a) {
+  m = a.b1 * m + (1.0f - a.b1) * g;
+  v = a.b2 * v + (1.0f - a.b2) * g * g;
+  return p - a.lr * ((m / a.bc1) / (sqrtf(v / a.bc2) + a.eps) + a.wd * p);
 }
 
 template <typename T>
-__global__ void k_adamw(T* w, const T* g, float* master, float* m, float* v, int64_t n, float lr, float b1, float b2,
-                        float eps, float wd, float bc1, float bc2) {
-  GRID_STRIDE(i, n) {
-    const float gi = to_f(g[i]);
-    const float mi = b1 * m[i] + (1.0f - b1) * gi;
-    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
+__global__ void k_adamw(T* w, const T* g, float* master, float* m, float* v, int64_t n, AdamArgs a) {
+  const int64_t n4 = n / 4;
+  GRID_STRIDE(i, n4) {
+    const Four<T> gi = reinterpret_cast<const Four<T>*>(g)[i];
+    float4 mi = reinterpret_cast<float4*>(m)[i], vi = reinterpret_cast<float4*>(v)[i];
+    Four<T> wi = reinterpret_cast<Four<T>*>(w)[i];
+    float4 p = master ? reinterpret_cast<float4*>(master)[i]
+                      : make_float4(to_f(wi.v[0]), to_f(wi.v[1]), to_f(wi.v[2]), to_f(wi.v[3]));
+    p.x = adam_one(to_f(gi.v[0]), mi.x, vi.x, p.x, a);
+    p.y = adam_one(to_f(gi.v[1]), mi.y, vi.y, p.y, a);
+    p.z = adam_one(to_f(gi.v[2]), mi.z, vi.z, p.z, a);
+    p.w = adam_one(to_f(gi.v[3]), mi.w, vi.w, p.w, a);
+    reinterpret_cast<float4*>(m)[i] = mi;
+    reinterpret_cast<float4*>(v)[i] = vi;
+    if (master) reinterpret_cast<float4*>(master)[i] = p;
+    wi.v[0] = from_f<T>(p.x);
+    wi.v[1] = from_f<T>(p.y);
+    wi.v[2] = from_f<T>(p.z);
+    wi.v[3] = from_f<T>(p.w);
+    reinterpret_cast<Four<T>*>(w)[i] = wi;
+  }
+  GRID_STRIDE(t, n - n4 * 4) {
+    const int64_t i = n4 * 4 + t;
     const float p = master ? master[i] : to_f(w[i]);
-    const float upd = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p;
-    const float np = p - lr * upd;
+    const float np = adam_one(to_f(g[i]), m[i], v[i], p, a);
     if (master) master[i] = np;
     w[i] = from_f<T>(np);
   }
+}
+
+__device__ inline float sgd_one(float g, float* mom, float p, float lr, float mu, float wd) {
+  float d = g + wd * p;
+  if (mom) {
+    d = mu * *mom + d;
+    *mom = d;
+  }
+  return p - lr * d;
 }
 
 template <typename T>
 __global__ void k_sgd(T* w, const T* g, float* master, float* mom, int64_t n, float lr, float mu, float wd) {
-  GRID_STRIDE(i, n) {
+  const int64_t n4 = n / 4;
+  GRID_STRIDE(i, n4) {
+    const Four<T> gi = reinterpret_cast<const Four<T>*>(g)[i];
+    Four<T> wi = reinterpret_cast<Four<T>*>(w)[i];
+    float4 p = master ? reinterpret_cast<float4*>(master)[i]
+                      : make_float4(to_f(wi.v[0]), to_f(wi.v[1]), to_f(wi.v[2]), to_f(wi.v[3]));
+    float4 mm = mom ? reinterpret_cast<float4*>(mom)[i] : make_float4(0, 0, 0, 0);
+    float* const mp = mom ? &mm.x : nullptr;
+    p.x = sgd_one(to_f(gi.v[0]), mp, p.x, lr, mu, wd);
+    p.y = sgd_one(to_f(gi.v[1]), mp ? &mm.y : nullptr, p.y, lr, mu, wd);
+    p.z = sgd_one(to_f(gi.v[2]), mp ? &mm.z : nullptr, p.z, lr, mu, wd);
+    p.w = sgd_one(to_f(gi.v[3]), mp ? &mm.w : nullptr, p.w, lr, mu, wd);
+    if (mom) reinterpret_cast<float4*>(mom)[i] = mm;
+    if (master) reinterpret_cast<float4*>(master)[i] = p;
+    wi.v[0] = from_f<T>(p.x);
+    wi.v[1] = from_f<T>(p.y);
+    wi.v[2] = from_f<T>(p.z);
+    wi.v[3] = from_f<T>(p.w);
+    reinterpret_cast<Four<T>*>(w)[i] = wi;
+  }
+  GRID_STRIDE(t, n - n4 * 4) {
+    const int64_t i = n4 * 4 + t;
     const float p = master ? master[i] : to_f(w[i]);
-    float d = to_f(g[i]) + wd * p;
-    if (mom) {
-      d = mu * mom[i] + d;
-      mom[i] = d;
-    }
-    const float np = p - lr * d;
+    const float np = sgd_one(to_f(g[i]), mom ? &mom[i] : nullptr, p, lr, mu, wd);
     if (master) master[i] = np;
     w[i] = from_f<T>(np);
   }
+}
+
+bool optimizer_aligned(const void* w, const void* g, const void* master, const void* m, const void* v) {
+  for (const void* p : {w, g, master, m, v})
+    if (p && !aligned16(p)) return false;
+  return true;
 }
 
 template <typename F>
@@ -159,6 +264,20 @@ void dispatch(Elem e, F&& f) {
 }  // namespace
 
 int elem_bytes(Elem e) { return e == Elem::fp32 ? 4 : 2; }
+
+#ifndef DPSIM_CUDA_ARCHITECTURES
+#define DPSIM_CUDA_ARCHITECTURES "unknown"
+#endif
+const char* built_architectures() { return DPSIM_CUDA_ARCHITECTURES; }
+
+KernelImage loaded_kernel_image() {
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, k_axpb<float>);
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("this GPU cannot load dpsim's kernels (built for ") +
+                             DPSIM_CUDA_ARCHITECTURES + "): " + cudaGetErrorString(err));
+  return {attr.binaryVersion, attr.ptxVersion};
+}
 
 float host_random(uint64_t seed, int64_t index, float scale) { return random_value(seed, index, scale); }
 
@@ -175,14 +294,14 @@ void fill_random(Elem e, void* data, int64_t n, uint64_t seed, float scale, cuda
   if (n <= 0) return;
   dispatch(e, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    k_fill_random<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(data), n, seed, scale);
+    k_fill_random<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(data), n, seed, scale);
   });
   check_launch("fill_random");
 }
 
 void fill_random_f32(float* data, int64_t n, uint64_t seed, float scale, cudaStream_t s) {
   if (n <= 0) return;
-  k_fill_random<float><<<blocks_for(n), 256, 0, s>>>(data, n, seed, scale);
+  k_fill_random<float><<<blocks_for(n), kThreads, 0, s>>>(data, n, seed, scale);
   check_launch("fill_random_f32");
 }
 
@@ -196,23 +315,28 @@ void convert_to_f32(Elem e, const void* src, float* dst, int64_t n, cudaStream_t
   if (n <= 0) return;
   dispatch(e, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    k_to_f32<T><<<blocks_for(n), 256, 0, s>>>(static_cast<const T*>(src), dst, n);
+    k_to_f32<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(src), dst, n);
   });
   check_launch("convert_to_f32");
 }
 
-void stream_rw(Elem e, const void* src, int64_t src_n, void* dst, int64_t dst_n, int64_t n, cudaStream_t s) {
-  if (n <= 0 || src_n <= 0 || dst_n <= 0) return;
-  const int64_t chunk = std::min(src_n, dst_n);
+void stream_rw(Elem e, Ring& src, Ring& dst, int64_t n, cudaStream_t s) {
+  if (n <= 0 || src.n <= 0 || dst.n <= 0) return;
   const int eb = elem_bytes(e);
-  for (int64_t off = 0; off < n; off += chunk) {
-    const int64_t len = std::min(chunk, n - off);
+  const int64_t step = 16 / eb;  // cursors stay on 16-byte boundaries: every chunk runs vectorized
+  for (int64_t done = 0; done < n;) {
+    if (src.cursor >= src.n) src.cursor = 0;
+    if (dst.cursor >= dst.n) dst.cursor = 0;
+    const int64_t len = std::min({n - done, src.n - src.cursor, dst.n - dst.cursor});
     dispatch(e, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      k_stream_rw<T><<<blocks_for(len), 256, 0, s>>>(static_cast<const T*>(src), static_cast<T*>(dst), len);
+      launch_axpb<T>(static_cast<const T*>(src.base) + src.cursor, static_cast<T*>(dst.base) + dst.cursor, len, 0.999f,
+                     1e-3f, s);
     });
-    (void)eb;
     check_launch("stream_rw");
+    done += len;
+    src.cursor += (len + step - 1) / step * step;
+    dst.cursor += (len + step - 1) / step * step;
   }
 }
 
@@ -221,9 +345,9 @@ void grad_fill(Elem e, void* grad, int64_t n, const void* src, int64_t src_n, co
   if (n <= 0) return;
   dispatch(e, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    k_grad_fill<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(grad), n, static_cast<const T*>(src),
-                                                 std::max<int64_t>(1, src_n), static_cast<const T*>(x),
-                                                 std::max<int64_t>(1, x_n), acc);
+    k_grad_fill<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(grad), n, static_cast<const T*>(src),
+                                                      std::max<int64_t>(1, src_n), static_cast<const T*>(x),
+                                                      std::max<int64_t>(1, x_n), acc);
   });
   check_launch("grad_fill");
 }
@@ -236,8 +360,8 @@ void embedding_scatter_add(Elem e, void* grad, int64_t rows, int64_t width, cons
   if (total <= 0) return;
   dispatch(e, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    k_scatter_add<T><<<blocks_for(total), 256, 0, s>>>(static_cast<T*>(grad), rows, width, static_cast<const T*>(dy),
-                                                       std::max<int64_t>(1, dy_n), tokens, seed);
+    k_scatter_add<T><<<blocks_for(total), kThreads, 0, s>>>(
+        static_cast<T*>(grad), rows, width, static_cast<const T*>(dy), std::max<int64_t>(1, dy_n), tokens, seed);
   });
   check_launch("embedding_scatter_add");
 }
@@ -248,13 +372,15 @@ void copy(void* dst, const void* src, int64_t bytes, cudaStream_t s) {
   if (err != cudaSuccess) throw std::runtime_error(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(err));
 }
 
-void scale(Elem e, void* data, int64_t n, float factor, cudaStream_t s) {
+void scale(Elem e, void* data, int64_t n, float factor, cudaStream_t s) { copy_scaled(e, data, data, n, factor, s); }
+
+void copy_scaled(Elem e, void* dst, const void* src, int64_t n, float factor, cudaStream_t s) {
   if (n <= 0) return;
   dispatch(e, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    k_scale<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(data), n, factor);
+    launch_axpb<T>(static_cast<const T*>(src), static_cast<T*>(dst), n, factor, 0.0f, s);
   });
-  check_launch("scale");
+  check_launch("copy_scaled");
 }
 
 void adamw_step(Elem e, void* weights, const void* grad, float* master, float* m, float* v, int64_t n, int step,
@@ -264,8 +390,11 @@ void adamw_step(Elem e, void* weights, const void* grad, float* master, float* m
   const float bc2 = 1.0f - std::pow(hp.beta2, static_cast<float>(step));
   dispatch(e, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    k_adamw<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(weights), static_cast<const T*>(grad), master, m, v, n,
-                                             hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, bc1, bc2);
+    if (!optimizer_aligned(weights, grad, master, m, v))
+      throw std::runtime_error("adamw_step: buffers must be 16-byte aligned (the vectorized kernel)");
+    k_adamw<T><<<blocks_for(n / 4 + 1), kThreads, 0, s>>>(
+        static_cast<T*>(weights), static_cast<const T*>(grad), master, m, v, n,
+        AdamArgs{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, bc1, bc2});
   });
   check_launch("adamw_step");
 }
@@ -275,8 +404,10 @@ void sgd_step(Elem e, void* weights, const void* grad, float* master, float* mom
   if (n <= 0) return;
   dispatch(e, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    k_sgd<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(weights), static_cast<const T*>(grad), master, momentum, n,
-                                           lr, mu, wd);
+    if (!optimizer_aligned(weights, grad, master, momentum, nullptr))
+      throw std::runtime_error("sgd_step: buffers must be 16-byte aligned (the vectorized kernel)");
+    k_sgd<T><<<blocks_for(n / 4 + 1), kThreads, 0, s>>>(static_cast<T*>(weights), static_cast<const T*>(grad), master,
+                                                        momentum, n, lr, mu, wd);
   });
   check_launch("sgd_step");
 }

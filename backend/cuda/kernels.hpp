@@ -17,9 +17,26 @@ void fill_zero(void* data, int64_t bytes, cudaStream_t stream);
 // fp32 master copy of the weights (to_f32) and back (from_f32).
 void convert_to_f32(Elem e, const void* src, float* dst, int64_t n, cudaStream_t stream);
 
+// The architectures compiled into this binary ("80-real 86-real ... 100-virtual", CMake's syntax).
+const char* built_architectures();
+// What the current device runs of them: binaryVersion 90 = sm_90 machine code (cudaFuncGetAttributes).
+struct KernelImage {
+  int binary_version = 0;
+  int ptx_version = 0;
+};
+KernelImage loaded_kernel_image();
+
+// A buffer walked by successive memory-bound kernels: each starts where the previous one ended (wrapping),
+// so that small ops do not re-read the same L2-resident bytes.
+struct Ring {
+  void* base = nullptr;
+  int64_t n = 0;       // elements
+  int64_t cursor = 0;  // next element (kept on 16-byte boundaries)
+};
+
 // Memory-bound stand-in for norms/activations/gathers: reads n elements of src, writes n of dst
-// (dst[i] = src[i] * a + b), wrapping around buffers of src_n / dst_n elements.
-void stream_rw(Elem e, const void* src, int64_t src_n, void* dst, int64_t dst_n, int64_t n, cudaStream_t stream);
+// (dst[i] = src[i] * a + b, 16-byte vector accesses), from each ring's cursor on, advancing both.
+void stream_rw(Elem e, Ring& src, Ring& dst, int64_t n, cudaStream_t stream);
 
 // A gradient with no GEMM (norm weights, biases): grad[i] (+)= src[i % src_n] * x[i % x_n].
 void grad_fill(Elem e, void* grad, int64_t n, const void* src, int64_t src_n, const void* x, int64_t x_n,
@@ -31,14 +48,17 @@ void embedding_scatter_add(Elem e, void* grad, int64_t rows, int64_t width, cons
                            int64_t tokens, uint64_t seed, bool accumulate, cudaStream_t stream);
 
 void copy(void* dst, const void* src, int64_t bytes, cudaStream_t stream);
-// Scale in place (sum then 1/world when ncclAvg is unavailable).
+// DDP's division by the world size: in place (gradients are bucket views: bucket.div_) or while copying the
+// gradient into its bucket (at::mul_out(bucket_view, grad, 1/world)). 16-byte vector accesses where aligned.
 void scale(Elem e, void* data, int64_t n, float factor, cudaStream_t stream);
+void copy_scaled(Elem e, void* dst, const void* src, int64_t n, float factor, cudaStream_t stream);
 
 struct AdamW {
   float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
 };
-// Fused AdamW over n parameters: reads grad (Elem), master/m/v (fp32), writes master/m/v and the
-// Elem weights. `step` counts from 1. When master == nullptr, weights are fp32 and updated in place.
+// Fused AdamW over n parameters (four per thread, 16-byte-aligned buffers): reads grad (Elem), master/m/v (fp32),
+// writes master/m/v and the Elem weights. `step` counts from 1. When master == nullptr, weights are fp32 and updated in
+// place.
 void adamw_step(Elem e, void* weights, const void* grad, float* master, float* m, float* v, int64_t n, int step,
                 const AdamW& hp, cudaStream_t stream);
 // SGD (momentum buffer optional): master -= lr * (mu*buf + g + wd*master).

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/backend/measure.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
@@ -143,6 +145,39 @@ std::string host_name() {
   return buf;
 }
 
+std::vector<std::pair<std::string, std::string>> nccl_environment(const Collective& c) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (c.algorithm != Algorithm::automatic)  // the registry's NCCL_ALGO name (core/algorithms/<name>.cpp)
+    env.emplace_back("NCCL_ALGO", algorithm_descriptor(c.algorithm).nccl_algo);
+  switch (c.protocol) {
+    case Protocol::automatic: break;
+    case Protocol::ll: env.emplace_back("NCCL_PROTO", "LL"); break;
+    case Protocol::ll128: env.emplace_back("NCCL_PROTO", "LL128"); break;
+    case Protocol::simple: env.emplace_back("NCCL_PROTO", "Simple"); break;
+  }
+  return env;
+}
+
+std::vector<std::pair<std::string, std::string>> apply_nccl_environment(const Collective& c,
+                                                                        std::vector<std::string>& notes) {
+  std::vector<std::pair<std::string, std::string>> used;
+  const auto pinned = nccl_environment(c);
+  for (const char* name : {"NCCL_ALGO", "NCCL_PROTO"}) {
+    const char* before = std::getenv(name);
+    std::string value = before ? before : "";
+    for (const auto& [key, v] : pinned) {
+      if (key != name) continue;
+      if (before && value != v)
+        notes.push_back(
+            fmt::format("{}={} from the environment replaced by the scenario's collective: {}", name, value, v));
+      setenv(name, v.c_str(), 1);
+      value = v;
+    }
+    used.emplace_back(name, value.empty() ? "NCCL's choice" : value);
+  }
+  return used;
+}
+
 nlohmann::json context_json(const MeasureContext& c) {
   nlohmann::json j;
   j["gpu_name"] = c.gpu_name;
@@ -161,6 +196,9 @@ nlohmann::json context_json(const MeasureContext& c) {
   j["warmup_iterations"] = c.warmup;
   j["timed_iterations"] = c.iters;
   j["watchdog_s"] = c.watchdog_s;
+  if (!c.cuda_architectures.empty()) j["cuda_architectures"] = c.cuda_architectures;
+  if (!c.kernel_image.empty()) j["kernel_image"] = c.kernel_image;
+  for (const auto& [key, value] : c.nccl_env) j[key] = value;
   j["tool"] = "dpsim measure";
   return j;
 }

@@ -7,6 +7,7 @@
 
 #include "dpsim/backend/executor.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/groups.hpp"
 #include "dpsim/program.hpp"
 
 namespace dpsim::backend {
@@ -28,18 +29,11 @@ const char* to_string(MemoryRole role) {
     case MemoryRole::backward: return "bwd";
     case MemoryRole::grad_fill: return "grad-fill";
     case MemoryRole::scatter_add: return "scatter-add";
+    case MemoryRole::grad_divide: return "grad/=world";
     case MemoryRole::grad_to_bucket: return "grad->bucket";
     case MemoryRole::bucket_to_grad: return "bucket->grad";
   }
   return "?";
-}
-
-void require_ddp(const StepPlan& plan) {
-  if (plan.sharded.sharding != Sharding::none)
-    throw InputError(fmt::format(
-        "parallelism.sharding: {} is predicted and estimated, but the GPU backend runs DDP only (sharding none) so "
-        "far; measure it with sharding none, or predict it",
-        to_string(plan.sharded.sharding)));
 }
 
 void Executor::collective(const CommCall& call) {
@@ -149,7 +143,8 @@ void launch_gemm(Executor& ex, const GemmCall& c) {
 // that PyTorch DDP launches for it on the GPU.
 class KernelAdaptor final : public StepExecutor {
  public:
-  KernelAdaptor(const StepPlan& plan, const StepLayout& layout, Executor& ex) : plan_(plan), layout_(layout), ex_(ex) {}
+  KernelAdaptor(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, Executor& ex)
+      : plan_(plan), program_(program), layout_(layout), ex_(ex) {}
 
   void forward(const Instr& in) override {
     const PlanOp& op = plan_.ops[static_cast<size_t>(in.op)];
@@ -163,11 +158,12 @@ class KernelAdaptor final : public StepExecutor {
     const int o = in.op;
     const PlanOp& op = plan_.ops[static_cast<size_t>(o)];
     const bool accumulate = in.micro > 0;
-    double grad_bytes = 0;
-    for (int g : op.grads) grad_bytes += static_cast<double>(plan_.grads[static_cast<size_t>(g)].bytes);
-    // Elementwise backward traffic; the DDP grad->bucket copy is launched on its own below.
-    const double copy_bytes = layout_.bucket_view ? 0.0 : 2.0 * grad_bytes;
-    const double elementwise = std::max(0.0, op.backward_bytes - copy_bytes);
+    // DDP's division by the world size (the plan's grad_copy_bytes): without bucket views, while copying each
+    // gradient into its bucket; with them, in the bucket, on the synced micro-step (no_sync() steps run no DDP
+    // hook; their share of the plan's bytes stays in the elementwise kernel).
+    const bool copies = op.grad_copy_bytes > 0 && !layout_.bucket_view;
+    const bool divides = op.grad_copy_bytes > 0 && layout_.bucket_view && in.sync;
+    const double elementwise = std::max(0.0, op.backward_bytes - (copies || divides ? op.grad_copy_bytes : 0.0));
     if (elementwise > 0) ex_.memory_kernel({.op = o, .role = MemoryRole::backward, .bytes = elementwise});
     for (size_t j = 0; j < op.gemms.size(); ++j) {
       const GemmShape& s = op.gemms[j];
@@ -188,16 +184,20 @@ class KernelAdaptor final : public StepExecutor {
                          .bucket = plan_.grads[static_cast<size_t>(g)].bucket,
                          .accumulate = accumulate});
     }
-    if (layout_.bucket_view) return;
+    if (!copies && !divides) return;
     for (int g : op.grads)
       ex_.memory_kernel({.op = o,
-                         .role = MemoryRole::grad_to_bucket,
+                         .role = copies ? MemoryRole::grad_to_bucket : MemoryRole::grad_divide,
                          .bytes = 2.0 * static_cast<double>(plan_.grads[static_cast<size_t>(g)].bytes),
                          .grad = g,
-                         .bucket = plan_.grads[static_cast<size_t>(g)].bucket});
+                         .bucket = plan_.grads[static_cast<size_t>(g)].bucket,
+                         .divisor = group_size(GroupKind::data)});
   }
 
-  void collective(const Instr&, const CommCall& call) override { ex_.collective(call); }
+  // A group of one rank: nothing to communicate, no kernel on the comm stream (its events and marks stay).
+  void collective(const Instr&, const CommCall& call) override {
+    if (group_size(call.group) > 1) ex_.collective(call);
+  }
 
   void record(const Instr& in) override { ex_.record_event(stream(in), event(in)); }
   void wait(const Instr& in) override { ex_.stream_wait(stream(in), event(in)); }
@@ -225,7 +225,9 @@ class KernelAdaptor final : public StepExecutor {
           fmt::format("the backend has no {} event (it always overlaps communication)", to_string(in.event.kind)));
     return {in.event.kind, in.event.index};
   }
+  int group_size(GroupKind kind) const { return static_cast<int>(group_of(0, kind, program_.dims).ranks.size()); }
   const StepPlan& plan_;
+  const StepProgram& program_;
   const StepLayout& layout_;
   Executor& ex_;
 };
@@ -236,7 +238,7 @@ void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions
   ProgramOptions po;
   po.micro_steps = std::max<int64_t>(1, options.gradient_accumulation);
   const StepProgram program = make_step_program(plan, po);
-  KernelAdaptor adaptor(plan, layout, ex);
+  KernelAdaptor adaptor(plan, program, layout, ex);
   walk_program(program, program.classes.front(), adaptor);
 }
 

@@ -1,6 +1,8 @@
 // Host-side measure logic: the memory message, GPU checks, and the measured result's JSON.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "../source_dir.hpp"
 #include "dpsim/backend/measure.hpp"
 #include "dpsim/error.hpp"
@@ -106,4 +108,34 @@ TEST_CASE("measured timings become a StepResult that the shared reader parses") 
                         "git_revision", "scenario_hash"})
     CHECK(back.context.contains(k));
   CHECK_THROWS(assemble_result(s, plan, ctx, {}));
+}
+
+TEST_CASE("scenario.collective pins NCCL_ALGO / NCCL_PROTO before the communicators, and the context records them") {
+  CHECK(nccl_environment(Collective{}).empty());  // auto: NCCL chooses
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  CHECK(nccl_environment({Algorithm::ring, Protocol::simple}) == Env{{"NCCL_ALGO", "Ring"}, {"NCCL_PROTO", "Simple"}});
+  CHECK(nccl_environment({Algorithm::tree, Protocol::ll}) == Env{{"NCCL_ALGO", "Tree"}, {"NCCL_PROTO", "LL"}});
+  CHECK(nccl_environment({Algorithm::nvls, Protocol::ll128}) == Env{{"NCCL_ALGO", "NVLS"}, {"NCCL_PROTO", "LL128"}});
+
+  unsetenv("NCCL_ALGO");
+  setenv("NCCL_PROTO", "LL", 1);
+  std::vector<std::string> notes;
+  const Env used = apply_nccl_environment({Algorithm::tree, Protocol::automatic}, notes);
+  CHECK(std::string(std::getenv("NCCL_ALGO")) == "Tree");
+  CHECK(used == Env{{"NCCL_ALGO", "Tree"}, {"NCCL_PROTO", "LL"}});  // the user's own NCCL_PROTO stays
+  CHECK(notes.empty());
+  apply_nccl_environment({Algorithm::ring, Protocol::automatic}, notes);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == "NCCL_ALGO=Tree from the environment replaced by the scenario's collective: Ring");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  CHECK(apply_nccl_environment(Collective{}, notes) ==
+        Env{{"NCCL_ALGO", "NCCL's choice"}, {"NCCL_PROTO", "NCCL's choice"}});
+
+  MeasureContext c;
+  c.nccl_env = used;
+  c.cuda_architectures = "90-real 90-virtual";
+  const auto j = context_json(c);
+  CHECK(j.at("NCCL_ALGO") == "Tree");
+  CHECK(j.at("cuda_architectures") == "90-real 90-virtual");
 }

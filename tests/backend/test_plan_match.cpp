@@ -20,10 +20,7 @@ TEST_CASE("dry-run sequence follows the step plan (ops, backward order, buckets)
     INFO("scenario " << path.filename().string());
     const Scenario s = load_scenario(path);
     const StepPlan plan = make_step_plan(s);
-    if (plan.sharded.sharding != Sharding::none) {  // sharded: the GPU backend refuses; the dry run runs it
-      CHECK_THROWS_WITH(require_ddp(plan), Catch::Contains("the GPU backend runs DDP only"));
-      continue;  // its program against the simulator's: tests/sim/test_executors.cpp
-    }
+    if (plan.sharded.sharding != Sharding::none) continue;  // its program: tests/sim/test_executors.cpp
     const StepLayout layout = make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
     DryRunExecutor dry;
     WalkOptions wo;

@@ -1,6 +1,8 @@
 // The plan walker through the dry-run executor: DDP's launch order on a hand-built plan.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "dpsim/backend/executor.hpp"
 #include "sequence_check.hpp"
 #include "tiny_plan.hpp"
@@ -109,4 +111,81 @@ TEST_CASE("a gradient in no bucket is refused") {
   StepPlan p = test::tiny_plan();
   p.buckets[2].grads.clear();
   CHECK_THROWS_WITH(make_layout(p, 2, true), Catch::Contains("embed.weight"));
+}
+
+TEST_CASE("one rank: no collective and no comm-stream kernel; the comm stream keeps its events and marks") {
+  StepPlan p = test::tiny_plan();
+  p.world_size = 1;
+  const StepLayout l = make_layout(p, 2, true);
+  const auto seq = dry_run(p, l);
+  int comm_kernels = 0, comm_events = 0, divides = 0;
+  for (const auto& x : seq) {
+    if (x.type == Launch::Type::allreduce || x.type == Launch::Type::collective) ++comm_kernels;
+    if (x.stream == Stream::comm && (x.type == Launch::Type::record || x.type == Launch::Type::mark)) ++comm_events;
+    if (x.type == Launch::Type::memory && x.memory_call.role == MemoryRole::grad_divide) {
+      ++divides;
+      CHECK(x.memory_call.divisor == 1);
+    }
+  }
+  CHECK(comm_kernels == 0);
+  CHECK(comm_events == 3 * static_cast<int>(p.buckets.size()));  // bucket_start, bucket_end, bucket_done
+  CHECK(divides == static_cast<int>(p.grads.size()));            // DDP divides by 1 all the same
+  // Two ranks: one all-reduce per bucket.
+  StepPlan two = test::tiny_plan();
+  int allreduces = 0;
+  for (const auto& x : dry_run(two, make_layout(two, 2, true)))
+    if (x.type == Launch::Type::allreduce) ++allreduces;
+  CHECK(allreduces == static_cast<int>(two.buckets.size()));
+}
+
+TEST_CASE("gradients are divided by the world size once, in or into the bucket, on the synced micro-step only") {
+  StepPlan p = test::tiny_plan(8, 3);
+  p.world_size = 4;
+  for (const bool view : {true, false}) {
+    INFO("gradient_as_bucket_view " << view);
+    const StepLayout l = make_layout(p, 2, view);
+    const auto seq = dry_run(p, l);
+    test::check_sequence(p, l, seq);
+    std::map<int, int> divided;  // grad -> divisions on the synced micro-step
+    int micro = -1, divisions_before_sync = 0;
+    double memory_bytes = 0;
+    for (const auto& x : seq) {
+      if (x.type == Launch::Type::mark && x.mark_kind == Mark::forward_begin) micro = x.index;
+      if (x.type != Launch::Type::memory) continue;
+      const MemoryCall& m = x.memory_call;
+      if (m.role != MemoryRole::bucket_to_grad && m.op >= 0 && m.role != MemoryRole::forward) memory_bytes += m.bytes;
+      const bool division = view ? m.role == MemoryRole::grad_divide : m.role == MemoryRole::grad_to_bucket;
+      if (!division) continue;
+      CHECK(m.divisor == 4);
+      if (micro == 2) ++divided[m.grad];
+      if (micro < 2 && view) ++divisions_before_sync;
+    }
+    CHECK(divisions_before_sync == 0);  // no_sync(): no DDP hook, the bucket accumulates undivided
+    for (size_t g = 0; g < p.grads.size(); ++g) CHECK(divided[static_cast<int>(g)] == 1);
+    // The backward's memory traffic is the plan's, however it is split (3 micro-steps).
+    double plan_bytes = 0;
+    for (const PlanOp& op : p.ops) plan_bytes += op.backward_bytes;
+    double grad_fill_extra = 0;  // grad_fill / scatter_add are the gradients' own writes, not in backward_bytes
+    for (const auto& x : seq)
+      if (x.type == Launch::Type::memory &&
+          (x.memory_call.role == MemoryRole::grad_fill || x.memory_call.role == MemoryRole::scatter_add))
+        grad_fill_extra += x.memory_call.bytes;
+    CHECK(memory_bytes - grad_fill_extra == Approx(3 * plan_bytes));
+  }
+}
+
+TEST_CASE("the bucket->grad copies count as optimizer time: after optimizer_begin, as the simulator counts them") {
+  const StepPlan p = test::tiny_plan();
+  const auto seq = dry_run(p, make_layout(p, 2, false));
+  size_t optimizer_begin = 0, first_copy = 0, last_wait = 0;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    const auto& x = seq[i];
+    if (x.type == Launch::Type::mark && x.mark_kind == Mark::optimizer_begin) optimizer_begin = i;
+    if (x.type == Launch::Type::memory && x.memory_call.role == MemoryRole::bucket_to_grad && first_copy == 0)
+      first_copy = i;
+    if (x.type == Launch::Type::wait && x.stream == Stream::compute) last_wait = i;
+  }
+  REQUIRE(first_copy > 0);
+  CHECK(last_wait < optimizer_begin);
+  CHECK(optimizer_begin < first_copy);
 }

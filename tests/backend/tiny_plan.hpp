@@ -8,6 +8,7 @@ namespace dpsim::test {
 inline StepPlan tiny_plan(int64_t tokens = 8, int64_t accumulation = 1) {
   StepPlan p;
   p.scenario = "tiny";
+  p.world_size = 2;  // the data group has two ranks: the walker issues its collectives
   p.micro_batch = 1;
   p.sequence_length = tokens;
   p.gradient_accumulation = accumulation;
@@ -46,6 +47,10 @@ inline StepPlan tiny_plan(int64_t tokens = 8, int64_t accumulation = 1) {
   grad("lin1.weight", 24, lin1, 1);
   grad("embed.weight", 10 * 4, embed, 2);
   p.buckets = {Bucket{0, {0}, 36, 0}, Bucket{1, {1, 2}, 60, 3}, Bucket{2, {3}, 80, 4}};
+  for (PlanOp& o : p.ops) {  // DDP's copy into the bucket, divided by the world size (core/plan.cpp counts it so)
+    for (int g : o.grads) o.grad_copy_bytes += 2.0 * static_cast<double>(p.grads[static_cast<size_t>(g)].bytes);
+    o.backward_bytes += o.grad_copy_bytes;
+  }
   p.parameters = 18 + 6 + 24 + 40;
   p.gradient_bytes = p.parameters * 2;
   p.optimizer.parameters = p.parameters;

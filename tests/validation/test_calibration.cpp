@@ -4,11 +4,11 @@
 #include <fstream>
 
 #include "../source_dir.hpp"
-#include "dpsim/backend/calibration.hpp"
 #include "dpsim/calibration.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/nccl_tests_log.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/validation/fit.hpp"
 

@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "dpsim/backend/calibration.hpp"
 #include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/input_file.hpp"
+#include "dpsim/nccl_tests_log.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
 
@@ -148,7 +148,7 @@ Calibration read_calibration_input(const std::filesystem::path& file) {
     Calibration c = read_calibration(file);
     return c;
   }
-  Calibration c = backend::parse_nccl_tests_log(text, file.string());
+  Calibration c = parse_nccl_tests_log(text, file.string());
   c.name = file.stem().string();
   return c;
 }

@@ -22,7 +22,7 @@ enum class Mark {
   backward_end,     // compute, per micro-step
   bucket_start,     // comm, per DDP bucket: the all-reduce begins (after its wait)
   bucket_end,       // comm, per DDP bucket
-  optimizer_begin,  // compute, after the wait for the last bucket and the copy back
+  optimizer_begin,  // compute, after the wait for the last bucket, before the copy back (optimizer time)
   optimizer_end,    // compute (= step end)
 };
 const char* to_string(Mark mark);

@@ -1,31 +1,22 @@
 #pragma once
 // Calibration data: what `dpsim measure --calibrate` measures (GEMM efficiency per shape, HBM copy
-// and optimizer bandwidth, an all-reduce sweep) and nccl-tests' own all_reduce_perf logs, in core's
-// calibration format (`dpsim predict --calibration FILE` reads it).
-#include <string>
-
+// and optimizer bandwidth, an all-reduce sweep), in core's calibration format (`dpsim predict
+// --calibration FILE` reads it); nccl-tests logs are parsed and printed by core (dpsim/nccl_tests_log.hpp).
 #include "dpsim/calibration.hpp"
+#include "dpsim/nccl_tests_log.hpp"
 
 namespace dpsim::backend {
 
 // One format for calibration data, read and written by core (core/include/dpsim/calibration.hpp).
+using dpsim::allreduce_busbw_GBps;
 using dpsim::AllreduceRow;
 using dpsim::Calibration;
 using dpsim::GemmCalibration;
+using dpsim::nccl_tests_header;
+using dpsim::nccl_tests_row;
+using dpsim::parse_nccl_tests_log;
 using dpsim::read_calibration;
 using dpsim::write_calibration;
 inline constexpr int kCalibrationVersion = kCalibrationFormatVersion;
-
-// nccl-tests all_reduce_perf output (any version since 2.0: with or without the root column, with
-// "#wrong" or "error", mpirun "[1,0]<stdout>:" prefixes). World size from its "#  Rank" lines,
-// GPU name and host into context. Throws InputError when no data row is found.
-Calibration parse_nccl_tests_log(const std::string& text, const std::string& file = "<log>");
-
-// busbw of an all-reduce as nccl-tests defines it: algbw * 2(n-1)/n.
-double allreduce_busbw_GBps(double bytes, double seconds, int world_size);
-
-// One printed row like nccl-tests' (size, count, type, redop, root, time us, algbw, busbw, #wrong).
-std::string nccl_tests_header();
-std::string nccl_tests_row(const AllreduceRow& row, int element_bytes, const char* type_name);
 
 }  // namespace dpsim::backend

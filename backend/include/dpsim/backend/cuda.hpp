@@ -31,7 +31,7 @@ struct CudaExecutorConfig {
   int device = 0;
   int rank = 0;
   int world = 1;
-  void* nccl_comm = nullptr;  // ncclComm_t; nullptr: world 1 without NCCL (tests)
+  void* nccl_comm = nullptr;  // the world's ncclComm_t (the executor splits its groups' from it); nullptr: world 1
   Dtype dtype = Dtype::bf16;
   bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (scenario training.tf32)
   Optimizer optimizer = Optimizer::adamw;
@@ -56,10 +56,11 @@ class CudaExecutor final : public Executor {
   void record_event(Stream stream, EventRef event) override;
   void stream_wait(Stream waiter, EventRef event) override;
   void allreduce_bucket(int bucket) override;
+  void collective(const CommCall& call) override;
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
 
-  // Waits for the step (watchdog on every bucket's all-reduce), returns its CUDA-event timings.
+  // Waits for the step (the watchdog thread watches every collective), returns its CUDA-event timings.
   StepSample finish_step();
 
   // All gradients as one message (median of `reps`, seconds); on one GPU near zero.
@@ -73,6 +74,7 @@ class CudaExecutor final : public Executor {
   std::vector<float> master(int g) const;                 // fp32 master (weights when fp32)
   std::vector<float> gemm_input(int op, int gemm) const;  // X [m,k] the op's GEMM reads (row-major)
   std::vector<float> gemm_grad_output() const;            // dY buffer (row-major, first m*n elements used)
+  std::vector<float> gemm_output(int64_t count) const;    // the first `count` elements a GEMM with no gradient wrote
   void synchronize() const;
   // Time one GEMM of the plan alone on the compute stream (seconds, median of reps).
   double time_gemm(const GemmCall& call, int reps);

@@ -42,7 +42,8 @@ enum class MemoryRole {
   backward,        // op's elementwise backward traffic
   grad_fill,       // writes a gradient that has no GEMM (norm weights, biases): reduction over tokens
   scatter_add,     // embedding backward: dense zero-fill of the gradient + scatter-add of token rows
-  grad_to_bucket,  // no bucket views: copy a gradient into its bucket slice
+  grad_divide,     // bucket views, synced micro-step: the gradient divided by the world size in its bucket slice
+  grad_to_bucket,  // no bucket views: copy a gradient into its bucket slice, divided by the world size
   bucket_to_grad,  // no bucket views: copy the reduced bucket back after the last all-reduce
 };
 const char* to_string(MemoryRole role);
@@ -54,11 +55,12 @@ struct MemoryCall {
   int grad = -1;  // grad_fill / scatter_add / grad_to_bucket: the gradient written
   int bucket = -1;
   bool accumulate = false;
+  int divisor = 1;  // grad_divide / grad_to_bucket: DDP's division by the data group's size
 };
 
 // Events between the two streams: the step program's (core/include/dpsim/program.hpp), e.g. a bucket's gradients
 // are all written (recorded on compute), a bucket's all-reduce is done (recorded on comm), an FSDP unit's weights
-// are gathered. The CUDA executor runs DDP programs only (bucket_ready, bucket_done; require_ddp).
+// are gathered. `bucket` is the event's index (a bucket for bucket events).
 using EventKind = dpsim::EventKind;
 struct EventRef {
   EventKind kind = EventKind::bucket_ready;
@@ -87,9 +89,6 @@ struct StepLayout {
   bool bucket_view = true;  // gradient_as_bucket_view: dW lands straight in the bucket slice
 };
 
-// The GPU backend runs DDP steps only so far: InputError (exit 2) for a sharded plan (the dry run runs them).
-void require_ddp(const StepPlan& plan);
-
 // Match each op's gradients to its GEMMs (a weight of k*n elements, batch 1) and lay out buckets.
 StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view);
 
@@ -102,8 +101,9 @@ class Executor {
   virtual void record_event(Stream stream, EventRef event) = 0;
   virtual void stream_wait(Stream waiter, EventRef event) = 0;
   virtual void allreduce_bucket(int bucket) = 0;  // on the comm stream
-  // Any collective of the program, on the comm stream. Default: a DDP bucket's all-reduce goes to
-  // allreduce_bucket; other kinds throw (the CUDA executor runs DDP programs only so far).
+  // Any collective of the program, on the comm stream, over a group of at least two ranks (the walker issues
+  // nothing for a group of one: NCCL's one-rank in-place sum moves no data, and DDP's division already ran).
+  // Default: a DDP bucket's all-reduce goes to allreduce_bucket; other kinds throw.
   virtual void collective(const CommCall& call);
   virtual void optimizer_step() = 0;  // on the compute stream
   virtual void mark(Stream stream, Mark mark, int index) = 0;
@@ -115,7 +115,8 @@ struct WalkOptions {
 
 // One training step of `plan` through `executor`: the step program (make_step_program, the order every
 // executor runs) walked by walk_program, each instruction expanded into the kernels PyTorch DDP launches for it
-// (an op's GEMMs and memory kernels, the grad -> bucket copies, the bucket all-reduces on the comm stream).
+// (an op's GEMMs and memory kernels, the division by the world size in or into the buckets, the collectives on
+// the comm stream; none on a one-rank group).
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& executor);
 
 // ---- the dry run ------------------------------------------------------------------------------

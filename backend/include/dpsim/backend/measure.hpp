@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dpsim/plan.hpp"
@@ -72,9 +73,19 @@ struct StepSample {  // one timed iteration on one rank
   double forward_s = 0;   // summed over micro-steps
   double backward_s = 0;  // summed over micro-steps
   double optimizer_s = 0;
-  double backward_end_s = 0;  // of the synced micro-step, from step begin
+  double backward_end_s = 0;     // of the synced micro-step, from step begin
+  double optimizer_begin_s = 0;  // from step begin (after the last bucket's end)
   std::vector<BucketSample> buckets;
 };
+
+// The NCCL environment a scenario's `collective:` pins (NCCL_ALGO=Ring|Tree|NVLS, NCCL_PROTO=LL|LL128|Simple, as
+// NCCL's documentation of those variables spells them), set before any communicator exists so that a scenario
+// predicted as tree is measured as tree. `automatic` sets nothing: NCCL chooses.
+std::vector<std::pair<std::string, std::string>> nccl_environment(const Collective& collective);
+// Sets them (a different value already in the environment is replaced, with a note in `notes`); returns what
+// the communicators run with: {"NCCL_ALGO": value or "NCCL's choice", "NCCL_PROTO": ...}.
+std::vector<std::pair<std::string, std::string>> apply_nccl_environment(const Collective& collective,
+                                                                        std::vector<std::string>& notes);
 
 struct MeasureContext {
   std::string gpu_name;
@@ -92,7 +103,10 @@ struct MeasureContext {
   int warmup = 0;
   int iters = 0;
   double watchdog_s = 0;
-  double single_allreduce_s = 0;  // measured: all gradients as one message, median (0: not measured)
+  double single_allreduce_s = 0;   // measured: all gradients as one message, median (0: not measured)
+  std::string cuda_architectures;  // what the binary carries ("80-real ... 100-virtual")
+  std::string kernel_image;        // what this GPU runs of it ("sm_90 machine code")
+  std::vector<std::pair<std::string, std::string>> nccl_env;  // NCCL_ALGO / NCCL_PROTO the run used
 };
 
 // samples[rank][iteration]. Per figure, the median over iterations of the slowest rank; spreads

@@ -1,5 +1,5 @@
-// nccl-tests log parser and row printer (the calibration format itself is core's).
-#include "dpsim/backend/calibration.hpp"
+// nccl-tests log parser and row printer, beside core's calibration format (core/calibration.cpp).
+#include "dpsim/nccl_tests_log.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -15,7 +15,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/result.hpp"
 
-namespace dpsim::backend {
+namespace dpsim {
 
 namespace {
 
@@ -173,4 +173,4 @@ std::string nccl_tests_row(const AllreduceRow& r, int element_bytes, const char*
       r.inplace_time_s * 1e6, r.inplace_algbw_GBps, r.inplace_busbw_GBps, "N/A");
 }
 
-}  // namespace dpsim::backend
+}  // namespace dpsim

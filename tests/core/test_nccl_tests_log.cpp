@@ -5,11 +5,11 @@
 #include <fstream>
 
 #include "../source_dir.hpp"
-#include "dpsim/backend/calibration.hpp"
+#include "dpsim/calibration.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/nccl_tests_log.hpp"
 
 using namespace dpsim;
-using namespace dpsim::backend;
 
 namespace {
 std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
@@ -72,7 +72,7 @@ TEST_CASE("calibration YAML round trip") {
   c.allreduce.push_back({4294967296.0, 1.6e-2, 268.4, 469.7, 1.6e-2, 268.0, 469.0});
   const std::string yaml = calibration_to_yaml(c);
   const Calibration b = parse_calibration_yaml(yaml);
-  CHECK(b.version == kCalibrationVersion);
+  CHECK(b.version == kCalibrationFormatVersion);
   CHECK(b.source == c.source);
   CHECK(b.context == c.context);
   CHECK(b.peak_flops_per_s == Approx(989e12));
