@@ -7,6 +7,11 @@
 
 namespace dpsim {
 
+// Registration: one per descriptor file (core/algorithms/<name>.cpp).
+const AlgorithmDescriptor& ring_algorithm();
+const AlgorithmDescriptor& tree_algorithm();
+const AlgorithmDescriptor& nvls_algorithm();
+
 const std::vector<const AlgorithmDescriptor*>& collective_algorithms() {
   static const std::vector<const AlgorithmDescriptor*> registry{&ring_algorithm(), &tree_algorithm(),
                                                                 &nvls_algorithm()};

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/backend/measure.hpp"
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/hash.hpp"

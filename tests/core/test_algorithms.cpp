@@ -96,20 +96,20 @@ TEST_CASE("one availability rule: NVLS on one NVSwitch node with enough GPUs, tr
 TEST_CASE("ring flows: each GPU sends nccl-tests' bytes per rank; across nodes 1/nics per channel", "[algorithms]") {
   const TestSpace node(1, 8, 1);
   for (CollectiveKind kind : {CollectiveKind::all_reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_gather}) {
-    const auto sent = sent_by(ring_algorithm().flows(node, kind));
+    const auto sent = sent_by(algorithm_descriptor(Algorithm::ring).flows(node, kind));
     REQUIRE(sent.size() == 8);
     for (const auto& [gpu, bytes] : sent) CHECK(bytes == Approx(bytes_moved_per_rank(kind, 8, 1.0)));
   }
-  CHECK(ring_algorithm().steps(node, CollectiveKind::all_reduce) == 14);
-  CHECK(ring_algorithm().steps(node, CollectiveKind::all_gather) == 7);
+  CHECK(algorithm_descriptor(Algorithm::ring).steps(node, CollectiveKind::all_reduce) == 14);
+  CHECK(algorithm_descriptor(Algorithm::ring).steps(node, CollectiveKind::all_gather) == 7);
   const TestSpace two(2, 8, 4);
-  const auto sent = sent_by(ring_algorithm().flows(two, CollectiveKind::all_reduce));
+  const auto sent = sent_by(algorithm_descriptor(Algorithm::ring).flows(two, CollectiveKind::all_reduce));
   for (int c = 0; c < 4; ++c) CHECK(sent.at(two.channel(0, c)) == Approx(2.0 * 15 / 16 / 4));
 }
 
 TEST_CASE("NVLS flows: every GPU sends S to its switch and gets S back", "[algorithms]") {
   const TestSpace node(1, 4, 1);
-  const auto flows = nvls_algorithm().flows(node, CollectiveKind::all_reduce);
+  const auto flows = algorithm_descriptor(Algorithm::nvls).flows(node, CollectiveKind::all_reduce);
   REQUIRE(flows.size() == 8);
   const auto sent = sent_by(flows);
   for (int x = 0; x < 4; ++x) CHECK(sent.at(x) == 1.0);
@@ -119,7 +119,7 @@ TEST_CASE("NVLS flows: every GPU sends S to its switch and gets S back", "[algor
 TEST_CASE("tree flows: the double binary tree moves half the data per tree each way", "[algorithms]") {
   const TestSpace nodes(4, 1, 1);
   double up = 0;
-  for (const Flow& f : tree_algorithm().flows(nodes, CollectiveKind::all_reduce)) up += f.bytes;
+  for (const Flow& f : algorithm_descriptor(Algorithm::tree).flows(nodes, CollectiveKind::all_reduce)) up += f.bytes;
   // Two trees over 4 nodes have 3 edges each, every edge half the data in both directions.
   CHECK(up == Approx(2 * 3 * 2 * 0.5));
 }

@@ -3,8 +3,9 @@
 // registry (core/collective_algorithms.cpp). A descriptor is everything any layer needs of its algorithm: its
 // scenario/data name, NCCL_ALGO name and description, where NCCL runs it, its alpha-beta cost (constants in
 // data/nccl.yaml), and the flows it moves over the simulator's hosts (the simulator hands them to SimGrid).
-// Adding an algorithm: the Algorithm value (scenario.hpp), its descriptor file (CMake list), its registry entry,
-// its constants in data/nccl.yaml. Nothing else names algorithms.
+// Adding an algorithm touches 5 places: the Algorithm value (scenario.hpp), its descriptor file (and the CMake source
+// list), its two lines in the registry (collective_algorithms.cpp), its constants in data/nccl.yaml. Parsers,
+// messages, the CLI, the cost model's choice, the simulator's flows and the backend's NCCL_ALGO read the registry.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -81,10 +82,5 @@ std::string algorithm_names(bool with_auto);
 std::vector<std::string> algorithm_name_list(bool with_auto);
 // Whether NCCL runs `algorithm` for `kind` on this fabric (the one availability rule of every layer).
 bool algorithm_available(Algorithm algorithm, CollectiveKind kind, const FabricSummary& fabric, const NcclModel& nccl);
-
-// Registration: one per descriptor file.
-const AlgorithmDescriptor& ring_algorithm();
-const AlgorithmDescriptor& tree_algorithm();
-const AlgorithmDescriptor& nvls_algorithm();
 
 }  // namespace dpsim
