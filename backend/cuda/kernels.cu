@@ -169,6 +169,18 @@ struct AdamArgs {
   float lr, b1, b2, eps, wd, bc1, bc2;
 };
 
+// The updated parameters of four elements: the fp32 master copy where there is one, and the weights in their dtype.
+template <typename T>
+__device__ inline void store_weights(T* w, float* master, int64_t i, const float4& p) {
+  if (master) reinterpret_cast<float4*>(master)[i] = p;
+  Four<T> wi;
+  wi.v[0] = from_f<T>(p.x);
+  wi.v[1] = from_f<T>(p.y);
+  wi.v[2] = from_f<T>(p.z);
+  wi.v[3] = from_f<T>(p.w);
+  reinterpret_cast<Four<T>*>(w)[i] = wi;
+}
+
 __device__ inline float adam_one(float g, float& m, float& v, float p, const AdamArgs& a) {
   m = a.b1 * m + (1.0f - a.b1) * g;
   v = a.b2 * v + (1.0f - a.b2) * g * g;
@@ -181,7 +193,7 @@ __global__ void k_adamw(T* w, const T* g, float* master, float* m, float* v, int
   GRID_STRIDE(i, n4) {
     const Four<T> gi = reinterpret_cast<const Four<T>*>(g)[i];
     float4 mi = reinterpret_cast<float4*>(m)[i], vi = reinterpret_cast<float4*>(v)[i];
-    Four<T> wi = reinterpret_cast<Four<T>*>(w)[i];
+    const Four<T> wi = reinterpret_cast<const Four<T>*>(w)[i];
     float4 p = master ? reinterpret_cast<float4*>(master)[i]
                       : make_float4(to_f(wi.v[0]), to_f(wi.v[1]), to_f(wi.v[2]), to_f(wi.v[3]));
     p.x = adam_one(to_f(gi.v[0]), mi.x, vi.x, p.x, a);
@@ -190,12 +202,7 @@ __global__ void k_adamw(T* w, const T* g, float* master, float* m, float* v, int
     p.w = adam_one(to_f(gi.v[3]), mi.w, vi.w, p.w, a);
     reinterpret_cast<float4*>(m)[i] = mi;
     reinterpret_cast<float4*>(v)[i] = vi;
-    if (master) reinterpret_cast<float4*>(master)[i] = p;
-    wi.v[0] = from_f<T>(p.x);
-    wi.v[1] = from_f<T>(p.y);
-    wi.v[2] = from_f<T>(p.z);
-    wi.v[3] = from_f<T>(p.w);
-    reinterpret_cast<Four<T>*>(w)[i] = wi;
+    store_weights(w, master, i, p);
   }
   GRID_STRIDE(t, n - n4 * 4) {
     const int64_t i = n4 * 4 + t;
@@ -220,7 +227,7 @@ __global__ void k_sgd(T* w, const T* g, float* master, float* mom, int64_t n, fl
   const int64_t n4 = n / 4;
   GRID_STRIDE(i, n4) {
     const Four<T> gi = reinterpret_cast<const Four<T>*>(g)[i];
-    Four<T> wi = reinterpret_cast<Four<T>*>(w)[i];
+    const Four<T> wi = reinterpret_cast<const Four<T>*>(w)[i];
     float4 p = master ? reinterpret_cast<float4*>(master)[i]
                       : make_float4(to_f(wi.v[0]), to_f(wi.v[1]), to_f(wi.v[2]), to_f(wi.v[3]));
     float4 mm = mom ? reinterpret_cast<float4*>(mom)[i] : make_float4(0, 0, 0, 0);
@@ -230,12 +237,7 @@ __global__ void k_sgd(T* w, const T* g, float* master, float* mom, int64_t n, fl
     p.z = sgd_one(to_f(gi.v[2]), mp ? &mm.z : nullptr, p.z, lr, mu, wd);
     p.w = sgd_one(to_f(gi.v[3]), mp ? &mm.w : nullptr, p.w, lr, mu, wd);
     if (mom) reinterpret_cast<float4*>(mom)[i] = mm;
-    if (master) reinterpret_cast<float4*>(master)[i] = p;
-    wi.v[0] = from_f<T>(p.x);
-    wi.v[1] = from_f<T>(p.y);
-    wi.v[2] = from_f<T>(p.z);
-    wi.v[3] = from_f<T>(p.w);
-    reinterpret_cast<Four<T>*>(w)[i] = wi;
+    store_weights(w, master, i, p);
   }
   GRID_STRIDE(t, n - n4 * 4) {
     const int64_t i = n4 * 4 + t;

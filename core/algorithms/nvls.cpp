@@ -37,8 +37,6 @@ std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
   return out;
 }
 
-int steps(const FlowSpace&, CollectiveKind) { return 1; }
-
 }  // namespace
 
 const AlgorithmDescriptor& nvls_algorithm() {
@@ -51,7 +49,7 @@ const AlgorithmDescriptor& nvls_algorithm() {
                                      available,
                                      cost,
                                      flows,
-                                     steps,
+                                     one_round,
                                      flows};
   return d;
 }

@@ -38,6 +38,8 @@ double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
   return index < it->second.size() ? it->second[index] : 1.0;
 }
 
+int one_round(const FlowSpace&, CollectiveKind) { return 1; }
+
 namespace {
 
 // Binary tree over 0..n-1 in heap order; the second tree mirrors the ranks (NCCL's ncclGetDtree uses a mirrored or

@@ -17,6 +17,9 @@ double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const Nc
 // NCCL's per-size tree correction (tuning.cc treeCorrectionFactor), 1 outside the table.
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes);
 
+// The step count of an algorithm without a per-step form: one round of its flows (tree, NVLS).
+int one_round(const FlowSpace& space, CollectiveKind kind);
+
 // Flows of NCCL's double binary tree across nodes, per payload byte: each tree moves half the data up for the
 // reduce and down for the broadcast, pipelined, so both directions run at once.
 void append_inter_node_double_tree(const FlowSpace& space, std::vector<Flow>& out);

@@ -42,8 +42,6 @@ std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
   return out;
 }
 
-int steps(const FlowSpace&, CollectiveKind) { return 1; }
-
 }  // namespace
 
 const AlgorithmDescriptor& tree_algorithm() {
@@ -56,7 +54,7 @@ const AlgorithmDescriptor& tree_algorithm() {
                                      available,
                                      cost,
                                      flows,
-                                     steps,
+                                     one_round,
                                      flows};
   return d;
 }
