@@ -306,3 +306,14 @@ TEST_CASE("reference set: an entry's counts, sizes, numbers, kind and id are che
   CHECK(error("id", good + allreduce_entry("a", "1, gpus_per_node: 8")) ==
         "ar.yaml:6: [1].id: \"a\" is already the id of the entry at ar.yaml:1");
 }
+
+TEST_CASE("reference set: an entry without measured numbers, software or a scenario is skipped, not a crash") {
+  const auto dir = allreduce_entries("sparse",
+                                     "- id: a\n  kind: allreduce_busbw\n"
+                                     "  scenario: {topology: h100-8x-nvswitch, nodes: 1, gpus_per_node: 8}\n"
+                                     "- id: b\n  kind: ddp_step_time\n  measured: {}\n");
+  const ReferenceReport r = score_reference(dir);
+  REQUIRE(r.skipped.size() == 2);
+  CHECK(r.skipped[0].reason == "no number in `measured` that dpsim predicts");
+  CHECK(r.skipped[1].reason == "no scenario mapping");
+}

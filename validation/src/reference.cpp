@@ -65,6 +65,11 @@ std::optional<Range> parse_published(const json& v) {
   return std::nullopt;
 }
 
+const json& member(const json& j, const char* key) {
+  static const json none;  // null: what a missing member reads as (operator[] on a const json asserts)
+  return j.is_object() && j.contains(key) ? j[key] : none;
+}
+
 std::string str(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return "";
   const json& v = j[key];
@@ -85,6 +90,7 @@ using detail::Context;
 using detail::EntrySite;
 using detail::parse_published;
 using detail::Range;
+using detail::member;
 using detail::str;
 
 std::optional<int> as_int(const json& j, const char* key) {
@@ -188,7 +194,7 @@ void predict_allreduce(const RawPoint& r, const Topology& base, const Context& c
 void allreduce_entry(const json& e, const std::string& file, const Topology& base, const Context& ctx,
                      ReferenceReport& out) {
   const std::string id = str(e, "id");
-  const json& sc = e["scenario"];
+  const json& sc = member(e, "scenario");
   const json& w = e.contains("workload") ? e["workload"] : json::object();
   const std::string default_alg = [&] {
     const std::string a = str(sc, "algorithm");
@@ -228,7 +234,7 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
       raw.push_back(r);
     }
   };
-  const json& m = e["measured"];
+  const json& m = member(e, "measured");
   if (m.is_array()) {
     add_rows(m, "");
   } else if (m.is_object()) {
@@ -302,7 +308,8 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
     if (r.value.low != r.value.high)
       p.note += (p.note.empty() ? "" : "; ") + fmt::format("published range {}-{}", r.value.low, r.value.high);
     try {
-      predict_allreduce(r, base, ctx, str(e["software"], "framework").find("torch") != std::string::npos, p);
+      const bool torch = str(member(e, "software"), "framework").find("torch") != std::string::npos;
+      predict_allreduce(r, base, ctx, torch, p);
     } catch (const std::exception& ex) {
       out.skipped.push_back({id, file, fmt::format("{}: not predictable: {}", r.label, ex.what())});
       continue;
@@ -367,25 +374,25 @@ void check_entry(const json& e, const EntrySite& site, std::map<std::string, std
     for (const auto& k : kEntryKinds) names += (names.empty() ? "" : ", ") + k;
     detail::fail_at(site, at + "/kind", fmt::format("\"{}\" is not one of: {}", str(e, "kind"), names));
   }
-  const bool mapped =
-      e.contains("scenario") && e["scenario"].is_object() && str(e["scenario"], "topology").rfind("unmapped", 0) != 0;
+  const bool mapped = e.contains("scenario") && member(e, "scenario").is_object() &&
+                      str(member(e, "scenario"), "topology").rfind("unmapped", 0) != 0;
   if (mapped)  // counts as text ("2..8", "unknown") are the source's words; a number must be a count
     for (const char* key : {"nodes", "gpus_per_node"}) {
-      const json& sc = e["scenario"];
+      const json& sc = member(e, "scenario");
       if (sc.contains(key) && sc[key].is_number() && !(sc[key].is_number_integer() && sc[key].get<int64_t>() >= 1))
         detail::fail_at(site, at + "/scenario/" + key,
                         fmt::format("must be a whole number >= 1, got {}", sc[key].dump()));
     }
-  if (e.contains("measured")) check_measured(e["measured"], site, at + "/measured");
+  if (e.contains("measured")) check_measured(member(e, "measured"), site, at + "/measured");
 }
 
 // An all-reduce entry runs on the first GPUs of its topology's nodes: it cannot have more per node.
 void check_fits_topology(const json& e, const EntrySite& site, const Topology& t) {
-  const auto gpus = as_int(e["scenario"], "gpus_per_node");
+  const auto gpus = as_int(member(e, "scenario"), "gpus_per_node");
   if (gpus && *gpus > t.gpus_per_node)
     detail::fail_at(site, site.pointer + "/scenario/gpus_per_node",
-                    fmt::format("{} GPUs per node, but topology {} has {}", *gpus, str(e["scenario"], "topology"),
-                                t.gpus_per_node));
+                    fmt::format("{} GPUs per node, but topology {} has {}", *gpus,
+                                str(member(e, "scenario"), "topology"), t.gpus_per_node));
 }
 
 }  // namespace
@@ -414,11 +421,11 @@ ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) 
       check_entry(e, site, ids);
       ++out.entries;
       const std::string id = str(e, "id");
-      if (!e.contains("scenario") || !e["scenario"].is_object()) {
+      if (!e.contains("scenario") || !member(e, "scenario").is_object()) {
         out.skipped.push_back({id, file, "no scenario mapping"});
         continue;
       }
-      const std::string topo = str(e["scenario"], "topology");
+      const std::string topo = str(member(e, "scenario"), "topology");
       if (topo.rfind("unmapped", 0) == 0) {
         out.skipped.push_back({id, file, topo});
         continue;

@@ -193,7 +193,7 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
                ReferenceReport& out) {
   const std::string id = str(e, "id");
   const std::string file = site.file.filename().string();
-  const json& scenario = e["scenario"];
+  const json& scenario = member(e, "scenario");
   if (!scenario.contains("predict")) {
     const std::string why = str(scenario, "not_predictable");
     out.skipped.push_back(

@@ -25,6 +25,8 @@ std::optional<Range> parse_published(const nlohmann::json& v);
 
 // A key's value as text ("" when absent; non-strings as JSON).
 std::string str(const nlohmann::json& j, const char* key);
+// j[key], or null where j is not an object or has no such key.
+const nlohmann::json& member(const nlohmann::json& j, const char* key);
 
 // nvswitch | nvlink_mesh | pcie | multinode (InfiniBand / RoCE) | multinode_efa
 std::string class_of(const Topology& t);
