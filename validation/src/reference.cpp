@@ -88,9 +88,9 @@ namespace {
 using detail::class_of;
 using detail::Context;
 using detail::EntrySite;
+using detail::member;
 using detail::parse_published;
 using detail::Range;
-using detail::member;
 using detail::str;
 
 std::optional<int> as_int(const json& j, const char* key) {
