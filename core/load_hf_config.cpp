@@ -102,19 +102,31 @@ TransformerConfig parse_llama_variant(const YNode& n, const LlamaVariant& v) {
   return c;
 }
 
-TransformerConfig parse_gpt2(const YNode& n) {
-  refuse_true(n, "add_cross_attention", "cross-attention layers");
-  refuse_untied(n, "gpt2");
+// GPT-2's tensors under a config's own names for the width, depth and heads (GPT-2: n_embd, n_layer, n_head; MPT:
+// d_model, n_layers, n_heads); multi-head attention (as many key/value heads as heads), tied embeddings.
+struct Gpt2Keys {
+  const char* hidden;
+  const char* layers;
+  const char* heads;
+};
+TransformerConfig gpt2_dims(const YNode& n, const Gpt2Keys& keys) {
   TransformerConfig c;
   c.family = ModelFamily::gpt2;
   c.vocab_size = model_dim(n.at("vocab_size"));
-  c.hidden_size = model_dim(n.at("n_embd"));
-  c.num_layers = n.at("n_layer").as_int(1, 100000);
-  c.num_heads = model_dim(n.at("n_head"));
+  c.hidden_size = model_dim(n.at(keys.hidden));
+  c.num_layers = n.at(keys.layers).as_int(1, 100000);
+  c.num_heads = model_dim(n.at(keys.heads));
   c.num_kv_heads = c.num_heads;
+  c.tie_embeddings = true;
+  return c;
+}
+
+TransformerConfig parse_gpt2(const YNode& n) {
+  refuse_true(n, "add_cross_attention", "cross-attention layers");
+  refuse_untied(n, "gpt2");
+  TransformerConfig c = gpt2_dims(n, {"n_embd", "n_layer", "n_head"});
   c.intermediate_size = n.has("n_inner") ? model_dim(n.at("n_inner")) : 4 * c.hidden_size;  // null: 4 * n_embd
   c.max_position_embeddings = model_dim(n.at("n_positions"));
-  c.tie_embeddings = true;
   return c;
 }
 
@@ -149,17 +161,10 @@ TransformerConfig parse_mpt(const YNode& n) {
     f->at("ffn_type")
         .fail(fmt::format("\"{}\" is not modelled for mpt (only \"mptmlp\": up, GELU, down)",
                           f->at("ffn_type").as_string()));
-  TransformerConfig c;
-  c.family = ModelFamily::gpt2;
-  c.vocab_size = model_dim(n.at("vocab_size"));
-  c.hidden_size = model_dim(n.at("d_model"));
-  c.num_layers = n.at("n_layers").as_int(1, 100000);
-  c.num_heads = model_dim(n.at("n_heads"));
-  c.num_kv_heads = c.num_heads;
+  TransformerConfig c = gpt2_dims(n, {"d_model", "n_layers", "n_heads"});
   const int64_t ratio = n.has("expansion_ratio") ? n.at("expansion_ratio").as_int(1, 1024) : 4;  // MPTConfig: 4
   c.intermediate_size = ratio * c.hidden_size;
   c.max_position_embeddings = model_dim(n.at("max_seq_len"));
-  c.tie_embeddings = true;
   return c;
 }
 
