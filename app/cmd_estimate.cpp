@@ -58,8 +58,12 @@ std::string render(const Scenario& s, const Estimate& e) {
   sections.push_back(std::move(fit));
   const ComputeModel cm = compute_model(s);
   Section comp{"Compute", {}};
-  comp.add("GPU rate", fmt::format("{:.0f} TFLOP/s {} peak x {:.2f} efficiency", cm.peak_flops_per_s / 1e12,
-                                   to_string(s.training.param_dtype), cm.gemm_efficiency));
+  comp.add("GPU rate",
+           fmt::format("{:.0f} TFLOP/s {} peak", cm.peak_flops_per_s / 1e12, to_string(s.training.param_dtype)));
+  comp.add("GEMMs",
+           fmt::format("at most x {:.2f} of peak, per shape (tile and wave quantization, {:.1f} us per kernel)",
+                       cm.gemm_efficiency, cm.gemm_fixed_time_s * 1e6));
+  comp.add("attention", fmt::format("{}: x {:.2f} of peak", to_string(s.training.attention), cm.attention_efficiency));
   comp.add("forward + backward + optimizer", format_seconds(e.compute_s));
   sections.push_back(std::move(comp));
   sections.push_back(bounds_section(e.result));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace dpsim {
 
@@ -17,11 +18,14 @@ ComputeModel compute_model(const Scenario& s) {
   m.sm_count = g.sm_count;
   m.gemm_tiles = g.gemm_tiles;
   m.element_bytes = dtype_bytes(s.training.param_dtype);
-  m.attention_efficiency = g.attention_efficiency;
+  m.attention_efficiency = s.training.attention == AttentionImpl::flash1
+                               ? g.attention_efficiency / g.flash2_speedup_over_flash1
+                               : g.attention_efficiency;
   m.attention_backward_factor = g.attention_backward_factor;
   m.eager_score_bytes = g.eager_score_bytes;
   m.attention = s.training.attention;
   m.kernel_launch_s = g.kernel_launch_s;
+  m.gemm_fixed_time_s = g.gemm_fixed_time_s;
   return m;
 }
 
@@ -47,11 +51,21 @@ double launch_floor(double seconds, double kernels, const ComputeModel& m) {
   return std::max(seconds, kernels * m.kernel_launch_s);
 }
 
-double calibrated_or_quantized_seconds(const GemmShape& g, const ComputeModel& m) {
-  const double flops = gemm_flops(g);
+// A calibrated efficiency (measure --calibrate timed the whole kernel) or nothing.
+std::optional<double> calibrated_seconds(const GemmShape& g, const ComputeModel& m) {
   const auto it = m.gemm_efficiency_by_shape.find({g.m, g.n, g.k, g.batch});
-  if (it != m.gemm_efficiency_by_shape.end() && it->second > 0) return flops / (m.peak_flops_per_s * it->second);
-  return flops / (m.peak_flops_per_s * m.gemm_efficiency * gemm_quantization_efficiency(g, m));
+  if (it == m.gemm_efficiency_by_shape.end() || it->second <= 0) return std::nullopt;
+  return gemm_flops(g) / (m.peak_flops_per_s * it->second);
+}
+
+double quantized_seconds(const GemmShape& g, const ComputeModel& m) {
+  return gemm_flops(g) / (m.peak_flops_per_s * m.gemm_efficiency * gemm_quantization_efficiency(g, m));
+}
+
+// The tiles' work (never faster than `floor_bytes` through HBM) plus the kernel's fixed time.
+double modelled_seconds(const GemmShape& g, double floor_bytes, const ComputeModel& m) {
+  if (auto t = calibrated_seconds(g, m)) return *t;
+  return m.gemm_fixed_time_s + std::max(quantized_seconds(g, m), memory_seconds(floor_bytes, m));
 }
 
 // The GEMMs of a matmul op, scaled to the op's FLOPs where the two differ (a layer whose listed shape is
@@ -64,7 +78,7 @@ double gemms_seconds(double flops, double stated_bytes, const std::vector<GemmSh
   double t = 0, f = 0;
   for (const GemmShape& g : gemms) {
     for (const GemmShape& one : backward ? backward_gemms(g) : std::vector<GemmShape>{g}) {
-      t += stated ? calibrated_or_quantized_seconds(one, m) : gemm_seconds(one, m);
+      t += stated ? modelled_seconds(one, 0, m) : gemm_seconds(one, m);
       f += gemm_flops(one);
     }
   }
@@ -123,12 +137,11 @@ double gemm_quantization_efficiency(const GemmShape& g, const ComputeModel& m) {
 }
 
 double gemm_seconds(const GemmShape& g, const ComputeModel& m) {
-  const double compute = calibrated_or_quantized_seconds(g, m);
   const double operands =
       (static_cast<double>(g.m) * static_cast<double>(g.k) + static_cast<double>(g.k) * static_cast<double>(g.n) +
        static_cast<double>(g.m) * static_cast<double>(g.n)) *
       static_cast<double>(g.batch) * m.element_bytes;
-  return std::max(compute, memory_seconds(operands, m));
+  return modelled_seconds(g, operands, m);
 }
 
 double forward_seconds(const PlanOp& op, const ComputeModel& m) {

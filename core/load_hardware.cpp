@@ -134,7 +134,8 @@ GpuCatalog gpu_catalog(fs::path& file) {
 
 // The `kernels:` section, the same for every GPU.
 void parse_kernels(const YNode& k, GpuSpec& spec) {
-  k.allow_only({"gemm_tiles", "kernel_launch", "attention_backward_factor", "eager_attention_bytes_per_score"});
+  k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
+                "flash2_speedup_over_flash1", "eager_attention_bytes_per_score"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
     const YNode t = tiles[i];
@@ -143,7 +144,9 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   }
   if (spec.gemm_tiles.empty()) tiles.fail("must list at least one tile {m, n}");
   spec.kernel_launch_s = k.at("kernel_launch").as_seconds();
+  spec.gemm_fixed_time_s = k.at("gemm_fixed_time").as_seconds();
   spec.attention_backward_factor = k.at("attention_backward_factor").as_positive_number();
+  spec.flash2_speedup_over_flash1 = k.at("flash2_speedup_over_flash1").as_positive_number();
   const YNode eager = k.at("eager_attention_bytes_per_score");
   eager.allow_only({"forward", "backward"});
   spec.eager_score_bytes = {eager.at("forward").as_positive_number(), eager.at("backward").as_positive_number()};

@@ -53,7 +53,11 @@ Training parse_training(const YNode& n) {
         {{"foreach", OptimizerImpl::foreach}, {"fused", OptimizerImpl::fused}, {"forloop", OptimizerImpl::forloop}});
   }
   if (auto v = n.get("attention"))
-    t.attention = v->as_enum<AttentionImpl>({{"flash", AttentionImpl::flash}, {"eager", AttentionImpl::eager}});
+    t.attention = v->as_enum<AttentionImpl>({{"flash", AttentionImpl::flash},
+                                             {"flash2", AttentionImpl::flash},
+                                             {"flash1", AttentionImpl::flash1},
+                                             {"triton", AttentionImpl::flash1},
+                                             {"eager", AttentionImpl::eager}});
   if (auto v = n.get("activation_checkpointing")) {
     t.activation_checkpointing = v->as_enum<ActivationCheckpointing>(
         {{"none", ActivationCheckpointing::none}, {"full", ActivationCheckpointing::full}});

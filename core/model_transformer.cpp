@@ -50,6 +50,14 @@ struct Builder {
     ops.push_back(std::move(op));
   }
 
+  // x + f(x) over the hidden width: reads both, writes the sum; backward, autograd adds the two gradients that
+  // meet at x (read 2, write 1). No saved tensor. (Every block has two: modeling_llama.py, modeling_gpt2.py and
+  // modeling_bert.py's `hidden_states = residual + hidden_states`, llm-foundry's `x = x + ...`.)
+  void residual(const std::string& name) {
+    elementwise(name, c.hidden_size, {}, 2, 1, 0);
+    ops.back().backward_bytes_per_sample = ops.back().forward_bytes_per_sample;
+  }
+
   void norm(const std::string& name, bool bias) { norm(name, bias, c.hidden_size, c.hidden_size); }
 
   // A norm over `width` features per token whose weight has `size` entries (qwen3's per-head q/k norms).
@@ -115,12 +123,14 @@ void llama_layer(Builder& b, int64_t i) {
   b.attention_core(p + "self_attn.core", true);
   b.linear(p + "self_attn.o_proj", q, c.hidden_size, c.o_bias, true);
   b.norm(p + "post_attention_layernorm", false);  // gemma2: on the attention output; else before the MLP
+  b.residual(p + "attn_residual");
   if (c.sandwich_norms) b.norm(p + "pre_feedforward_layernorm", false);
   b.linear(p + "mlp.gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, true);
   b.linear(p + "mlp.up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, false);
   b.elementwise(p + "mlp.act_fn", c.intermediate_size, {}, 2, 1, 2);  // SiLU(gate) * up (GELU for gemma)
   b.linear(p + "mlp.down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, true);
   if (c.sandwich_norms) b.norm(p + "post_feedforward_layernorm", false);
+  b.residual(p + "mlp_residual");
 }
 
 void gpt2_layer(Builder& b, int64_t i) {
@@ -130,10 +140,12 @@ void gpt2_layer(Builder& b, int64_t i) {
   b.linear(p + "attn.c_attn", c.hidden_size, 3 * c.hidden_size, true, true);
   b.attention_core(p + "attn.core", true);
   b.linear(p + "attn.c_proj", c.hidden_size, c.hidden_size, true, true);
+  b.residual(p + "attn_residual");
   b.norm(p + "ln_2", true);
   b.linear(p + "mlp.c_fc", c.hidden_size, c.intermediate_size, true, true);
   b.elementwise(p + "mlp.act", c.intermediate_size, {}, 1, 1, 1);
   b.linear(p + "mlp.c_proj", c.intermediate_size, c.hidden_size, true, true);
+  b.residual(p + "mlp_residual");
 }
 
 void bert_layer(Builder& b, int64_t i) {
@@ -144,10 +156,12 @@ void bert_layer(Builder& b, int64_t i) {
   b.linear(p + "attention.self.value", c.hidden_size, c.hidden_size, true, false);
   b.attention_core(p + "attention.self.core", false);
   b.linear(p + "attention.output.dense", c.hidden_size, c.hidden_size, true, true);
+  b.residual(p + "attention.output.residual");
   b.norm(p + "attention.output.LayerNorm", true);
   b.linear(p + "intermediate.dense", c.hidden_size, c.intermediate_size, true, true);
   b.elementwise(p + "intermediate.act", c.intermediate_size, {}, 1, 1, 1);
   b.linear(p + "output.dense", c.intermediate_size, c.hidden_size, true, true);
+  b.residual(p + "output.residual");
   b.norm(p + "output.LayerNorm", true);
 }
 

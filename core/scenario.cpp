@@ -37,7 +37,14 @@ const char* to_string(OptimizerImpl impl) {
   return "?";
 }
 
-const char* to_string(AttentionImpl impl) { return impl == AttentionImpl::flash ? "flash" : "eager"; }
+const char* to_string(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::flash: return "flash";
+    case AttentionImpl::flash1: return "flash1";
+    case AttentionImpl::eager: return "eager";
+  }
+  return "?";
+}
 const char* to_string(ActivationCheckpointing c) { return c == ActivationCheckpointing::full ? "full" : "none"; }
 
 // to_string(Algorithm) and algorithm_named: the algorithm registry (collective_algorithms.cpp).

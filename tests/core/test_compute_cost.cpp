@@ -1,6 +1,11 @@
 // The compute model of issue 15: per-op time from the op's kind and shape (core/compute_cost.cpp).
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "../source_dir.hpp"
 #include "dpsim/compute_cost.hpp"
@@ -30,7 +35,31 @@ TEST_CASE("GEMM quantization: whole waves of tiles over the SMs") {
   CHECK(gemm_quantization_efficiency({64, 64, 1 << 20, 1}, m) > 0.9);
   // A tiny GEMM is bound by its operands' bytes, not its FLOPs.
   const GemmShape thin{8, 4096, 4096, 1};
-  CHECK(gemm_seconds(thin, m) == Approx(memory_seconds((8.0 * 4096 + 4096.0 * 4096 + 8.0 * 4096) * 2, m)));
+  CHECK(gemm_seconds(thin, m) ==
+        Approx(m.gemm_fixed_time_s + memory_seconds((8.0 * 4096 + 4096.0 * 4096 + 8.0 * 4096) * 2, m)));
+}
+
+TEST_CASE("the GEMM model against measured H100 cuBLAS GEMMs (XLA's sm_90 table)") {
+  const ComputeModel m = compute_model(llama());  // H100-SXM, bf16
+  const YAML::Node table = YAML::LoadFile(src("validation/gemm/h100-xla-sm90.yaml"));
+  REQUIRE(table["gpu"].as<std::string>() == "H100-SXM");
+  std::vector<double> errors, without_fixed_time;
+  ComputeModel bare = m;
+  bare.gemm_fixed_time_s = 0;
+  for (const YAML::Node& e : table["gemms"]) {
+    const GemmShape g{e["m"].as<int64_t>(), e["n"].as<int64_t>(), e["k"].as<int64_t>(), e["b"].as<int64_t>()};
+    const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
+                         static_cast<double>(g.batch);
+    const double measured = e["flops_per_s"].as<double>();
+    errors.push_back(std::abs(flops / gemm_seconds(g, m) / measured - 1));
+    without_fixed_time.push_back(std::abs(flops / gemm_seconds(g, bare) / measured - 1));
+  }
+  REQUIRE(errors.size() == 33);
+  std::sort(errors.begin(), errors.end());
+  std::sort(without_fixed_time.begin(), without_fixed_time.end());
+  CHECK(errors[errors.size() / 2] <= 0.05);             // median |error|
+  CHECK(errors.back() <= 0.25);                         // worst
+  CHECK(without_fixed_time[errors.size() / 2] > 0.20);  // the fixed time is what the table asks for
 }
 
 TEST_CASE("a calibrated shape replaces the shape model for that shape only") {

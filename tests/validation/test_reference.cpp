@@ -95,19 +95,23 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // throughput (FP32 -6..-12%, AMP +9..+29%; the median moved 9.6% -> 10.5% with issue 15: the FP32 numbers,
       // under-predicted before, went further down with the foreach SGD and the quantized GEMMs; AMP improved)
       {"nvlink_mesh", "ddp_scaling", 8, 0.0281, 0.1512},
-      {"nvlink_mesh", "ddp_step_time", 4, 0.0189, 0.032},
-      {"nvlink_mesh", "ddp_throughput", 8, 0.1048, 0.2895},
+      // Issue 15's second pass (the GEMM fixed time, the residual adds) moved step time 1.9% -> 1.2% and throughput
+      // 10.5% -> 10.7%.
+      {"nvlink_mesh", "ddp_step_time", 4, 0.0118, 0.0231},
+      {"nvlink_mesh", "ddp_throughput", 8, 0.1072, 0.2853},
       // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the
       // GPU's one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
       {"nvswitch", "ddp_scaling", 2, 0.1091, 0.1845},
-      {"nvswitch", "ddp_throughput", 4, 0.5922, 0.7368},
+      {"nvswitch", "ddp_throughput", 4, 0.5831, 0.7299},
       // BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 / 512, AMP / TF32): within 5% except TF32 seq 512
       // at 16 and 32 nodes (+12%, +27%: the source loses 22% there, more than any all-reduce on 8x HDR explains)
       {"multinode", "ddp_strong_scaling", 20, 0.0102, 0.2618},
-      // llm-foundry MPT 125M..70B, FSDP FULL_SHARD on A100 40/80GB (issues 14 and 15; held out, nothing fitted):
-      // every row over-predicted, +13% (30b/13b with recomputation, 8 GPUs) to +68% (1b on 32 GPUs, 70b on 64x 40GB)
-      {"nvswitch", "e2e_tokens_per_gpu", 13, 0.3687, 0.5940},
-      {"multinode", "e2e_tokens_per_gpu", 15, 0.2766, 0.6846},
+      // llm-foundry MPT 125M..70B, FSDP FULL_SHARD on A100 40/80GB (issues 14 and 15; held out: no constant is fitted
+      // to them). With flash-attn v1's Triton kernel (what the rows ran) and the GEMM fixed time: the 2k rows
+      // +8% (30b) to +47% (1b on 32 GPUs) and +61% (70b on 64x 40GB), the long-sequence rows -6% (13b, 8k) to -18%
+      // (7b, 64k): attention's rate rises with the sequence, and dpsim has one rate per kernel.
+      {"nvswitch", "e2e_tokens_per_gpu", 13, 0.1694, 0.3174},
+      {"multinode", "e2e_tokens_per_gpu", 15, 0.2234, 0.6084},
   };
   for (const Reached& r : reached) {
     INFO(r.cls << " / " << r.kind);
@@ -126,11 +130,11 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK(t[1].value == Approx(1.1932).margin(0.001));  // worst: target 15%, missed (A100 per-call floors at 1-16
                                                       // MiB: +119%; EFA below its plateau: up to +100%)
   CHECK_FALSE(t[1].met);
-  CHECK(t[2].value == Approx(0.0300).margin(0.001));  // DDP median (46 numbers): target 8%, met
+  CHECK(t[2].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
-  CHECK(t[3].value == Approx(0.352).margin(0.001));  // end-to-end tokens/s per GPU median (28): target 10%, missed
+  CHECK(t[3].value == Approx(0.1761).margin(0.001));  // end-to-end tokens/s per GPU median (28): target 10%, missed
   CHECK_FALSE(t[3].met);
-  CHECK(t[4].value == Approx(0.685).margin(0.001));  // worst: target 25%, missed (every row over-predicted)
+  CHECK(t[4].value == Approx(0.6084).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +61%)
   CHECK_FALSE(t[4].met);
 }
 

@@ -23,11 +23,12 @@ struct ComputeModel {
   int sm_count = 0;                                                     // 0: no quantization
   std::vector<std::array<int64_t, 2>> gemm_tiles{};                     // empty: no quantization
   double element_bytes = 2;                                             // bytes of a GEMM operand
-  double attention_efficiency = 0;                                      // 0: gemm_efficiency
+  double attention_efficiency = 0;  // the kernel's forward FLOP rate / peak (flash1: FA2's over the speedup)
   double attention_backward_factor = 2;
   std::array<double, 2> eager_score_bytes{};
   AttentionImpl attention = AttentionImpl::flash;
   double kernel_launch_s = 0;
+  double gemm_fixed_time_s = 0;  // per GEMM kernel, beyond its tiles' work (data/gpus.yaml kernels.gemm_fixed_time)
 };
 
 ComputeModel compute_model(const Scenario& scenario);

@@ -16,8 +16,9 @@ enum class Dtype { bf16, fp16, fp32 };
 enum class Optimizer { adamw, sgd_momentum, sgd };
 // How PyTorch runs the optimizer step: torch/optim/optimizer.py picks foreach unless fused is asked for.
 enum class OptimizerImpl { foreach, fused, forloop };
-// The attention kernel: FlashAttention-2 / PyTorch SDPA (causal half skipped) or eager softmax(QK^T)V.
-enum class AttentionImpl { flash, eager };
+// The attention kernel: FlashAttention-2 / PyTorch SDPA (causal half skipped), FlashAttention v1 (or its Triton
+// port, llm-foundry's attn_impl triton), or eager softmax(QK^T)V.
+enum class AttentionImpl { flash, flash1, eager };
 // training.activation_checkpointing: full recomputes each transformer block's forward during its backward and
 // keeps only the block's input (Korthikanti et al. 2022, arXiv 2205.05198, Section 4: "full activation
 // recomputation"); llm-foundry / Composer's fsdp_config.activation_checkpointing wraps every block.
@@ -62,7 +63,9 @@ struct GpuSpec {
   // launching one kernel from PyTorch eager, and FlashAttention's backward time over its forward time.
   std::vector<std::array<int64_t, 2>> gemm_tiles;
   double kernel_launch_s = 0;
+  double gemm_fixed_time_s = 0;  // GPU time of one GEMM kernel beyond its tiles' work
   double attention_backward_factor = 1;
+  double flash2_speedup_over_flash1 = 1;  // FlashAttention-2's rate over v1's (flash1 = attention_efficiency / this)
   std::array<double, 2> eager_score_bytes{};  // eager attention's HBM bytes per score element {forward, backward}
   std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
