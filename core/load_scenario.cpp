@@ -276,6 +276,13 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
     root.at("training")
         .at("tf32")
         .fail(fmt::format("{} has no TF32 tensor cores (data/gpus.yaml has no peak_tf32)", s.topology.gpu.name));
+  // flash-attn v1.0.3.post0 README: "FlashAttention currently supports: 1. Turing, Ampere, Ada, or Hopper GPUs".
+  if (s.training.attention == AttentionImpl::flash1 && s.topology.gpu.arch == Arch::volta)
+    root.at("training")
+        .at("attention")
+        .fail(fmt::format("FlashAttention v1 (and its Triton port) needs Turing or newer; {} is Volta (use flash: "
+                          "PyTorch SDPA's memory-efficient kernel, or eager)",
+                          s.topology.gpu.name));
   if (auto v = root.get("collective")) s.collective = parse_collective(*v);
   if (auto v = root.get("validation")) {
     v->allow_only({"tolerance"});
