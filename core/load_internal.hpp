@@ -33,4 +33,14 @@ void check_heads(const TransformerConfig& c, const YNode& n);
 // A Hugging Face config.json (load_hf_config.cpp).
 TransformerConfig parse_hf_config(const YNode& n);
 
+// One optimizer step over one parameter: data/optimizers.yaml (counted from PyTorch's source; the file says how).
+struct OptimizerPasses {
+  double state = 0;    // passes over an fp32 tensor
+  double grad = 0;     // passes over the gradient
+  double kernels = 0;  // launches per parameter group (foreach, fused) or per tensor (forloop)
+};
+
+// data/optimizers.yaml's row for this optimizer and implementation, read once (core/load_optimizers.cpp).
+OptimizerPasses optimizer_passes(Optimizer optimizer, OptimizerImpl impl);
+
 }  // namespace dpsim

@@ -6,43 +6,11 @@
 #include <string>
 
 #include "dpsim/sharding.hpp"
+#include "load_internal.hpp"
 
 namespace dpsim {
 
-namespace {
-
-// One optimizer step over one parameter, counted from PyTorch's source (torch/optim/adam.py _multi_tensor_adam
-// with decoupled_weight_decay, as AdamW calls it; _fused_adam; torch/optim/sgd.py _multi_tensor_sgd, _fused_sgd),
-// default hyper-parameters (AdamW weight_decay 0.01, SGD weight_decay 0, dampening 0). `state` counts passes over
-// an fp32 tensor (master weight, exp_avg, exp_avg_sq, momentum_buffer, temporaries), `grad` passes over the
-// gradient, `kernels` the launches per parameter group (foreach, fused) or per tensor (forloop).
-struct OptimizerPasses {
-  double state = 0;
-  double grad = 0;
-  double kernels = 0;
-};
-
-OptimizerPasses optimizer_passes(Optimizer optimizer, OptimizerImpl impl) {
-  const bool fused = impl == OptimizerImpl::fused;
-  switch (optimizer) {
-    case Optimizer::adamw:
-      // fused: _foreach_add_(steps, 1), then _fused_adam_ reads param, exp_avg, exp_avg_sq and grad and writes the
-      // three states. foreach / forloop: steps += 1; param *= 1 - lr*wd (2); exp_avg.lerp_(grad) (2 + grad);
-      // exp_avg_sq *= beta2 (2); exp_avg_sq.addcmul_(grad, grad) (2 + grad); sqrt(exp_avg_sq) (2: read, write a
-      // temporary); div_ (2); add_(eps) (2); param.addcdiv_(exp_avg, denom) (4) = 18 state + 2 grad, 9 kernels.
-      return fused ? OptimizerPasses{6, 1, 2} : OptimizerPasses{18, 2, 9};
-    case Optimizer::sgd_momentum:
-      // fused: _fused_sgd_ reads param, momentum_buffer, grad, writes param and buffer. foreach: buf *= momentum
-      // (2); buf += grad (2 + grad); param += -lr * buf (3) = 7 state + 1 grad, 3 kernels.
-      return fused ? OptimizerPasses{4, 1, 1} : OptimizerPasses{7, 1, 3};
-    case Optimizer::sgd:
-      // param += -lr * grad: read and write the param, read the grad; one kernel either way.
-      return {2, 1, 1};
-  }
-  return {};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer) {
   return model_state_parts(param_dtype, grad_dtype, optimizer).total();
