@@ -186,6 +186,7 @@ StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
 }  // namespace
 
 StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options) {
+  if (plan.sharded.deepspeed) return program_detail::deepspeed_program(plan, options);
   if (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3)
     return program_detail::fsdp_program(plan, options);
   return ddp_program(plan, options);

@@ -1,5 +1,6 @@
 #pragma once
-// What the step program's builders share (core/program.cpp: DDP and zero1; core/program_fsdp.cpp: zero2/zero3).
+// What the step program's builders share (core/program.cpp: DDP and zero1; core/program_fsdp.cpp: zero2/zero3;
+// core/program_deepspeed.cpp: DeepSpeed's stages 1 and 2).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,5 +45,8 @@ inline int backward_op(const StepPlan& plan, size_t pos) {
 
 // zero2/zero3: FSDP's step (program_fsdp.cpp).
 StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options);
+
+// zero1/zero2 with DeepSpeed's zero_optimization: DeepSpeedZeroOptimizer's step (program_deepspeed.cpp).
+StepProgram deepspeed_program(const StepPlan& plan, const ProgramOptions& options);
 
 }  // namespace dpsim::program_detail

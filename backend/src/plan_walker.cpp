@@ -48,7 +48,8 @@ StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as
   StepLayout layout;
   layout.element_bytes = element_bytes;
   // FSDP's gradients are views of its flat parameter's gradient: nothing is copied into buckets.
-  const bool fsdp = plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3;
+  const bool fsdp =
+      !plan.sharded.deepspeed && (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3);
   layout.bucket_view = gradient_as_bucket_view || fsdp;
   layout.grads.resize(plan.grads.size());
   layout.gemm_grad.resize(plan.ops.size());
