@@ -31,6 +31,14 @@ struct Builder {
   }
 };
 
+// Data parallelism's one rank class: every rank runs the same instructions.
+inline Builder every_rank(const StepPlan& plan) {
+  Builder bld;
+  bld.rank.rank_class = "every rank";
+  bld.rank.ranks = plan.world_size;
+  return bld;
+}
+
 inline int micro_steps(const StepPlan& plan, const ProgramOptions& options) {
   return static_cast<int>(
       std::max<int64_t>(1, options.micro_steps > 0 ? options.micro_steps : plan.gradient_accumulation));

@@ -89,9 +89,7 @@ StepProgram deepspeed_program(const StepPlan& plan, const ProgramOptions& option
   const int nbuckets = static_cast<int>(plan.buckets.size());
   const int nops = static_cast<int>(plan.ops.size());
 
-  Builder bld;
-  bld.rank.rank_class = "every rank";
-  bld.rank.ranks = plan.world_size;
+  Builder bld = every_rank(plan);
   bld.mark(kCompute, Mark::step_begin, 0);
   for (int micro = 0; micro < program.micro_steps; ++micro) {
     const bool last = micro == program.micro_steps - 1;

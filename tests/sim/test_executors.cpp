@@ -10,6 +10,7 @@
 #include "../shipped_scenarios.hpp"
 #include "dpsim/analytic.hpp"
 #include "dpsim/backend/executor.hpp"
+#include "dpsim/backend/shard_buffers.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/program.hpp"
 #include "dpsim/sim/simulate.hpp"
@@ -171,7 +172,9 @@ void check_same_program(const Scenario& s) {
   // The dry run: its launches, mapped back to instructions.
   const backend::StepLayout layout =
       backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
-  backend::DryRunExecutor dry;
+  // With the buffer plan the CUDA executor uses: it has buffers for every collective of the program.
+  const backend::ShardBuffers buffers = backend::plan_shard_buffers(plan, p, layout, 0);
+  backend::DryRunExecutor dry(&buffers);
   backend::WalkOptions wo;
   wo.gradient_accumulation = plan.gradient_accumulation;
   backend::walk_step(plan, layout, wo, dry);
