@@ -42,7 +42,7 @@ struct CudaExecutor::Impl {
   void* weight_shard = nullptr;    // FSDP: the rank's 1/N of every unit's weights
   void* grad_shard = nullptr;      // FSDP: the rank's 1/N of every unit's gradients
   void* param_grads = nullptr;     // [total] Elem: param.grad when gradients are not bucket views
-  float* master = nullptr;         // [total] fp32 (nullptr when weights are fp32)
+  float* master = nullptr;         // fp32, what the optimizer updates (nullptr when weights are fp32)
   float* m1 = nullptr;             // Adam first moment / SGD momentum
   float* m2 = nullptr;             // Adam second moment
   void* act = nullptr;             // activation arena

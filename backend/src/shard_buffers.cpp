@@ -163,6 +163,7 @@ ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program
   if (program.classes.empty()) throw RuntimeError("buffer plan: the program has no rank class");
   ShardBuffers b;
   b.shards = plan.sharded.sharding == Sharding::none ? 1 : std::max(1, plan.sharded.shards);
+  // A rank of a larger group (ranks of consecutive shard groups) is its place in its own.
   if (rank < 0 || rank >= b.shards) rank = rank < 0 ? 0 : rank % b.shards;
   b.rank = rank;
   b.fsdp = !plan.sharded.units.empty();
