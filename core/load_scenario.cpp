@@ -163,6 +163,14 @@ ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool
         "DeepSpeed's zero_optimization applies to parallelism.sharding zero1 or zero2 (stages 1 and 2), not {}",
         to_string(sharding)));
   if (fsdp_given) n.fail("give fsdp: (PyTorch FSDP) or zero_optimization: (DeepSpeed), not both");
+  // DeepSpeed keys dpsim reads as DeepSpeed's defaults would not hold: named, not "unknown" (config.py).
+  for (const std::string& key : n.keys())
+    if (key == "contiguous_gradients" || key == "allgather_partitions" || key == "round_robin_gradients" ||
+        key.starts_with("offload") || key.starts_with("cpu_offload") || key.starts_with("stage3_") ||
+        key.starts_with("zero_quantized") || key == "zero_hpz_partition_size")
+      n.at(key).fail(
+          "this DeepSpeed knob is not modelled; dpsim models stage, reduce_bucket_size, allgather_bucket_size, "
+          "overlap_comm, reduce_scatter, use_multi_rank_bucket_allreduce");
   n.allow_only({"stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "reduce_scatter",
                 "use_multi_rank_bucket_allreduce"});
   ZeroOptimization z;
