@@ -213,6 +213,7 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
     s.weights = s.arena.allocate(b.weights_numel * s.eb, "weights");
     s.grads = s.arena.allocate(b.grads_numel * s.eb, "gradient buckets");
     if (!layout.bucket_view) s.param_grads = s.arena.allocate(total * s.eb, "parameter gradients (no bucket views)");
+    if (b.grad_shard_numel > 0) s.grad_shard = s.arena.allocate(b.grad_shard_numel * s.eb, "gradient partition");
   }
   if (need_master) s.master = static_cast<float*>(s.arena.allocate(on * 4, "fp32 master weights"));
   if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (first moment)"));
@@ -459,7 +460,10 @@ double CudaExecutor::time_single_allreduce(int reps) {
   Impl& s = *impl_;
   if (!s.comms.count(GroupKind::data)) return 0;  // a world of 1
   // All the gradients as one message needs a buffer that holds them: FSDP's zero3 rank holds none (0: not timed).
-  void* all = !s.buffers.fsdp ? s.grads : s.buffers.gathered_numel >= s.layout.total_numel ? s.weights : nullptr;
+  void* all = s.buffers.grads_numel >= s.layout.total_numel      ? s.grads
+              : s.buffers.weights_numel >= s.layout.total_numel  ? s.weights
+              : s.buffers.gathered_numel >= s.layout.total_numel ? s.weights
+                                                                 : nullptr;
   if (!all) return 0;
   const ncclComm_t comm = s.comm_for(GroupKind::data);
   cudaEvent_t a = nullptr, b = nullptr;

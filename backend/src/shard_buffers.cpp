@@ -56,12 +56,24 @@ void plan_flat(ShardBuffers& b, const StepPlan& plan, const RankProgram& r, cons
   if (plan.sharded.sharding != Sharding::none) b.weights_numel = b.grads_numel = std::max(total, n * opt);
   b.optimizer = {Buffer::weights, opt_offset, opt};
   b.optimizer_grads = {Buffer::grads, opt_offset, opt};
+  b.bucket_base = layout.bucket_offset;
+  if (plan.sharded.deepspeed && plan.sharded.sharding == Sharding::zero2) {
+    // Bucket k in buffer k % 2 with overlap_comm (the ipg_index swap after each flush), else all in one; a
+    // parameter above reduce_bucket_size is reduced from its own gradient (:957-959): a buffer that holds it.
+    const int64_t buffers = plan.sharded.overlap_comm ? 2 : 1;
+    int64_t largest = 1;
+    for (int64_t numel : layout.bucket_numel) largest = std::max(largest, numel);
+    for (size_t k = 0; k < b.bucket_base.size(); ++k) b.bucket_base[k] = static_cast<int64_t>(k) % buffers * largest;
+    b.grads_numel = buffers * largest;
+    b.grad_shard_numel = opt;
+    b.optimizer_grads = {Buffer::grad_shard, 0, opt};
+  }
   int gathers = 0;  // dpsim's zero1 gathers bucket k's weights in its k-th all-gather (program.cpp)
   for (const CommCall& c : r.comms) {
     CallBuffers cb;
     if (c.bucket >= 0) {
       const auto bk = static_cast<size_t>(c.bucket);
-      const Span whole{Buffer::grads, layout.bucket_offset.at(bk), layout.bucket_numel.at(bk)};
+      const Span whole{Buffer::grads, b.bucket_base.at(bk), layout.bucket_numel.at(bk)};
       if (c.kind == CollectiveKind::all_reduce) {
         cb = {whole, whole, whole.numel};
       } else if (c.kind == CollectiveKind::reduce_scatter) {  // in place: the rank's slice of its bucket
@@ -186,13 +198,18 @@ Span weight_span(const ShardBuffers& b, const StepLayout& layout, const StepPlan
 Span grad_span(const ShardBuffers& b, const StepLayout& layout, const StepPlan& plan, int grad) {
   const auto g = static_cast<size_t>(grad);
   const int64_t numel = plan.grads.at(g).numel;
-  if (!b.fsdp) return {Buffer::grads, layout.grads.at(g).flat_offset, numel};
+  if (!b.fsdp) {
+    const auto bucket = static_cast<size_t>(plan.grads.at(g).bucket);
+    return {Buffer::grads, b.bucket_base.at(bucket) + layout.grads.at(g).bucket_offset, numel};
+  }
   return {Buffer::unit_grads, b.offset_in_unit.at(g), numel};
 }
 
 std::string describe_buffers(const ShardBuffers& b, int element_bytes) {
   std::string out = fmt::format("# buffers of rank {} of {} ({}):", b.rank, b.shards,
-                                b.fsdp ? "FSDP shards" : "flat weights and gradients");
+                                b.fsdp                   ? "FSDP shards"
+                                : b.grad_shard_numel > 0 ? "flat weights, DeepSpeed's bucket buffers and partition"
+                                                         : "flat weights and gradients");
   const std::pair<Buffer, int64_t> held[] = {
       {Buffer::weights, b.weights_numel},           {Buffer::grads, b.grads_numel},
       {Buffer::weight_shard, b.weight_shard_numel}, {Buffer::grad_shard, b.grad_shard_numel},

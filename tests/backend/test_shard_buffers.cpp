@@ -215,3 +215,41 @@ TEST_CASE("the dry run lists each collective's buffers from the plan; a world of
   walk_step(q.plan, q.layout, {}, single);
   for (const Launch& l : single.launches()) CHECK(l.type != Launch::Type::collective);
 }
+
+TEST_CASE("DeepSpeed stage 2: the gradients only in its bucket buffers and the rank's partition") {
+  for (const char* overlap : {"false", "true"}) {
+    INFO("overlap_comm " << overlap);
+    const Scenario s =
+        scenario("llama3.1-8b-deepspeed-zero2-8xh100.yaml", {{"zero_optimization.overlap_comm", overlap}});
+    const Planned p = planned(s, 1);
+    const ShardBuffers& b = p.buffers;
+    const int64_t buffers = std::string(overlap) == "true" ? 2 : 1;
+    int64_t largest = 0;
+    for (int64_t numel : p.layout.bucket_numel) largest = std::max(largest, numel);
+    CHECK(b.grads_numel == buffers * largest);
+    CHECK(b.grad_shard_numel == b.optimizer.numel);
+    CHECK(b.optimizer_grads == Span{Buffer::grad_shard, 0, b.optimizer.numel});
+    // Weights, the partition's gradients and optimizer state: ZeRO-2's 2 Ψ + (2 + K) Ψ / N, up to the padding.
+    const ModelStateParts parts =
+        model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+    const double state = static_cast<double>(b.weights_numel + b.grad_shard_numel) * 2 +
+                         static_cast<double>(b.optimizer.numel) * parts.optimizer;
+    CHECK(std::abs(state - p.plan.memory.model_state_bytes) / p.plan.memory.model_state_bytes < 1e-6);
+    // Bucket k in buffer k % buffers; every gradient written inside its bucket's buffer.
+    for (size_t k = 0; k < p.plan.buckets.size(); ++k)
+      CHECK(b.bucket_base[k] == static_cast<int64_t>(k) % buffers * largest);
+    for (size_t g = 0; g < p.plan.grads.size(); ++g) {
+      const Span gs = grad_span(b, p.layout, p.plan, static_cast<int>(g));
+      check_inside(b, gs);
+      const auto k = static_cast<size_t>(p.plan.grads[g].bucket);
+      CHECK(gs.offset >= b.bucket_base[k]);
+      CHECK(gs.offset + gs.numel <= b.bucket_base[k] + p.layout.bucket_numel[k]);
+    }
+    for (const CommCall& c : p.program.classes.front().comms)
+      if (c.kind == CollectiveKind::all_reduce) {
+        const CallBuffers& cb = b.call(c);
+        CHECK(cb.send == cb.recv);  // in place in its bucket buffer
+        CHECK(cb.send.offset == b.bucket_base.at(static_cast<size_t>(c.bucket)));
+      }
+  }
+}

@@ -3,9 +3,12 @@
 // layout's dtype. Host code, shared: the CUDA executor allocates and addresses its memory by it, the dry run lists
 // it, ctest checks it without a GPU.
 //
-// - DDP, zero1 and DeepSpeed's stages 1/2: the whole weights and gradients (the layout's flat order, buckets
+// - DDP, zero1 and DeepSpeed's stage 1: the whole weights and gradients (the layout's flat order, buckets
 //   contiguous); the optimizer on its slice (all of it unsharded, the rank's 1/N otherwise); zero1's all-gathers in
 //   place in the weights: each rank's part is its slice.
+// - DeepSpeed's stage 2: the whole weights, the gradients only in DeepSpeed's contiguous bucket buffers (two with
+//   overlap_comm, taken in turn: stage_1_and_2.py:945-948, :2048-2060) and the rank's gradient partition, which the
+//   optimizer reads.
 // - FSDP zero2/zero3 (units): per unit, a flat parameter padded to a multiple of the N ranks (FlatParameter's
 //   padding), of which each rank holds a 1/N shard of the weights and of the gradients; the weights are gathered into
 //   `gathered` (zero2: every unit at once, kept from its forward to its backward; zero3: the root's region, kept, and
@@ -51,8 +54,9 @@ struct ShardBuffers {
   int shards = 1;
   int rank = 0;
   int64_t weights_numel = 0, grads_numel = 0;            // DDP, zero1, DeepSpeed
-  int64_t weight_shard_numel = 0, grad_shard_numel = 0;  // FSDP
+  int64_t weight_shard_numel = 0, grad_shard_numel = 0;  // FSDP (DeepSpeed stage 2: its gradient partition)
   int64_t gathered_numel = 0, unit_grads_numel = 0;      // FSDP
+  std::vector<int64_t> bucket_base;  // [bucket] -> where its gradients live in `grads` (flat: bucket_offset)
   std::vector<UnitShard> units;
   std::vector<int> unit_of_grad;        // [plan grad] -> unit (FSDP)
   std::vector<int64_t> offset_in_unit;  // [plan grad] -> elements from its unit's flat start (FSDP)
