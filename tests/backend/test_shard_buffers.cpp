@@ -15,6 +15,7 @@
 #include "dpsim/load.hpp"
 #include "dpsim/sharding.hpp"
 #include "dpsim/sweep_spec.hpp"
+#include "tiny_plan.hpp"
 
 using namespace dpsim;
 using namespace dpsim::backend;
@@ -252,4 +253,24 @@ TEST_CASE("DeepSpeed stage 2: the gradients only in its bucket buffers and the r
         CHECK(cb.send.offset == b.bucket_base.at(static_cast<size_t>(c.bucket)));
       }
   }
+}
+
+TEST_CASE("the tiny zero3 plan of the GPU test: units laid out in op order, the root's lin2 apart from the block") {
+  StepPlan plan = test::tiny_plan(64);
+  plan.world_size = 1;
+  plan.sharded.sharding = Sharding::zero3;
+  plan.sharded.shards = 1;
+  plan.sharded.units = {ShardUnit{.name = "", .ops = {0, 4}, .parameters = 58},
+                        ShardUnit{.name = "block.0", .ops = {1, 2, 3}, .parameters = 30}};
+  const StepLayout layout = make_layout(plan, 2, true);
+  const StepProgram program = make_step_program(plan);
+  const ShardBuffers b = plan_shard_buffers(plan, program, layout, 0);
+  // Root: embed.weight [0, 40), lin2.weight [40, 58); block: lin1.weight [0, 24), norm.weight [24, 30).
+  CHECK(b.offset_in_unit == std::vector<int64_t>{40, 24, 0, 0});
+  CHECK(b.unit_of_grad == std::vector<int>{0, 1, 1, 0});
+  CHECK(b.unit_grads_numel == 58);
+  CHECK(b.gathered_numel == 58 + 30);  // the root's region and one block slot (one block)
+  DryRunExecutor dry(&b);
+  walk_step(plan, layout, {}, dry);
+  for (const Launch& l : dry.launches()) CHECK(l.type != Launch::Type::collective);  // one rank
 }
