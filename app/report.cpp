@@ -77,7 +77,9 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
 
 // The step's collectives by kind: how many, their bytes, what each rank moves, and how long they ran.
 Section sharded_comm_section(const Scenario& s, const StepResult& r) {
-  Section c{fmt::format("Collectives of the step ({} = {})", s.parallelism.sharding_as_written, r.sharding), {}};
+  Section c{fmt::format("Collectives of the step ({} = {}{})", s.parallelism.sharding_as_written, r.sharding,
+                        s.zero_optimization ? ", DeepSpeed's step" : ""),
+            {}};
   struct Sum {
     int calls = 0;
     double bytes = 0, seconds = 0;
