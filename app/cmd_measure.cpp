@@ -8,6 +8,7 @@
 #include "dpsim/backend/calibration.hpp"
 #include "dpsim/backend/executor.hpp"
 #include "dpsim/backend/measure.hpp"
+#include "dpsim/backend/shard_buffers.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/units.hpp"
@@ -69,13 +70,16 @@ void run_measure(const MeasureArgs& a) {
   if (a.options.watchdog_s <= 0) throw InputError("--watchdog must be > 0 seconds");
 
   if (a.dry_run) {
-    backend::DryRunExecutor dry;
     const backend::StepLayout layout =
         backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
+    // Rank 0's buffers, as the CUDA executor allocates them.
+    const backend::ShardBuffers buffers = backend::plan_shard_buffers(plan, make_step_program(plan), layout, 0);
+    backend::DryRunExecutor dry(&buffers);
     backend::WalkOptions wo;
     wo.gradient_accumulation = plan.gradient_accumulation;
     backend::walk_step(plan, layout, wo, dry);
-    emit(backend::describe_launches(plan, dry.launches()), a.output);
+    emit(backend::describe_launches(plan, dry.launches()) + backend::describe_buffers(buffers, layout.element_bytes),
+         a.output);
     return;
   }
 #ifndef DPSIM_HAVE_CUDA

@@ -47,7 +47,9 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   if (r.unsharded_bytes_per_gpu > 0) mem.add("units gathered at once", format_bytes(r.unsharded_bytes_per_gpu));
   mem.add("activations",
           s.training.activations ? format_bytes(r.activation_bytes_per_gpu) : "not counted (activations: false)");
-  if (s.parallelism.sharding == Sharding::none || s.parallelism.sharding == Sharding::zero1)
+  if (s.zero_optimization)
+    mem.add("DeepSpeed bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
+  else if (s.parallelism.sharding == Sharding::none || s.parallelism.sharding == Sharding::zero1)
     mem.add("DDP bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
   const double need = r.memory_need_bytes();
   mem.add("total", fmt::format("{} of {}, all of {}'s memory", format_bytes(need), gpu_memory_label(s.topology.gpu),
@@ -75,7 +77,9 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
 
 // The step's collectives by kind: how many, their bytes, what each rank moves, and how long they ran.
 Section sharded_comm_section(const Scenario& s, const StepResult& r) {
-  Section c{fmt::format("Collectives of the step ({} = {})", s.parallelism.sharding_as_written, r.sharding), {}};
+  Section c{fmt::format("Collectives of the step ({} = {}{})", s.parallelism.sharding_as_written, r.sharding,
+                        s.zero_optimization ? ", DeepSpeed's step" : ""),
+            {}};
   struct Sum {
     int calls = 0;
     double bytes = 0, seconds = 0;

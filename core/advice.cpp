@@ -24,7 +24,8 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
     Scenario t = s;
     t.parallelism.sharding = k;
     t.parallelism.sharding_as_written = to_string(k);
-    if (k == Sharding::zero1) t.fsdp = Fsdp{};  // FSDP's knobs do not apply to zero1
+    if (k == Sharding::zero1) t.fsdp = Fsdp{};              // FSDP's knobs do not apply to zero1
+    if (k == Sharding::zero3) t.zero_optimization.reset();  // DeepSpeed's stage 1/2 knobs do not apply to zero3
     StepResult x = evaluate(t);
     text += fmt::format(" {}: {} per GPU, {};", to_string(k), format_bytes(x.memory_need_bytes()),
                         x.fits ? fmt::format("fits, step {} ({:.1f} samples/s, {})", format_seconds(x.step_time_s),
@@ -97,7 +98,13 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
   const StepResult b = evaluate(bigger_batch);
   out.push_back(fmt::format("Micro-batch {} -> {}: {}{}.", s.training.micro_batch, bigger_batch.training.micro_batch,
                             gain(r, b), b.fits ? "" : " (but it no longer fits in memory)"));
-  if (!r.buckets.empty()) {  // DDP and zero1 reduce in DDP's buckets; FSDP per unit
+  if (s.zero_optimization) {  // DeepSpeed's buckets: reduce_bucket_size elements
+    Scenario other = s;
+    const bool overlap = s.zero_optimization->overlap_comm;
+    other.zero_optimization->overlap_comm = !overlap;
+    out.push_back(
+        fmt::format("zero_optimization.overlap_comm {} -> {}: {}.", overlap, !overlap, gain(r, evaluate(other))));
+  } else if (!r.buckets.empty()) {  // DDP and zero1 reduce in DDP's buckets; FSDP per unit
     Scenario bigger_buckets = s;
     bigger_buckets.ddp.bucket_cap_bytes *= 4;
     out.push_back(fmt::format("Bucket cap {} -> {}: {}.", format_bytes(s.ddp.bucket_cap_bytes),

@@ -148,6 +148,61 @@ Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
   return f;
 }
 
+// A DeepSpeed element count: an integer, written as DeepSpeed configs do (500000000 or 5e8).
+int64_t parse_elements(const YNode& n) {
+  const double v = n.as_number();
+  if (v < 0 || v > 1e15 || v != static_cast<double>(static_cast<int64_t>(v)))
+    n.fail("an element count: an integer from 0 to 1e15 (DeepSpeed counts elements, not bytes)");
+  return static_cast<int64_t>(v);
+}
+
+// DeepSpeed's zero_optimization block (stages 1 and 2; names and defaults: deepspeed/runtime/zero/config.py).
+ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool fsdp_given) {
+  if (sharding == Sharding::zero3)
+    n.fail(
+        "DeepSpeed's stage 3 (stage3_prefetch_bucket_size, stage3_max_live_parameters, ...) is not modelled; "
+        "zero_optimization applies to parallelism.sharding zero1 or zero2 (DeepSpeed stages 1 and 2)");
+  if (sharding != Sharding::zero1 && sharding != Sharding::zero2)
+    n.fail(fmt::format(
+        "DeepSpeed's zero_optimization applies to parallelism.sharding zero1 or zero2 (stages 1 and 2), not {}",
+        to_string(sharding)));
+  if (fsdp_given) n.fail("give fsdp: (PyTorch FSDP) or zero_optimization: (DeepSpeed), not both");
+  // DeepSpeed keys dpsim reads as DeepSpeed's defaults would not hold: named, not "unknown" (config.py).
+  for (const std::string& key : n.keys())
+    if (key == "contiguous_gradients" || key == "allgather_partitions" || key == "round_robin_gradients" ||
+        key.starts_with("offload") || key.starts_with("cpu_offload") || key.starts_with("stage3_") ||
+        key.starts_with("zero_quantized") || key == "zero_hpz_partition_size")
+      n.at(key).fail(
+          "this DeepSpeed knob is not modelled; dpsim models stage, reduce_bucket_size, allgather_bucket_size, "
+          "overlap_comm, reduce_scatter, use_multi_rank_bucket_allreduce");
+  n.allow_only({"stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "reduce_scatter",
+                "use_multi_rank_bucket_allreduce"});
+  ZeroOptimization z;
+  if (auto v = n.get("stage")) {
+    const int64_t stage = v->as_int(0, 3);
+    if (stage != (sharding == Sharding::zero1 ? 1 : 2))
+      v->fail(fmt::format("stage {} differs from parallelism.sharding {} (DeepSpeed stage {})", stage,
+                          to_string(sharding), sharding == Sharding::zero1 ? 1 : 2));
+  }
+  if (auto v = n.get("reduce_bucket_size")) z.reduce_bucket_size = parse_elements(*v);
+  if (auto v = n.get("allgather_bucket_size")) {
+    z.allgather_bucket_size = parse_elements(*v);
+    // stage_1_and_2.py:277-281: nccl_start_alignment_factor = 2 (4-byte alignment / sizeof(fp16)), asserted.
+    if (z.allgather_bucket_size % 2 != 0)
+      v->fail("must be a multiple of 2 (DeepSpeed's nccl_start_alignment_factor, stage_1_and_2.py:277-281)");
+  }
+  if (auto v = n.get("overlap_comm")) z.overlap_comm = v->as_bool();
+  if (auto v = n.get("reduce_scatter")) z.reduce_scatter = v->as_bool();
+  if (auto v = n.get("use_multi_rank_bucket_allreduce")) {
+    z.use_multi_rank_bucket_allreduce = v->as_bool();
+    if (!z.use_multi_rank_bucket_allreduce && z.reduce_scatter)
+      v->fail(
+          "false with reduce_scatter: true reduces each rank's slices with a dist.reduce to that rank "
+          "(stage_1_and_2.py:1141-1147), which dpsim does not model; keep true (DeepSpeed's default)");
+  }
+  return z;
+}
+
 }  // namespace
 
 void rethrow_at_key(const YNode& key, const fs::path& file, const InputError& error) {
@@ -226,6 +281,7 @@ void check_sequence_length(const Scenario& s, const YNode& training) {
 void check_collective_available(const Scenario& s, const YNode& collective) {
   std::vector<CollectiveKind> kinds{CollectiveKind::all_reduce};
   if (s.parallelism.sharding != Sharding::none) kinds = {CollectiveKind::reduce_scatter, CollectiveKind::all_gather};
+  if (s.zero_optimization) kinds = {CollectiveKind::all_reduce, CollectiveKind::all_gather};  // DeepSpeed stage 1/2
   const FabricSummary f = summarize_fabric(s.topology);
   for (const CollectiveKind kind : kinds) {
     try {
@@ -247,7 +303,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   YNode root = YNode::load_file(file);
   for (const auto& o : overrides) root.set_path(o.key_path, o.value);
   root.allow_only({"name", "description", "model", "training", "ddp", "parallelism", "fsdp", "cluster", "collective",
-                   "validation", "nccl"});
+                   "validation", "nccl", "zero_optimization"});
   const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
   Scenario s;
   s.file = file.string();
@@ -271,6 +327,8 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();
   if (auto v = root.get("parallelism")) s.parallelism = parse_parallelism(*v, s.topology.world_size());
   if (auto v = root.get("fsdp")) s.fsdp = parse_fsdp(*v, s.parallelism.sharding);
+  if (auto v = root.get("zero_optimization"))
+    s.zero_optimization = parse_zero_optimization(*v, s.parallelism.sharding, root.has("fsdp"));
 
   if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
     root.at("training")

@@ -52,6 +52,24 @@ std::vector<std::vector<int>> assign_buckets(const std::vector<int64_t>& tensor_
   return buckets;
 }
 
+std::vector<std::vector<int>> deepspeed_buckets(const std::vector<int64_t>& tensor_numel,
+                                                int64_t reduce_bucket_elements) {
+  std::vector<std::vector<int>> buckets;
+  std::vector<int> open;
+  int64_t elements = 0;
+  for (size_t i = 0; i < tensor_numel.size(); ++i) {
+    if (elements + tensor_numel[i] > reduce_bucket_elements && !open.empty()) {
+      buckets.push_back(std::move(open));
+      open.clear();
+      elements = 0;
+    }
+    open.push_back(static_cast<int>(i));
+    elements += tensor_numel[i];
+  }
+  if (!open.empty()) buckets.push_back(std::move(open));
+  return buckets;
+}
+
 namespace {
 
 PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
@@ -102,6 +120,34 @@ std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops)
   return units;
 }
 
+// DeepSpeed's stage 1 or 2 (a zero_optimization block with zero1 / zero2; the loader refuses it with the others).
+bool deepspeed_zero(const Scenario& s) {
+  return s.zero_optimization &&
+         (s.parallelism.sharding == Sharding::zero1 || s.parallelism.sharding == Sharding::zero2);
+}
+
+// DeepSpeed's buckets in its reduction order: the gradient hooks' (ready) order, except stage 1 without overlap_comm,
+// which registers no hooks (stage_1_and_2.py:527) and reduces after the backward in parameter (definition) order
+// (reduce_gradients, :719-723). Each bucket lists its gradients, indices into `grads`.
+std::vector<std::vector<int>> deepspeed_bucket_grads(const Scenario& s, const std::vector<Grad>& grads) {
+  const bool hooks = s.parallelism.sharding == Sharding::zero2 || s.zero_optimization->overlap_comm;
+  std::vector<int> order(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) order[i] = static_cast<int>(hooks ? i : grads.size() - 1 - i);
+  std::vector<int64_t> numel;
+  for (int g : order) numel.push_back(grads[static_cast<size_t>(g)].numel);
+  auto buckets = deepspeed_buckets(numel, s.zero_optimization->reduce_bucket_size);
+  for (auto& b : buckets)
+    for (int& i : b) i = order[static_cast<size_t>(i)];
+  return buckets;
+}
+
+// DeepSpeed's contiguous bucket buffers: reduce_bucket_size elements of the weights' dtype (self.dtype, :284), two with
+// overlap_comm (double buffering, stage_1_and_2.py:2048-2060).
+double deepspeed_bucket_buffer_bytes(const Scenario& s) {
+  const ZeroOptimization& z = *s.zero_optimization;
+  return static_cast<double>(z.reduce_bucket_size) * dtype_bytes(s.training.param_dtype) * (z.overlap_comm ? 2 : 1);
+}
+
 void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan) {
   Sharded& sh = plan.sharded;
   sh.sharding = s.parallelism.sharding;
@@ -111,7 +157,10 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.shards = plan.world_size;
   sh.param_per_grad_bytes =
       static_cast<double>(dtype_bytes(s.training.param_dtype)) / dtype_bytes(s.training.grad_dtype);
-  if (sh.sharding == Sharding::zero2 || sh.sharding == Sharding::zero3) sh.units = fsdp_units(s, ops);
+  sh.deepspeed = deepspeed_zero(s);
+  sh.overlap_comm = sh.deepspeed && s.zero_optimization->overlap_comm;
+  if (!sh.deepspeed && (sh.sharding == Sharding::zero2 || sh.sharding == Sharding::zero3))
+    sh.units = fsdp_units(s, ops);
   // Each rank updates its 1/N of the optimizer state and master weights.
   const auto n = static_cast<double>(sh.shards);
   plan.optimizer.parameters = static_cast<int64_t>(std::ceil(static_cast<double>(plan.optimizer.parameters) / n));
@@ -184,7 +233,9 @@ StepPlan make_step_plan(const Scenario& s) {
   for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) plan.backward_order.push_back(i);
 
   const Sharding sharding = s.parallelism.sharding;
-  const bool bucketed = sharding == Sharding::none || sharding == Sharding::zero1;  // DDP-style gradient buckets
+  const bool deepspeed = deepspeed_zero(s);
+  // DDP-style gradient buckets: DDP's, zero1's, DeepSpeed's (stages 1 and 2)
+  const bool bucketed = deepspeed || sharding == Sharding::none || sharding == Sharding::zero1;
   // Gradients become ready in backward order; within an op, in reverse of definition.
   std::vector<int64_t> ready_bytes;
   for (int op_index : plan.backward_order) {
@@ -192,8 +243,9 @@ StepPlan make_step_plan(const Scenario& s) {
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       Grad g{it->name, it->numel, it->numel * grad_bytes, op_index, 0};
       plan.ops[static_cast<size_t>(op_index)].grads.push_back(static_cast<int>(plan.grads.size()));
-      // DDP copies each gradient into its bucket and divides by the world size: read + write. FSDP's gradients are
-      // views of its flat parameter's gradient, reduce-scattered in place.
+      // DDP copies each gradient into its bucket and divides by the world size: read + write (DeepSpeed copies it
+      // into its contiguous bucket buffer, stage_1_and_2.py:958-964). FSDP's gradients are views of its flat
+      // parameter's gradient, reduce-scattered in place.
       if (bucketed) {
         plan.ops[static_cast<size_t>(op_index)].backward_bytes += 2.0 * static_cast<double>(g.bytes);
         plan.ops[static_cast<size_t>(op_index)].grad_copy_bytes += 2.0 * static_cast<double>(g.bytes);
@@ -208,12 +260,14 @@ StepPlan make_step_plan(const Scenario& s) {
   std::vector<int> position(ops.size());
   for (size_t k = 0; k < plan.backward_order.size(); ++k)
     position[static_cast<size_t>(plan.backward_order[k])] = static_cast<int>(k);
-  const auto groups = !bucketed ? std::vector<std::vector<int>>{}
+  const auto groups = !bucketed   ? std::vector<std::vector<int>>{}
+                      : deepspeed ? deepspeed_bucket_grads(s, plan.grads)
                       : s.ddp.first_iteration
                           ? std::vector<std::vector<int>>{}
                           : assign_buckets(ready_bytes, s.ddp.first_bucket_bytes, s.ddp.bucket_cap_bytes);
   std::vector<std::vector<int>> bucket_grads = groups;
-  if (bucketed && s.ddp.first_iteration && !plan.grads.empty()) {  // iteration 0: one bucket for everything
+  if (bucketed && !deepspeed && s.ddp.first_iteration &&
+      !plan.grads.empty()) {  // iteration 0: one bucket for everything
     bucket_grads.emplace_back();
     for (size_t i = 0; i < plan.grads.size(); ++i) bucket_grads.back().push_back(static_cast<int>(i));
   }
@@ -230,7 +284,7 @@ StepPlan make_step_plan(const Scenario& s) {
     plan.buckets.push_back(std::move(b));
   }
 
-  if (bucketed && !s.ddp.gradient_as_bucket_view)
+  if (bucketed && !deepspeed && !s.ddp.gradient_as_bucket_view)
     plan.final_copy_bytes = 2.0 * static_cast<double>(plan.gradient_bytes);
   plan.optimizer.parameters = plan.parameters;
   plan.optimizer.tensors = static_cast<int64_t>(plan.grads.size());
@@ -242,8 +296,9 @@ StepPlan make_step_plan(const Scenario& s) {
   const ModelStateParts parts = model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
   plan.memory.model_state_bytes =
       sharded_model_state_bytes(static_cast<double>(plan.parameters), parts, sharding, plan.sharded.shards);
-  plan.memory.ddp_buffer_bytes =
-      bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(plan.gradient_bytes) : 0.0;
+  plan.memory.ddp_buffer_bytes = deepspeed                                    ? deepspeed_bucket_buffer_bytes(s)
+                                 : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(plan.gradient_bytes)
+                                                                              : 0.0;
   plan.memory.activation_bytes = s.training.activations ? activations : 0.0;
   plan.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts);
   return plan;

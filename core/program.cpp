@@ -141,9 +141,7 @@ StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
   const int nbuckets = static_cast<int>(plan.buckets.size());
   const int nops = static_cast<int>(plan.ops.size());
 
-  Builder bld;
-  bld.rank.rank_class = "every rank";
-  bld.rank.ranks = plan.world_size;
+  Builder bld = every_rank(plan);
   bld.mark(compute, Mark::step_begin, 0);
   for (int micro = 0; micro < program.micro_steps; ++micro) {
     const bool sync = micro == program.micro_steps - 1;  // DDP: no_sync() on the first k-1 micro-steps
@@ -186,6 +184,7 @@ StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
 }  // namespace
 
 StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options) {
+  if (plan.sharded.deepspeed) return program_detail::deepspeed_program(plan, options);
   if (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3)
     return program_detail::fsdp_program(plan, options);
   return ddp_program(plan, options);

@@ -1,5 +1,6 @@
 #pragma once
-// What the step program's builders share (core/program.cpp: DDP and zero1; core/program_fsdp.cpp: zero2/zero3).
+// What the step program's builders share (core/program.cpp: DDP and zero1; core/program_fsdp.cpp: zero2/zero3;
+// core/program_deepspeed.cpp: DeepSpeed's stages 1 and 2).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,6 +31,14 @@ struct Builder {
   }
 };
 
+// Data parallelism's one rank class: every rank runs the same instructions.
+inline Builder every_rank(const StepPlan& plan) {
+  Builder bld;
+  bld.rank.rank_class = "every rank";
+  bld.rank.ranks = plan.world_size;
+  return bld;
+}
+
 inline int micro_steps(const StepPlan& plan, const ProgramOptions& options) {
   return static_cast<int>(
       std::max<int64_t>(1, options.micro_steps > 0 ? options.micro_steps : plan.gradient_accumulation));
@@ -44,5 +53,8 @@ inline int backward_op(const StepPlan& plan, size_t pos) {
 
 // zero2/zero3: FSDP's step (program_fsdp.cpp).
 StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options);
+
+// zero1/zero2 with DeepSpeed's zero_optimization: DeepSpeedZeroOptimizer's step (program_deepspeed.cpp).
+StepProgram deepspeed_program(const StepPlan& plan, const ProgramOptions& options);
 
 }  // namespace dpsim::program_detail

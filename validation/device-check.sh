@@ -25,7 +25,7 @@ cd "$here"
 bundle=.device-bundle
 
 # ---- the time table: the whole run, and each step's timeout and watchdog (seconds) ---------------------
-DEADLINE_S=420  # the device tool kills a command at 600 s; the machine's start is not in it
+DEADLINE_S=445  # the device tool kills a command at 600 s; the machine's start is not in it
 STEPS=(  # name timeout_s watchdog_s (0: no collective)
   "libraries 15 0"
   "gpu-tests 100 0"
@@ -33,6 +33,7 @@ STEPS=(  # name timeout_s watchdog_s (0: no collective)
   "refuse-llama3.1-70b-1xh200 25 20"
   "calibrate 130 60"
   "measure-gpt2-124m 35 20"
+  "measure-gpt2-124m-zero3-1xh200 25 15"
 )
 
 budget() {
@@ -154,6 +155,10 @@ run() {
 
   step measure-gpt2-124m "$dpsim" measure scenarios/gpt2-124m-4xrtx4090.yaml --gpus 1 --json \
     -o "$out/measure-gpt2-124m.json" --watchdog "$(watchdog measure-gpt2-124m)"
+
+  # A sharded step on one GPU: the CUDA executor's FSDP shards and unit buffers (no collective on one rank).
+  step measure-gpt2-124m-zero3-1xh200 "$dpsim" measure validation/device/gpt2-124m-zero3-1xh200.yaml --json \
+    -o "$out/measure-gpt2-124m-zero3-1xh200.json" --watchdog "$(watchdog measure-gpt2-124m-zero3-1xh200)"
 
   nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv || true
   echo "== done $(date -u +%FT%TZ) after $(($(date +%s) - start)) s; results in $out:"; ls -la "$out"

@@ -12,6 +12,7 @@
 #include "device.hpp"
 #include "dpsim/backend/cuda.hpp"
 #include "dpsim/backend/measure.hpp"
+#include "dpsim/backend/shard_buffers.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/groups.hpp"
 #include "dpsim/program.hpp"
@@ -34,18 +35,20 @@ struct CudaExecutor::Impl {
   DeviceArena arena;
   std::unique_ptr<LtMatmul> lt;
 
-  void* weights = nullptr;       // [total] Elem, flat gradient order
-  void* grads = nullptr;         // [total] Elem: the DDP bucket buffers, bucket b at bucket_offset[b]
-  void* param_grads = nullptr;   // [total] Elem: param.grad when gradients are not bucket views
-  float* master = nullptr;       // [total] fp32 (nullptr when weights are fp32)
-  float* m1 = nullptr;           // Adam first moment / SGD momentum
-  float* m2 = nullptr;           // Adam second moment
-  void* act = nullptr;           // activation arena
-  void* buf_a = nullptr;         // dY and batched B operands (random)
-  void* buf_c = nullptr;         // GEMM outputs, memory-kernel destination
-  void* comm_scratch = nullptr;  // collectives that reduce no DDP bucket (sharded programs' gathers, unit reduces)
-  int64_t act_n = 0, buf_a_n = 0, buf_c_n = 0, comm_scratch_n = 0;
-  int64_t opt_numel = 0, opt_offset = 0;       // the optimizer's slice of the flat order (all of it unsharded)
+  ShardBuffers buffers;            // what this rank holds and where each launch reads and writes (shard_buffers.hpp)
+  std::vector<int64_t> unit_base;  // FSDP: where each unit's weights were last gathered in `weights` (gathered)
+  void* weights = nullptr;         // Elem: flat weights (DDP, zero1, DeepSpeed); FSDP: the gathered units
+  void* grads = nullptr;           // Elem: the DDP bucket buffers, bucket b at bucket_offset[b]; FSDP: a unit's grads
+  void* weight_shard = nullptr;    // FSDP: the rank's 1/N of every unit's weights
+  void* grad_shard = nullptr;      // FSDP: the rank's 1/N of every unit's gradients
+  void* param_grads = nullptr;     // [total] Elem: param.grad when gradients are not bucket views
+  float* master = nullptr;         // fp32, what the optimizer updates (nullptr when weights are fp32)
+  float* m1 = nullptr;             // Adam first moment / SGD momentum
+  float* m2 = nullptr;             // Adam second moment
+  void* act = nullptr;             // activation arena
+  void* buf_a = nullptr;           // dY and batched B operands (random)
+  void* buf_c = nullptr;           // GEMM outputs, memory-kernel destination
+  int64_t act_n = 0, buf_a_n = 0, buf_c_n = 0;
   Ring act_ring, a_ring, c_ring;               // the memory-bound kernels walk these
   std::vector<std::vector<int64_t>> x_offset;  // [op][gemm] -> element offset in act
   std::vector<int64_t> embed_width;            // [op] row width of the embedding gradient
@@ -60,7 +63,25 @@ struct CudaExecutor::Impl {
 
   cudaStream_t stream(Stream s) const { return s == Stream::compute ? compute : comm_stream; }
   char* at(void* base, int64_t elems) const { return static_cast<char*>(base) + elems * eb; }
-  void* grad_ptr(int g) const { return at(layout.bucket_view ? grads : param_grads, layout.grads[g].flat_offset); }
+  void* base(Buffer b) const {
+    switch (b) {
+      case Buffer::weights:
+      case Buffer::gathered: return weights;
+      case Buffer::grads:
+      case Buffer::unit_grads: return grads;
+      case Buffer::weight_shard: return weight_shard;
+      case Buffer::grad_shard: return grad_shard;
+      case Buffer::none: break;
+    }
+    throw RuntimeError("CudaExecutor: a launch names no buffer");
+  }
+  char* ptr(const Span& span) const { return at(base(span.buffer), span.offset); }
+  // param.grad: its bucket slice (bucket views) or its own buffer (DDP without), its unit's buffer (FSDP).
+  void* grad_ptr(int g) const {
+    if (!buffers.fsdp && !layout.bucket_view) return at(param_grads, layout.grads[g].flat_offset);
+    return ptr(grad_span(buffers, layout, plan, g));
+  }
+  void* weight_ptr(int g) const { return ptr(weight_span(buffers, layout, plan, g, unit_base)); }
   template <typename Key>
   static cudaEvent_t event_in(std::map<Key, cudaEvent_t>& map, const Key& key, bool timing) {
     auto it = map.find(key);
@@ -154,25 +175,24 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   const bool need_master = s.elem != Elem::fp32;
   const int moments = config.optimizer == Optimizer::adamw ? 2 : config.optimizer == Optimizer::sgd_momentum ? 1 : 0;
   const size_t workspace = 32u << 20;
-  for (const RankProgram& r : program.classes)
-    for (const CommCall& c : r.comms)
-      if (c.bucket < 0) s.comm_scratch_n = std::max(s.comm_scratch_n, static_cast<int64_t>(c.bytes) / s.eb + 1);
 
-  // The optimizer's part: the plan's (its 1/N on a sharded plan, the rank's slice of the flat order), a multiple
-  // of 8 elements so that every slice starts on 16 bytes.
-  const int shard_rank = plan.sharded.sharding == Sharding::none ? 0 : s.group_rank[GroupKind::data];
-  s.opt_numel = std::min<int64_t>(total, (std::max<int64_t>(1, plan.optimizer.parameters) + 7) / 8 * 8);
-  s.opt_offset = std::min<int64_t>(static_cast<int64_t>(shard_rank) * s.opt_numel, (total - s.opt_numel) / 8 * 8);
-
-  // Model state by core's table (core/sharding.cpp model_state_parts): whole weights and gradients (the layout
-  // is the unsharded one), the optimizer state (fp32 master and moments) of the rank's slice.
+  // What the rank holds (shard_buffers.hpp): flat weights and gradients, or FSDP's shards, gathered units and one
+  // unit's gradients; the optimizer state (fp32 master and moments, core/sharding.cpp's table) of what it updates.
+  const int shard_rank = s.group_rank.count(GroupKind::data) ? s.group_rank.at(GroupKind::data) : 0;
+  s.buffers = plan_shard_buffers(plan, program, layout, shard_rank);
+  s.unit_base.assign(s.buffers.units.size(), 0);
+  for (const RankProgram& r : program.classes)  // before any gather is issued (a world of 1 issues none)
+    for (size_t i = r.comms.size(); i-- > 0;)
+      if (s.buffers.gathered_at.size() > i && s.buffers.gathered_at[i] >= 0)
+        s.unit_base.at(static_cast<size_t>(r.comms[i].unit)) = s.buffers.gathered_at[i];
   const ModelStateParts parts = model_state_parts(config.dtype, config.dtype, config.optimizer);
+  const int64_t on = s.buffers.optimizer.numel;
   MemoryNeed need;
   need.model_state_bytes =
-      static_cast<double>(total) * (parts.weights + parts.grads) + static_cast<double>(s.opt_numel) * parts.optimizer;
-  need.ddp_buffer_bytes = layout.bucket_view ? 0.0 : static_cast<double>(total) * s.eb;
+      static_cast<double>(s.buffers.numel_held() * s.eb) + static_cast<double>(on) * parts.optimizer;
+  need.ddp_buffer_bytes = !s.buffers.fsdp && !layout.bucket_view ? static_cast<double>(total) * s.eb : 0.0;
   need.activation_bytes =
-      static_cast<double>((s.act_n + s.buf_a_n + s.buf_c_n + s.comm_scratch_n) * s.eb) + static_cast<double>(workspace);
+      static_cast<double>((s.act_n + s.buf_a_n + s.buf_c_n) * s.eb) + static_cast<double>(workspace);
   if (config.check_memory) {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -183,17 +203,24 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
 
   check(cudaStreamCreateWithFlags(&s.compute, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
   check(cudaStreamCreateWithFlags(&s.comm_stream, cudaStreamNonBlocking), "cudaStreamCreate (comm)");
-  s.weights = s.arena.allocate(total * s.eb, "weights");
-  s.grads = s.arena.allocate(total * s.eb, "gradient buckets");
-  if (!layout.bucket_view) s.param_grads = s.arena.allocate(total * s.eb, "parameter gradients (no bucket views)");
-  const int64_t on = s.opt_numel;
+  const ShardBuffers& b = s.buffers;
+  if (b.fsdp) {
+    s.weight_shard = s.arena.allocate(b.weight_shard_numel * s.eb, "weight shard");
+    s.grad_shard = s.arena.allocate(b.grad_shard_numel * s.eb, "gradient shard");
+    s.weights = s.arena.allocate(b.gathered_numel * s.eb, "gathered units' weights");
+    s.grads = s.arena.allocate(b.unit_grads_numel * s.eb, "a unit's unsharded gradients");
+  } else {
+    s.weights = s.arena.allocate(b.weights_numel * s.eb, "weights");
+    s.grads = s.arena.allocate(b.grads_numel * s.eb, "gradient buckets");
+    if (!layout.bucket_view) s.param_grads = s.arena.allocate(total * s.eb, "parameter gradients (no bucket views)");
+    if (b.grad_shard_numel > 0) s.grad_shard = s.arena.allocate(b.grad_shard_numel * s.eb, "gradient partition");
+  }
   if (need_master) s.master = static_cast<float*>(s.arena.allocate(on * 4, "fp32 master weights"));
   if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (first moment)"));
   if (moments >= 2) s.m2 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (second moment)"));
   s.act = s.arena.allocate(s.act_n * s.eb, "activations");
   s.buf_a = s.arena.allocate(s.buf_a_n * s.eb, "GEMM operand scratch");
   s.buf_c = s.arena.allocate(s.buf_c_n * s.eb, "GEMM output scratch");
-  if (s.comm_scratch_n > 0) s.comm_scratch = s.arena.allocate(s.comm_scratch_n * s.eb, "collective buffer");
   s.lt = std::make_unique<LtMatmul>(s.elem, workspace, s.arena, config.tf32);
   s.act_ring = {s.act, s.act_n, 0};
   s.a_ring = {s.buf_a, s.buf_a_n, 0};
@@ -201,9 +228,12 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
 
   // Random (never zero) contents; rank-dependent gradients so the all-reduce averages real data.
   const uint64_t seed = config.seed;
-  fill_random(s.elem, s.weights, total, seed + 1, 0.02f, s.compute);
-  if (s.master) convert_to_f32(s.elem, s.at(s.weights, s.opt_offset), s.master, on, s.compute);
-  fill_random(s.elem, s.grads, total, seed + 2 + 7919ull * static_cast<uint64_t>(config.rank), 0.01f, s.compute);
+  const uint64_t rank_seed = 7919ull * static_cast<uint64_t>(config.rank);
+  fill_random(s.elem, s.weights, b.fsdp ? b.gathered_numel : b.weights_numel, seed + 1, 0.02f, s.compute);
+  if (s.weight_shard) fill_random(s.elem, s.weight_shard, b.weight_shard_numel, seed + 7 + rank_seed, 0.02f, s.compute);
+  if (s.master) convert_to_f32(s.elem, s.ptr(b.optimizer), s.master, on, s.compute);
+  fill_random(s.elem, s.grads, b.fsdp ? b.unit_grads_numel : b.grads_numel, seed + 2 + rank_seed, 0.01f, s.compute);
+  if (s.grad_shard) fill_random(s.elem, s.grad_shard, b.grad_shard_numel, seed + 8 + rank_seed, 0.01f, s.compute);
   if (s.param_grads) fill_random(s.elem, s.param_grads, total, seed + 3, 0.01f, s.compute);
   if (s.m1) fill_zero(s.m1, on * 4, s.compute);
   if (s.m2) fill_zero(s.m2, on * 4, s.compute);
@@ -265,7 +295,7 @@ void CudaExecutor::gemm(const GemmCall& c) {
   const int g = s.layout.gemm_grad.at(static_cast<size_t>(c.op)).at(static_cast<size_t>(c.gemm));
   GemmOperands o;
   o.x = s.at(s.act, x_off);
-  o.weight = g >= 0 ? static_cast<const void*>(s.at(s.weights, s.layout.grads[g].flat_offset)) : s.buf_a;
+  o.weight = g >= 0 ? static_cast<const void*>(s.weight_ptr(g)) : s.buf_a;
   o.dy = s.buf_a;
   o.out = c.role == GemmRole::backward_weight && c.grad >= 0 ? s.grad_ptr(c.grad) : s.buf_c;
   s.lt->run(step_matmul(c, o), s.compute);
@@ -340,34 +370,34 @@ void CudaExecutor::allreduce_bucket(int bucket) {
               .bucket = bucket});
 }
 
-// Every collective kind of the step program on its group's communicator, on the comm stream. A DDP bucket is
-// reduced in place in the bucket buffer with ncclSum (the gradients were divided by the world size while
-// written into it, as DDP does); other calls (sharded programs) move their bytes through a scratch buffer,
-// reduce-scatters with ncclAvg as FSDP2 issues them. Returns once enqueued; the watchdog thread watches it.
+// Every collective kind of the step program on its group's communicator, on the comm stream, in the buffers the
+// buffer plan gives it (shard_buffers.hpp): a DDP bucket reduced in place with ncclSum (the gradients were divided
+// by the world size while written into it, as DDP does), zero1's reduce-scatter into the rank's slice of its bucket
+// and its all-gathers in place in the weights; FSDP's all-gathers from the weight shard into the unit's gathered
+// buffer and its reduce-scatters (ncclAvg, as FSDP2 issues them) from the unit's gradients into the gradient
+// shard. Returns once enqueued; the watchdog thread watches it.
 void CudaExecutor::collective(const CommCall& c) {
   Impl& s = *impl_;
   const ncclComm_t comm = s.comm_for(c.group);
-  const int n = s.group_size.at(c.group), r = s.group_rank.at(c.group);
-  char* base = c.bucket >= 0 ? s.at(s.grads, s.layout.bucket_offset.at(static_cast<size_t>(c.bucket)))
-                             : static_cast<char*>(s.comm_scratch);
-  const size_t count = c.bucket >= 0 ? static_cast<size_t>(s.layout.bucket_numel.at(static_cast<size_t>(c.bucket)))
-                                     : static_cast<size_t>(c.bytes / s.eb);
-  const size_t shard = count / static_cast<size_t>(n);
+  const CallBuffers& b = s.buffers.call(c);
+  void* send = s.ptr(b.send);
+  void* recv = s.ptr(b.recv);
+  const auto count = static_cast<size_t>(b.count);
   const ncclDataType_t t = nccl_type(s.elem);
   const std::string what = fmt::format(
       "{} #{} over the {} group ({:.1f} MB{}) on rank {} (GPU {})", to_string(c.kind), c.index, to_string(c.group),
       c.bytes / 1e6, c.bucket >= 0 ? fmt::format(", bucket {}", c.bucket) : std::string(), s.cfg.rank, s.cfg.device);
   ncclResult_t res = ncclSuccess;
   switch (c.kind) {
-    case CollectiveKind::all_reduce: res = ncclAllReduce(base, base, count, t, ncclSum, comm, s.comm_stream); break;
-    case CollectiveKind::reduce_scatter:  // in place: the shard is this rank's slice of the buffer
-      res = ncclReduceScatter(base, base + static_cast<size_t>(r) * shard * s.eb, shard, t,
-                              c.bucket >= 0 ? ncclSum : ncclAvg, comm, s.comm_stream);
+    case CollectiveKind::all_reduce: res = ncclAllReduce(send, recv, count, t, ncclSum, comm, s.comm_stream); break;
+    case CollectiveKind::reduce_scatter:
+      res = ncclReduceScatter(send, recv, count, t, c.bucket >= 0 ? ncclSum : ncclAvg, comm, s.comm_stream);
       break;
     case CollectiveKind::all_gather:
-      res = ncclAllGather(base + static_cast<size_t>(r) * shard * s.eb, base, shard, t, comm, s.comm_stream);
+      res = ncclAllGather(send, recv, count, t, comm, s.comm_stream);
+      if (c.unit >= 0) s.unit_base.at(static_cast<size_t>(c.unit)) = b.recv.offset;  // its compute reads it there
       break;
-    case CollectiveKind::broadcast: res = ncclBroadcast(base, base, count, t, 0, comm, s.comm_stream); break;
+    case CollectiveKind::broadcast:
     case CollectiveKind::send:
     case CollectiveKind::recv:
       throw RuntimeError(fmt::format("the GPU backend has no {} yet (no step program issues one)", to_string(c.kind)));
@@ -382,10 +412,12 @@ void CudaExecutor::collective(const CommCall& c) {
 void CudaExecutor::optimizer_step() {
   Impl& s = *impl_;
   ++s.step;
-  // The rank's slice of the flat order (all of it unless the plan is sharded).
-  const int64_t n = s.opt_numel;
-  void* w = s.at(s.weights, s.opt_offset);
-  const void* g = s.at(s.layout.bucket_view ? s.grads : s.param_grads, s.opt_offset);
+  // What the rank updates (shard_buffers.hpp): the flat order's slice (all of it unsharded) or the weight shard.
+  const Span& ws = s.buffers.optimizer;
+  const Span& gs = s.buffers.optimizer_grads;
+  const int64_t n = ws.numel;
+  void* w = s.ptr(ws);
+  const void* g = !s.buffers.fsdp && !s.layout.bucket_view ? s.at(s.param_grads, gs.offset) : s.ptr(gs);
   switch (s.cfg.optimizer) {
     case Optimizer::adamw: adamw_step(s.elem, w, g, s.master, s.m1, s.m2, n, s.step, AdamW{}, s.compute); break;
     case Optimizer::sgd_momentum: sgd_step(s.elem, w, g, s.master, s.m1, n, 1e-3f, 0.9f, 0.0f, s.compute); break;
@@ -427,6 +459,12 @@ StepSample CudaExecutor::finish_step() {
 double CudaExecutor::time_single_allreduce(int reps) {
   Impl& s = *impl_;
   if (!s.comms.count(GroupKind::data)) return 0;  // a world of 1
+  // All the gradients as one message needs a buffer that holds them: FSDP's zero3 rank holds none (0: not timed).
+  void* all = s.buffers.grads_numel >= s.layout.total_numel      ? s.grads
+              : s.buffers.weights_numel >= s.layout.total_numel  ? s.weights
+              : s.buffers.gathered_numel >= s.layout.total_numel ? s.weights
+                                                                 : nullptr;
+  if (!all) return 0;
   const ncclComm_t comm = s.comm_for(GroupKind::data);
   cudaEvent_t a = nullptr, b = nullptr;
   check(cudaEventCreate(&a), "cudaEventCreate");
@@ -434,7 +472,7 @@ double CudaExecutor::time_single_allreduce(int reps) {
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     check(cudaEventRecord(a, s.comm_stream), "cudaEventRecord");
-    check(ncclAllReduce(s.grads, s.grads, static_cast<size_t>(s.layout.total_numel), nccl_type(s.elem), ncclSum, comm,
+    check(ncclAllReduce(all, all, static_cast<size_t>(s.layout.total_numel), nccl_type(s.elem), ncclSum, comm,
                         s.comm_stream),
           "ncclAllReduce (all gradients)");
     check(cudaEventRecord(b, s.comm_stream), "cudaEventRecord");
@@ -524,14 +562,13 @@ void CudaExecutor::synchronize() const {
 std::vector<float> CudaExecutor::grad(int g) const {
   const Impl& s = *impl_;
   synchronize();
-  return download(s.at(s.grads, s.layout.grads.at(static_cast<size_t>(g)).flat_offset), s.plan.grads[g].numel, s.elem);
+  return download(s.ptr(grad_span(s.buffers, s.layout, s.plan, g)), s.plan.grads[g].numel, s.elem);
 }
 
 std::vector<float> CudaExecutor::weights(int g) const {
   const Impl& s = *impl_;
   synchronize();
-  return download(s.at(s.weights, s.layout.grads.at(static_cast<size_t>(g)).flat_offset), s.plan.grads[g].numel,
-                  s.elem);
+  return download(s.weight_ptr(g), s.plan.grads[g].numel, s.elem);
 }
 
 std::vector<float> CudaExecutor::master(int g) const {
@@ -539,9 +576,10 @@ std::vector<float> CudaExecutor::master(int g) const {
   synchronize();
   const int64_t off = s.layout.grads.at(static_cast<size_t>(g)).flat_offset;
   if (!s.master) return weights(g);
-  if (off < s.opt_offset || off + s.plan.grads[g].numel > s.opt_offset + s.opt_numel)
+  const Span& opt = s.buffers.optimizer;
+  if (s.buffers.fsdp || off < opt.offset || off + s.plan.grads[g].numel > opt.offset + opt.numel)
     throw RuntimeError("CudaExecutor::master: the gradient's weights are outside this rank's optimizer slice");
-  return download(s.master + (off - s.opt_offset), s.plan.grads[g].numel, Elem::fp32);
+  return download(s.master + (off - opt.offset), s.plan.grads[g].numel, Elem::fp32);
 }
 
 std::vector<float> CudaExecutor::gemm_input(int op, int gemm) const {

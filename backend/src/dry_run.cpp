@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "dpsim/backend/executor.hpp"
+#include "dpsim/backend/shard_buffers.hpp"
 #include "dpsim/units.hpp"
 
 namespace dpsim::backend {
@@ -33,7 +34,16 @@ void DryRunExecutor::allreduce_bucket(int bucket) {
 
 void DryRunExecutor::collective(const CommCall& call) {
   if (call.kind == CollectiveKind::all_reduce && call.bucket >= 0) return allreduce_bucket(call.bucket);
-  launches_.push_back({.type = Launch::Type::collective, .stream = Stream::comm, .bucket = call.bucket, .call = call});
+  Launch l{.type = Launch::Type::collective, .stream = Stream::comm, .bucket = call.bucket, .call = call};
+  if (buffers_) {
+    const CallBuffers& b = buffers_->call(call);
+    l.buffers = Launch::Spans{.send_buffer = static_cast<int>(b.send.buffer),
+                              .recv_buffer = static_cast<int>(b.recv.buffer),
+                              .send_offset = b.send.offset,
+                              .recv_offset = b.recv.offset,
+                              .count = b.count};
+  }
+  launches_.push_back(l);
 }
 
 void DryRunExecutor::optimizer_step() { launches_.push_back({.type = Launch::Type::optimizer}); }
@@ -91,8 +101,13 @@ std::string Launch::describe(const StepPlan& plan) const {
                                            : plan.sharded.units[static_cast<size_t>(call.unit)].name)
           : call.bucket >= 0 ? fmt::format("bucket {}", call.bucket)
                              : std::string("weights");
-      return fmt::format("comm     {:<12} {} #{} {} {}", to_string(call.kind), to_string(call.group), call.index, what,
-                         format_bytes(call.bytes));
+      std::string line = fmt::format("comm     {:<12} {} #{} {} {}", to_string(call.kind), to_string(call.group),
+                                     call.index, what, format_bytes(call.bytes));
+      if (buffers)
+        line += fmt::format(" [{}+{} -> {}+{}, {} per rank]", to_string(static_cast<Buffer>(buffers->send_buffer)),
+                            buffers->send_offset, to_string(static_cast<Buffer>(buffers->recv_buffer)),
+                            buffers->recv_offset, buffers->count);
+      return line;
     }
     case Type::optimizer:
       return fmt::format("compute  optimizer    {} parameters, {}",

@@ -48,8 +48,10 @@ StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as
   StepLayout layout;
   layout.element_bytes = element_bytes;
   // FSDP's gradients are views of its flat parameter's gradient: nothing is copied into buckets.
-  const bool fsdp = plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3;
-  layout.bucket_view = gradient_as_bucket_view || fsdp;
+  const bool fsdp =
+      !plan.sharded.deepspeed && (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3);
+  // DeepSpeed's contiguous_gradients (its default) keeps each gradient in its bucket buffer (stage_1_and_2.py:958-964).
+  layout.bucket_view = gradient_as_bucket_view || fsdp || plan.sharded.deepspeed;
   layout.grads.resize(plan.grads.size());
   layout.gemm_grad.resize(plan.ops.size());
   for (size_t o = 0; o < plan.ops.size(); ++o) layout.gemm_grad[o].assign(plan.ops[o].gemms.size(), -1);

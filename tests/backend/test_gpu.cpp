@@ -1,7 +1,7 @@
 // Real kernels on a real GPU (label `gpu`; they skip without one): forward outputs, dX and dW against a host
 // reference, gradient accumulation (beta = 1), DDP's division then sum across two ranks where two GPUs exist, the
 // optimizer phase after the last bucket, GEMM time against FLOPs / measured cuBLAS rate, and the memory-bound
-// kernels against the measured HBM copy bandwidth.
+// kernels against the measured HBM copy bandwidth; a zero3 step in the buffer plan's shards.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime_api.h>
@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "dpsim/backend/cuda.hpp"
+#include "dpsim/backend/shard_buffers.hpp"
+#include "dpsim/program.hpp"
 #include "kernels.hpp"
 #include "tiny_plan.hpp"
 
@@ -266,4 +268,25 @@ TEST_CASE("the kernels are this GPU's machine code, and the memory-bound kernels
   cudaStreamSynchronize(s);
   for (void* p : {a, b, static_cast<void*>(master), static_cast<void*>(m), static_cast<void*>(v)}) cudaFree(p);
   cudaStreamDestroy(s);
+}
+
+TEST_CASE("a zero3 step on one GPU runs in the buffer plan: dW in its unit's gradient buffer, the shards allocated") {
+  StepPlan plan = one_rank_plan(64);
+  plan.sharded.sharding = Sharding::zero3;
+  plan.sharded.shards = 1;
+  // The root (embedding and lin2, as FSDP's root keeps what no block owns) and one block (lin1, attn, norm).
+  plan.sharded.units = {ShardUnit{.name = "", .ops = {0, 4}, .parameters = 40 + 18},
+                        ShardUnit{.name = "block.0", .ops = {1, 2, 3}, .parameters = 24 + 6}};
+  for (ShardUnit& u : plan.sharded.units) u.gather_bytes = u.reduce_bytes = 2.0 * static_cast<double>(u.parameters);
+  const StepLayout layout = make_layout(plan, 2, true);
+  const ShardBuffers b = plan_shard_buffers(plan, make_step_program(plan), layout, 0);
+  REQUIRE(b.fsdp);
+  CudaExecutor ex(plan, layout, CudaExecutorConfig{});
+  CHECK(ex.allocated_bytes() >= static_cast<double>(b.numel_held() * 2 + b.optimizer.numel * 12));
+  const Lin lin2 = kLinears[0];  // the root's: the block's gradients (written after it) do not overlap it
+  walk_step(plan, layout, WalkOptions{}, ex);
+  const StepSample s = ex.finish_step();
+  CHECK(s.step_s > 0);
+  CHECK(rel_error(as_double(ex.grad(lin2.grad)), reference_dw(ex, plan, lin2)) < 2e-2);
+  for (float v : ex.weights(lin2.grad)) CHECK(std::isfinite(v));
 }

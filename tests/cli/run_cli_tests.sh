@@ -35,6 +35,9 @@ check fsdp-estimate-order 0 "in the program's order, no contention" -- "$dpsim" 
 check set-sharding 0 '"sharding": "zero2"' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set parallelism.sharding=shard_grad_op --json
 check advice-strategies 0 "zero3: [0-9.]+ GB per GPU, fits, step .*Fastest that fits: zero[23]" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml"
 check measure-sharded-dry-run 0 "comm +all_gather +data #0 unit \(root\) 2.10 GB" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml" --dry-run
+check measure-zero3-buffers 0 "^# buffers of rank 0 of 8 \(FSDP shards\): weight-shard [0-9]+ \(2.01 GB\) grad-shard [0-9]+ \(2.01 GB\) gathered [0-9]+ \(2.97 GB\) unit-grads [0-9]+ \(2.10 GB\)" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml" --dry-run
+check deepspeed-collectives 0 "all_reduce +17 calls, 16.06 GB in all, 28.11 GB moved per GPU" -- "$dpsim" predict "$s/llama3.1-8b-deepspeed-zero2-8xh100.yaml"
+check deepspeed-gather-in-place 0 "comm +all_gather +data #0 weights 16.06 GB \[weights\+0 -> weights\+0, 1003782656 per rank\]" -- "$dpsim" measure "$s/llama3.1-8b-deepspeed-zero2-8xh100.yaml" --dry-run
 # A sharded program runs on the CUDA executor too: without a GPU it stops at the device query, not at the plan.
 check measure-sharded 1 "no CUDA device is usable here|this build has no GPU backend" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml"
 # inspect topology: the nccl-tests-like table (NVLS from 2 MiB on 8 H200, the A100 ring plateau near its measured

@@ -149,3 +149,75 @@ TEST_CASE("the estimate of a sharded step follows its program: exposed gathers, 
   CHECK(z3.result.comm.front().kind == "all_gather");
   CHECK(z3.result.comm.back().kind == "reduce_scatter");
 }
+
+// ---- DeepSpeed stage 1/2 (zero_optimization) ----------------------------------------------------------------
+
+namespace {
+Scenario deepspeed_zero2(std::vector<Override> more = {}) {
+  return load_scenario(src("scenarios/llama3.1-8b-deepspeed-zero2-8xh100.yaml"), more);
+}
+}  // namespace
+
+TEST_CASE("DeepSpeed's buckets: a tensor that does not fit flushes the open bucket; a larger one is alone") {
+  // stage_1_and_2.py:942: flush when elements + numel > reduce_bucket_size.
+  CHECK(deepspeed_buckets({3, 3, 3, 3}, 6) == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
+  CHECK(deepspeed_buckets({3, 3, 3, 3}, 5) == std::vector<std::vector<int>>{{0}, {1}, {2}, {3}});
+  CHECK(deepspeed_buckets({2, 10, 2, 2}, 5) == std::vector<std::vector<int>>{{0}, {1}, {2, 3}});
+  CHECK(deepspeed_buckets({4, 4}, 0) == std::vector<std::vector<int>>{{0}, {1}});
+  CHECK(deepspeed_buckets({}, 5).empty());
+}
+
+TEST_CASE("DeepSpeed's defaults: config.py's values, 17 buckets of 5e8 elements for Llama 3.1 8B, one buffer") {
+  const Scenario bare = load_scenario(src("tests/data/deepspeed-defaults.yaml"));
+  REQUIRE(bare.zero_optimization);
+  const ZeroOptimization& z = *bare.zero_optimization;
+  CHECK(z.reduce_bucket_size == 500000000);  // config.py:109
+  CHECK(z.allgather_bucket_size == 500000000);
+  CHECK_FALSE(z.overlap_comm);  // config.py:351-353: None -> stage == 3
+  CHECK(z.reduce_scatter);
+  CHECK(z.use_multi_rank_bucket_allreduce);
+
+  const StepPlan plan = make_step_plan(bare);
+  CHECK(plan.parameters == 8030261248);
+  CHECK(plan.buckets.size() == static_cast<size_t>(std::ceil(8030261248.0 / 5e8)));  // 17
+  int64_t numel = 0;
+  for (const Bucket& b : plan.buckets) {
+    int64_t in = 0;
+    for (int g : b.grads) in += plan.grads[static_cast<size_t>(g)].numel;
+    CHECK((in <= 500000000 || b.grads.size() == 1));
+    numel += in;
+  }
+  CHECK(numel == plan.parameters);
+  CHECK(plan.memory.ddp_buffer_bytes == 1e9);  // one bf16 buffer of 5e8 elements (stage_1_and_2.py:2048-2053)
+  CHECK(make_step_plan(deepspeed_zero2({{"zero_optimization.overlap_comm", "true"}})).memory.ddp_buffer_bytes == 2e9);
+  CHECK(plan.optimizer.parameters == static_cast<int64_t>(std::ceil(8030261248.0 / 8)));  // the 1/8 partition
+
+  // What DeepSpeed's defaults do: each bucket all-reduced over the 8 GPUs on the compute stream, then one all-gather
+  // of the bf16 weights: 1.5x DDP's traffic.
+  const StepProgram p = make_step_program(plan);
+  const auto& comms = p.classes.front().comms;
+  REQUIRE(comms.size() == plan.buckets.size() + 1);
+  for (size_t i = 0; i + 1 < comms.size(); ++i) CHECK(comms[i].kind == CollectiveKind::all_reduce);
+  CHECK(comms.back().kind == CollectiveKind::all_gather);
+  CHECK(comms.back().bytes == static_cast<double>(plan.gradient_bytes));
+  const double ddp = 2.0 * 7 / 8 * static_cast<double>(plan.gradient_bytes);
+  CHECK(std::abs(traffic_per_gpu(p) / ddp - 1.5) < 1e-9);
+  const Estimate e = estimate(bare, plan);
+  CHECK(std::abs(e.result.exposed_comm_s - e.result.comm_busy_s) < 1e-9 * e.result.step_time_s);
+  // The same step as the shipped scenario, which spells every default out.
+  CHECK(estimate(deepspeed_zero2(), make_step_plan(deepspeed_zero2())).result.step_time_s == e.result.step_time_s);
+}
+
+TEST_CASE("DeepSpeed stage 1 without overlap_comm reduces after the backward, in parameter order") {
+  const StepPlan plan =
+      make_step_plan(deepspeed_zero2({{"parallelism.sharding", "zero1"}, {"zero_optimization.stage", "1"}}));
+  REQUIRE_FALSE(plan.buckets.empty());
+  // The first bucket holds the first parameters defined (the embedding); stage 2's hooks start from the head.
+  CHECK(plan.grads[static_cast<size_t>(plan.buckets.front().grads.front())].name == plan.grads.back().name);
+  const StepProgram p = make_step_program(plan);
+  bool backward_done = false;
+  for (const Instr& in : p.classes.front().instrs) {
+    if (in.type == Instr::Type::mark && in.mark == Mark::backward_end) backward_done = true;
+    if (in.type == Instr::Type::collective) CHECK(backward_done);
+  }
+}

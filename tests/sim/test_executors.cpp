@@ -10,9 +10,11 @@
 #include "../shipped_scenarios.hpp"
 #include "dpsim/analytic.hpp"
 #include "dpsim/backend/executor.hpp"
+#include "dpsim/backend/shard_buffers.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/program.hpp"
 #include "dpsim/sim/simulate.hpp"
+#include "dpsim/sweep_spec.hpp"
 
 using namespace dpsim;
 
@@ -145,47 +147,65 @@ bool same_but_kernel_less_ops(const std::vector<std::string>& program, const std
   return j == sub.size();
 }
 
+// The simulator, the closed form and the dry run execute `s`'s step program: the same instructions per stream.
+void check_same_program(const Scenario& s) {
+  const StepPlan plan = make_step_plan(s);
+  const StepProgram p = make_step_program(plan);
+  const auto expected = expected_per_stream(p);
+
+  // The simulator: what each stream's actor ran, in its order.
+  SimOptions so;
+  so.record_program = true;
+  so.progress = false;
+  SimStats stats;
+  simulate(s, plan, so, &stats);
+  std::vector<std::string> all;
+  for (const auto& [stream, lines] : expected) all.insert(all.end(), lines.begin(), lines.end());
+  CHECK(stats.executed == all);
+
+  // The closed form: what it was handed, per stream.
+  AnalyticExecutor analytic(s, plan, p);
+  Logged logged(analytic, p);
+  walk_program(p, p.classes.front(), logged);
+  CHECK(logged.log == expected);
+
+  // The dry run: its launches, mapped back to instructions.
+  const backend::StepLayout layout =
+      backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
+  // With the buffer plan the CUDA executor uses: it has buffers for every collective of the program.
+  const backend::ShardBuffers buffers = backend::plan_shard_buffers(plan, p, layout, 0);
+  backend::DryRunExecutor dry(&buffers);
+  backend::WalkOptions wo;
+  wo.gradient_accumulation = plan.gradient_accumulation;
+  backend::walk_step(plan, layout, wo, dry);
+  const auto launched = from_launches(p, dry.launches());
+  REQUIRE(launched.size() == expected.size());
+  for (const auto& [stream, lines] : expected) {
+    INFO("stream " << p.streams[static_cast<size_t>(stream)]);
+    CHECK(same_but_kernel_less_ops(lines, launched.at(stream)));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("simulator, dry-run backend and estimate execute the same step program on every shipped scenario") {
   int checked = 0;
   for (const auto& path : test::shipped_scenarios()) {
     INFO("scenario " << path.filename().string());
-    const Scenario s = load_scenario(path);
-    const StepPlan plan = make_step_plan(s);
-    const StepProgram p = make_step_program(plan);
-    const auto expected = expected_per_stream(p);
-
-    // The simulator: what each stream's actor ran, in its order.
-    SimOptions so;
-    so.record_program = true;
-    so.progress = false;
-    SimStats stats;
-    simulate(s, plan, so, &stats);
-    std::vector<std::string> all;
-    for (const auto& [stream, lines] : expected) all.insert(all.end(), lines.begin(), lines.end());
-    CHECK(stats.executed == all);
-
-    // The closed form: what it was handed, per stream.
-    AnalyticExecutor analytic(s, plan, p);
-    Logged logged(analytic, p);
-    walk_program(p, p.classes.front(), logged);
-    CHECK(logged.log == expected);
-
-    // The dry run: its launches, mapped back to instructions.
-    const backend::StepLayout layout =
-        backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
-    backend::DryRunExecutor dry;
-    backend::WalkOptions wo;
-    wo.gradient_accumulation = plan.gradient_accumulation;
-    backend::walk_step(plan, layout, wo, dry);
-    const auto launched = from_launches(p, dry.launches());
-    REQUIRE(launched.size() == expected.size());
-    for (const auto& [stream, lines] : expected) {
-      INFO("stream " << p.streams[static_cast<size_t>(stream)]);
-      CHECK(same_but_kernel_less_ops(lines, launched.at(stream)));
-    }
+    check_same_program(load_scenario(path));
     ++checked;
   }
   CHECK(checked >= 10);
+}
+
+TEST_CASE("the three executors run DeepSpeed's stage 1 and 2 programs alike, with and without overlap_comm") {
+  const auto file = std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-deepspeed-zero2-8xh100.yaml";
+  for (const char* stage : {"1", "2"})
+    for (const char* overlap : {"false", "true"}) {
+      INFO("stage " << stage << " overlap_comm " << overlap);
+      check_same_program(load_scenario(file, {{"parallelism.sharding", std::string("zero") + stage},
+                                              {"zero_optimization.stage", stage},
+                                              {"zero_optimization.overlap_comm", overlap},
+                                              {"zero_optimization.reduce_bucket_size", "1e8"}}));
+    }
 }

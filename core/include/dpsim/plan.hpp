@@ -70,6 +70,10 @@ struct Sharded {
   double param_per_grad_bytes = 1;  // zero1: all-gather bytes per reduce-scatter byte of a bucket
   BackwardPrefetch backward_prefetch = BackwardPrefetch::backward_pre;
   bool limit_all_gathers = true;
+  // DeepSpeed stage 1/2 (scenario zero_optimization): the buckets are DeepSpeed's, all-reduced, then the update on
+  // the shard and one all-gather of the 16-bit weights (core/program_deepspeed.cpp).
+  bool deepspeed = false;
+  bool overlap_comm = false;  // zero_optimization.overlap_comm: the reductions on a side stream
 };
 
 struct StepPlan {
@@ -96,6 +100,13 @@ StepPlan make_step_plan(const Scenario& scenario);
 // limits [first, cap, cap, ...]; a bucket closes once its size >= its limit (the crossing tensor stays).
 std::vector<std::vector<int>> assign_buckets(const std::vector<int64_t>& tensor_bytes, double first_bucket_bytes,
                                              double bucket_cap_bytes);
+
+// DeepSpeed's gradient buckets (stage_1_and_2.py:939-975, reduce_independent_p_g_buckets_and_remove_grads) over
+// tensors in the order DeepSpeed reduces them: a tensor that would take the open bucket above
+// `reduce_bucket_elements` first flushes it (an empty bucket issues nothing), so a larger tensor is a bucket of its
+// own; the epilogue flushes the last.
+std::vector<std::vector<int>> deepspeed_buckets(const std::vector<int64_t>& tensor_numel,
+                                                int64_t reduce_bucket_elements);
 
 double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer);
 // Memory traffic per parameter of one optimizer step as `impl` runs it, with `param_dtype` weights and

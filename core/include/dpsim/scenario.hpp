@@ -307,6 +307,17 @@ struct Fsdp {
   bool wrap_root_ops = false;
 };
 
+// DeepSpeed's zero_optimization block for stages 1 and 2 (zero1 / zero2), with DeepSpeed's names and defaults
+// (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig, at microsoft/DeepSpeed 38327e0); sizes in elements, as
+// DeepSpeed counts them. Given, the zero1/zero2 step is DeepSpeedZeroOptimizer's (stage_1_and_2.py), not FSDP's.
+struct ZeroOptimization {
+  int64_t reduce_bucket_size = 500000000;       // config.py:109 Field(pp_int(5e8)): elements per gradient bucket
+  int64_t allgather_bucket_size = 500000000;    // config.py:128; unused where torch has all_gather_into_tensor
+  bool overlap_comm = false;                    // config.py:134 and :351-353: None -> stage == 3, so false here
+  bool reduce_scatter = true;                   // config.py:104
+  bool use_multi_rank_bucket_allreduce = true;  // config.py:115
+};
+
 struct Collective {
   Algorithm algorithm = Algorithm::automatic;
   Protocol protocol = Protocol::automatic;
@@ -320,6 +331,7 @@ struct Scenario {
   Ddp ddp;
   Parallelism parallelism;
   Fsdp fsdp;
+  std::optional<ZeroOptimization> zero_optimization;  // DeepSpeed's stage 1/2 knobs; unset: not DeepSpeed
   Topology topology;
   Collective collective;
   NcclModel nccl;

@@ -4,6 +4,7 @@
 // (backend/cuda) launches real kernels; the DryRunExecutor records the sequence for tests and
 // `dpsim measure --dry-run`.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,12 +132,22 @@ struct Launch {
   int bucket = -1;
   Mark mark_kind = Mark::step_begin;
   int index = 0;
-  CommCall call{};                                   // collective
+  CommCall call{};                         // collective
+  struct Spans {                           // collective, with a buffer plan: NCCL's send / recv
+    int send_buffer = 0, recv_buffer = 0;  // backend::Buffer values (shard_buffers.hpp)
+    int64_t send_offset = 0, recv_offset = 0, count = 0;
+  };
+  std::optional<Spans> buffers{};
   std::string describe(const StepPlan& plan) const;  // one line, as `measure --dry-run` prints it
 };
 
+struct ShardBuffers;
+
 class DryRunExecutor final : public Executor {
  public:
+  DryRunExecutor() = default;
+  // With a buffer plan (plan_shard_buffers), each collective's launch records the buffers it reads and writes.
+  explicit DryRunExecutor(const ShardBuffers* buffers) : buffers_(buffers) {}
   void gemm(const GemmCall& call) override;
   void batched_gemm(const GemmCall& call) override;
   void memory_kernel(const MemoryCall& call) override;
@@ -152,6 +163,7 @@ class DryRunExecutor final : public Executor {
 
  private:
   std::vector<Launch> launches_;
+  const ShardBuffers* buffers_ = nullptr;
 };
 
 // The dry-run listing: a header, then one line per launch.
