@@ -30,7 +30,7 @@ struct CudaExecutor::Impl {
   std::map<GroupKind, ncclComm_t> comms;  // blocking, split from the world communicator; owned here
   std::map<GroupKind, int> group_rank, group_size;
   std::unique_ptr<Watchdog> watchdog;
-  cudaStream_t compute = nullptr, comm_stream = nullptr;
+  cudaStream_t compute = nullptr, comm_stream = nullptr, all_reduce_stream = nullptr;  // all_reduce: HSDP's
   DeviceArena arena;
   std::unique_ptr<LtMatmul> lt;
 
@@ -58,7 +58,9 @@ struct CudaExecutor::Impl {
   Impl(const StepPlan& p, const StepLayout& l, const CudaExecutorConfig& c)
       : plan(p), layout(l), cfg(c), arena(c.device) {}
 
-  cudaStream_t stream(Stream s) const { return s == Stream::compute ? compute : comm_stream; }
+  cudaStream_t stream(Stream s) const {
+    return s == Stream::compute ? compute : s == Stream::comm ? comm_stream : all_reduce_stream;
+  }
   char* at(void* base, int64_t elems) const { return static_cast<char*>(base) + elems * eb; }
   void* grad_ptr(int g) const { return at(layout.bucket_view ? grads : param_grads, layout.grads[g].flat_offset); }
   template <typename Key>
@@ -183,6 +185,7 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
 
   check(cudaStreamCreateWithFlags(&s.compute, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
   check(cudaStreamCreateWithFlags(&s.comm_stream, cudaStreamNonBlocking), "cudaStreamCreate (comm)");
+  check(cudaStreamCreateWithFlags(&s.all_reduce_stream, cudaStreamNonBlocking), "cudaStreamCreate (all_reduce)");
   s.weights = s.arena.allocate(total * s.eb, "weights");
   s.grads = s.arena.allocate(total * s.eb, "gradient buckets");
   if (!layout.bucket_view) s.param_grads = s.arena.allocate(total * s.eb, "parameter gradients (no bucket views)");
@@ -247,6 +250,7 @@ CudaExecutor::~CudaExecutor() {
   if (!aborted) {
     cudaStreamSynchronize(s.compute);
     cudaStreamSynchronize(s.comm_stream);
+    cudaStreamSynchronize(s.all_reduce_stream);
   }
   for (auto& [k, comm] : s.comms) destroy_comm(comm);
   for (auto& [k, e] : s.events) cudaEventDestroy(e);
@@ -255,6 +259,7 @@ CudaExecutor::~CudaExecutor() {
   s.lt.reset();
   if (s.compute) cudaStreamDestroy(s.compute);
   if (s.comm_stream) cudaStreamDestroy(s.comm_stream);
+  if (s.all_reduce_stream) cudaStreamDestroy(s.all_reduce_stream);
 }
 
 double CudaExecutor::allocated_bytes() const { return impl_->arena.allocated_bytes(); }
@@ -333,19 +338,21 @@ void CudaExecutor::stream_wait(Stream waiter, EventRef e) {
 }
 
 void CudaExecutor::allreduce_bucket(int bucket) {
-  collective({.kind = CollectiveKind::all_reduce,
+  collective(Stream::comm,
+             {.kind = CollectiveKind::all_reduce,
               .group = GroupKind::data,
               .index = bucket,
               .bytes = static_cast<double>(impl_->plan.buckets.at(static_cast<size_t>(bucket)).bytes),
               .bucket = bucket});
 }
 
-// Every collective kind of the step program on its group's communicator, on the comm stream. A DDP bucket is
+// Every collective kind of the step program on its group's communicator, on the program's stream. A DDP bucket is
 // reduced in place in the bucket buffer with ncclSum (the gradients were divided by the world size while
 // written into it, as DDP does); other calls (sharded programs) move their bytes through a scratch buffer,
 // reduce-scatters with ncclAvg as FSDP2 issues them. Returns once enqueued; the watchdog thread watches it.
-void CudaExecutor::collective(const CommCall& c) {
+void CudaExecutor::collective(Stream on, const CommCall& c) {
   Impl& s = *impl_;
+  cudaStream_t const stream = s.stream(on);
   const ncclComm_t comm = s.comm_for(c.group);
   const int n = s.group_size.at(c.group), r = s.group_rank.at(c.group);
   char* base = c.bucket >= 0 ? s.at(s.grads, s.layout.bucket_offset.at(static_cast<size_t>(c.bucket)))
@@ -359,15 +366,15 @@ void CudaExecutor::collective(const CommCall& c) {
       c.bytes / 1e6, c.bucket >= 0 ? fmt::format(", bucket {}", c.bucket) : std::string(), s.cfg.rank, s.cfg.device);
   ncclResult_t res = ncclSuccess;
   switch (c.kind) {
-    case CollectiveKind::all_reduce: res = ncclAllReduce(base, base, count, t, ncclSum, comm, s.comm_stream); break;
+    case CollectiveKind::all_reduce: res = ncclAllReduce(base, base, count, t, ncclSum, comm, stream); break;
     case CollectiveKind::reduce_scatter:  // in place: the shard is this rank's slice of the buffer
       res = ncclReduceScatter(base, base + static_cast<size_t>(r) * shard * s.eb, shard, t,
-                              c.bucket >= 0 ? ncclSum : ncclAvg, comm, s.comm_stream);
+                              c.bucket >= 0 ? ncclSum : ncclAvg, comm, stream);
       break;
     case CollectiveKind::all_gather:
-      res = ncclAllGather(base + static_cast<size_t>(r) * shard * s.eb, base, shard, t, comm, s.comm_stream);
+      res = ncclAllGather(base + static_cast<size_t>(r) * shard * s.eb, base, shard, t, comm, stream);
       break;
-    case CollectiveKind::broadcast: res = ncclBroadcast(base, base, count, t, 0, comm, s.comm_stream); break;
+    case CollectiveKind::broadcast: res = ncclBroadcast(base, base, count, t, 0, comm, stream); break;
     case CollectiveKind::send:
     case CollectiveKind::recv:
       throw RuntimeError(fmt::format("the GPU backend has no {} yet (no step program issues one)", to_string(c.kind)));
@@ -375,7 +382,7 @@ void CudaExecutor::collective(const CommCall& c) {
   check(res, what.c_str());
   cudaEvent_t done =
       Impl::event_in(s.call_done, std::make_tuple(static_cast<int>(c.kind), static_cast<int>(c.group), c.index), false);
-  check(cudaEventRecord(done, s.comm_stream), "cudaEventRecord (collective)");
+  check(cudaEventRecord(done, stream), "cudaEventRecord (collective)");
   s.watchdog->watch(done, what);
 }
 
@@ -519,6 +526,7 @@ void CudaExecutor::synchronize() const {
   check(cudaSetDevice(impl_->cfg.device), "cudaSetDevice");
   check(cudaStreamSynchronize(impl_->compute), "synchronize compute");
   check(cudaStreamSynchronize(impl_->comm_stream), "synchronize comm");
+  check(cudaStreamSynchronize(impl_->all_reduce_stream), "synchronize all_reduce");
 }
 
 std::vector<float> CudaExecutor::grad(int g) const {

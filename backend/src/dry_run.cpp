@@ -31,9 +31,9 @@ void DryRunExecutor::allreduce_bucket(int bucket) {
   launches_.push_back({.type = Launch::Type::allreduce, .stream = Stream::comm, .bucket = bucket});
 }
 
-void DryRunExecutor::collective(const CommCall& call) {
+void DryRunExecutor::collective(Stream stream, const CommCall& call) {
   if (call.kind == CollectiveKind::all_reduce && call.bucket >= 0) return allreduce_bucket(call.bucket);
-  launches_.push_back({.type = Launch::Type::collective, .stream = Stream::comm, .bucket = call.bucket, .call = call});
+  launches_.push_back({.type = Launch::Type::collective, .stream = stream, .bucket = call.bucket, .call = call});
 }
 
 void DryRunExecutor::optimizer_step() { launches_.push_back({.type = Launch::Type::optimizer}); }

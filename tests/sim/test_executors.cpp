@@ -88,7 +88,11 @@ std::map<int, std::vector<std::string>> from_launches(const StepProgram& p, cons
                  .sync = !forward && micro == p.micro_steps - 1};
   };
   auto event = [](backend::EventRef e) { return EventRef{e.kind, e.bucket}; };
-  auto stream = [](backend::Stream s) { return s == backend::Stream::compute ? 0 : 1; };
+  auto stream = [](backend::Stream s) {
+    return s == backend::Stream::compute ? StepProgram::kCompute
+           : s == backend::Stream::comm  ? StepProgram::kComm
+                                         : StepProgram::kAllReduce;
+  };
   for (const Launch& l : ls) {
     switch (l.type) {
       case Launch::Type::gemm:
@@ -116,9 +120,10 @@ std::map<int, std::vector<std::string>> from_launches(const StepProgram& p, cons
       case Launch::Type::collective: {
         int call = 0;
         while (r.comms[static_cast<size_t>(call)].kind != l.call.kind ||
+               r.comms[static_cast<size_t>(call)].group != l.call.group ||
                r.comms[static_cast<size_t>(call)].index != l.call.index)
           ++call;
-        add({.type = Instr::Type::collective, .stream = 1, .comm = call});
+        add({.type = Instr::Type::collective, .stream = stream(l.stream), .comm = call});
         break;
       }
       case Launch::Type::optimizer: add({.type = Instr::Type::optimizer, .stream = 0}); break;
