@@ -20,10 +20,12 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
   std::string text;
   std::optional<std::pair<Sharding, StepResult>> fastest;  // the fastest strategy that fits
   for (Sharding k : {Sharding::zero1, Sharding::zero2, Sharding::zero3}) {
-    if (k == s.parallelism.sharding) continue;
+    if (k == s.parallelism.sharding && !s.parallelism.hybrid) continue;  // HSDP's alternatives: sharding over all GPUs
     Scenario t = s;
     t.parallelism.sharding = k;
     t.parallelism.sharding_as_written = to_string(k);
+    t.parallelism.hybrid = false;
+    t.parallelism.shard_group = 0;
     if (k == Sharding::zero1) t.fsdp = Fsdp{};  // FSDP's knobs do not apply to zero1
     StepResult x = evaluate(t);
     text += fmt::format(" {}: {} per GPU, {};", to_string(k), format_bytes(x.memory_need_bytes()),

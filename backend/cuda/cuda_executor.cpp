@@ -338,12 +338,11 @@ void CudaExecutor::stream_wait(Stream waiter, EventRef e) {
 }
 
 void CudaExecutor::allreduce_bucket(int bucket) {
-  collective(Stream::comm,
-             {.kind = CollectiveKind::all_reduce,
-              .group = GroupKind::data,
-              .index = bucket,
-              .bytes = static_cast<double>(impl_->plan.buckets.at(static_cast<size_t>(bucket)).bytes),
-              .bucket = bucket});
+  collective(Stream::comm, {.kind = CollectiveKind::all_reduce,
+                            .group = GroupKind::data,
+                            .index = bucket,
+                            .bytes = static_cast<double>(impl_->plan.buckets.at(static_cast<size_t>(bucket)).bytes),
+                            .bucket = bucket});
 }
 
 // Every collective kind of the step program on its group's communicator, on the program's stream. A DDP bucket is

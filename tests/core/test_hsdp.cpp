@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../source_dir.hpp"
+#include "dpsim/error.hpp"
 #include "dpsim/groups.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/program.hpp"
@@ -82,8 +83,8 @@ TEST_CASE("HSDP memory: zero3's formula with N = shard_group (8 of 64 GPUs)") {
   CHECK(plan.sharded.replicas == 8);
   CHECK(plan.optimizer.parameters == (plan.parameters + 7) / 8);
   // The shard group defaults to a node.
-  const Scenario by_default = load_scenario(src("scenarios/llama3.1-70b-64xh100-ib.yaml"),
-                                            {{"parallelism.sharding", "hybrid_shard"}});
+  const Scenario by_default =
+      load_scenario(src("scenarios/llama3.1-70b-64xh100-ib.yaml"), {{"parallelism.sharding", "hybrid_shard"}});
   CHECK(by_default.parallelism.shard_group == 8);
 }
 
@@ -116,8 +117,8 @@ TEST_CASE("HSDP program: each unit's shard all-reduced over the replica group, o
     }
   CHECK(on_stream == 81);
   // The optimizer waits for the last all-reduce, not the last reduce-scatter.
-  const auto opt = std::find_if(r.instrs.begin(), r.instrs.end(),
-                                [](const Instr& in) { return in.type == Instr::Type::optimizer; });
+  const auto opt =
+      std::find_if(r.instrs.begin(), r.instrs.end(), [](const Instr& in) { return in.type == Instr::Type::optimizer; });
   const Instr& before = *std::find_if(std::make_reverse_iterator(opt), r.instrs.rend(), [](const Instr& in) {
     return in.type == Instr::Type::wait && in.stream == StepProgram::kCompute;
   });
@@ -140,7 +141,8 @@ TEST_CASE("_hybrid_shard_zero2: zero2 inside the group, the same all-reduce acro
   const Scenario s = llama70b({{"parallelism.sharding", "_hybrid_shard_zero2"}});
   const StepPlan plan = make_step_plan(s);
   CHECK(plan.sharded.sharding == Sharding::zero2);
-  const RankProgram& r = make_step_program(plan).classes.front();
+  const StepProgram p = make_step_program(plan);
+  const RankProgram& r = p.classes.front();
   CHECK(calls(r, CollectiveKind::all_gather, GroupKind::shard).size() == 81);  // kept from forward to backward
   CHECK(calls(r, CollectiveKind::all_reduce, GroupKind::replica).size() == 81);
 }
@@ -148,8 +150,9 @@ TEST_CASE("_hybrid_shard_zero2: zero2 inside the group, the same all-reduce acro
 TEST_CASE("forward_prefetch: the same gathers, one more block ahead under limit_all_gathers") {
   const StepPlan plain = make_step_plan(llama8b({}));
   const StepPlan early = make_step_plan(llama8b({{"fsdp.forward_prefetch", "true"}}));
-  const auto a = limiter_waits(make_step_program(plain).classes.front());
-  const auto b = limiter_waits(make_step_program(early).classes.front());
+  const StepProgram pa = make_step_program(plain), pb = make_step_program(early);
+  const auto a = limiter_waits(pa.classes.front());
+  const auto b = limiter_waits(pb.classes.front());
   REQUIRE(a.size() == 33);  // the root, then 32 blocks
   REQUIRE(b.size() == 33);
   // Forward gather i (i = 0: the root; blocks 1..32 are units 1..32): block k waits for block k-2 to reshard, with
@@ -176,9 +179,10 @@ TEST_CASE("reshard_after_forward false with zero3: zero2's gathers, zero3's mode
   const StepPlan keep = make_step_plan(llama8b({{"fsdp.reshard_after_forward", "false"}}));
   const StepPlan zero3 = make_step_plan(llama8b({}));
   const StepPlan zero2 = make_step_plan(llama8b({{"parallelism.sharding", "zero2"}}));
-  const RankProgram& k = make_step_program(keep).classes.front();
+  const StepProgram kp = make_step_program(keep), z2 = make_step_program(zero2);
+  const RankProgram& k = kp.classes.front();
   CHECK(calls(k, CollectiveKind::all_gather, GroupKind::data).size() ==
-        calls(make_step_program(zero2).classes.front(), CollectiveKind::all_gather, GroupKind::data).size());
+        calls(z2.classes.front(), CollectiveKind::all_gather, GroupKind::data).size());
   CHECK(limiter_waits(k) == std::vector<int>(33, -1));  // nothing is freed in the forward: the limiter never waits
   CHECK(keep.memory.model_state_bytes == zero3.memory.model_state_bytes);
   double blocks = 0, root = 0;

@@ -90,8 +90,8 @@ TEST_CASE("HSDP on two nodes: the simulator equals the estimate's walk; one shar
           "[sim]") {
   auto two_nodes = [](std::vector<Override> knobs) {
     knobs.push_back({"cluster.nodes", "2"});
-    Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml",
-                               knobs);
+    Scenario s =
+        load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml", knobs);
     s.nccl.overlap_slowdown = 1;
     return s;
   };

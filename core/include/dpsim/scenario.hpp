@@ -309,9 +309,9 @@ struct Fsdp {
   // The auto-wrap policy wraps each transformer block; what it does not wrap (embedding, final norm, head) stays in
   // the root, which FSDP does not reshard after the forward. true: each of those ops is a unit of its own.
   bool wrap_root_ops = false;
-  int wrap_blocks = 1;             // transformer blocks per unit (consecutive blocks wrapped together)
-  std::string wrap_module{};       // "": the whole block; a submodule name ("mlp", "self_attn"): each one a unit
-  bool forward_prefetch = false;   // FullyShardedDataParallel(forward_prefetch=False)
+  int wrap_blocks = 1;            // transformer blocks per unit (consecutive blocks wrapped together)
+  std::string wrap_module{};      // "": the whole block; a submodule name ("mlp", "self_attn"): each one a unit
+  bool forward_prefetch = false;  // FullyShardedDataParallel(forward_prefetch=False)
   // FSDP2's fully_shard(reshard_after_forward=...); FSDP1 implies it by strategy: true for zero3, false for zero2.
   std::optional<bool> reshard_after_forward;
 };
