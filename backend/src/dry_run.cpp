@@ -91,8 +91,8 @@ std::string Launch::describe(const StepPlan& plan) const {
                                            : plan.sharded.units[static_cast<size_t>(call.unit)].name)
           : call.bucket >= 0 ? fmt::format("bucket {}", call.bucket)
                              : std::string("weights");
-      return fmt::format("comm     {:<12} {} #{} {} {}", to_string(call.kind), to_string(call.group), call.index, what,
-                         format_bytes(call.bytes));
+      return fmt::format("{:<8} {:<12} {} #{} {} {}", to_string(stream), to_string(call.kind), to_string(call.group),
+                         call.index, what, format_bytes(call.bytes));
     }
     case Type::optimizer:
       return fmt::format("compute  optimizer    {} parameters, {}",
