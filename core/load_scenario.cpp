@@ -179,27 +179,29 @@ Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
   return f;
 }
 
-// The wrapping must name what the model has: a submodule some block holds, no more blocks per unit than blocks.
+// The wrapping must name what the model has: a submodule with parameters that some block holds, no more blocks per
+// unit than the model has blocks.
 void check_fsdp_wrap(const Scenario& s, const YNode& fsdp) {
   if (s.fsdp.wrap_module.empty() && s.fsdp.wrap_blocks == 1) return;
   const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype);
-  std::set<std::string> blocks, submodules;
+  std::set<std::string> blocks, names;  // names: the submodules of the first block, for the message
+  bool wraps_parameters = false;
   for (const Op& op : ops) {
-    if (const std::string b = fsdp_unit_of(op.name); !b.empty()) blocks.insert(b);
-    if (const std::string u = fsdp_wrapped_unit_of(op.name, 1, s.fsdp.wrap_module); !u.empty()) submodules.insert(u);
-  }
-  if (!s.fsdp.wrap_module.empty() && submodules.empty()) {
-    std::set<std::string> names;  // the submodule names the first block holds, for the message
-    for (const Op& op : ops) {
-      const std::string b = fsdp_unit_of(op.name);
-      if (b.empty() || b != *blocks.begin() || op.name.size() <= b.size()) continue;
+    const std::string b = fsdp_unit_of(op.name);
+    if (b.empty()) continue;
+    blocks.insert(b);
+    if (b == *blocks.begin() && op.name.size() > b.size()) {
       const std::string rest = op.name.substr(b.size() + 1);
       names.insert(rest.substr(0, rest.find('.')));
     }
-    fsdp.at("wrap").fail(fmt::format("{} has no module named \"{}\" in its blocks{} (block, or one of: {})",
-                                     s.model.name, s.fsdp.wrap_module, blocks.empty() ? ": it has no blocks" : "",
-                                     fmt::join(names, ", ")));
+    wraps_parameters |= !op.params.empty() && !fsdp_wrapped_unit_of(op.name, 1, s.fsdp.wrap_module).empty();
   }
+  if (blocks.empty())
+    fsdp.at(s.fsdp.wrap_module.empty() ? "wrap_blocks" : "wrap")
+        .fail(fmt::format("{} has no transformer blocks to wrap", s.model.name));
+  if (!s.fsdp.wrap_module.empty() && !wraps_parameters)
+    fsdp.at("wrap").fail(fmt::format("{} has no module named \"{}\" with parameters in its blocks (block, or one of: {})",
+                                     s.model.name, s.fsdp.wrap_module, fmt::join(names, ", ")));
   if (s.fsdp.wrap_blocks > static_cast<int>(blocks.size()))
     fsdp.at("wrap_blocks")
         .fail(fmt::format("{} blocks per unit, but {} has {} transformer block(s)", s.fsdp.wrap_blocks, s.model.name,
