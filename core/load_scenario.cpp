@@ -200,8 +200,9 @@ void check_fsdp_wrap(const Scenario& s, const YNode& fsdp) {
     fsdp.at(s.fsdp.wrap_module.empty() ? "wrap_blocks" : "wrap")
         .fail(fmt::format("{} has no transformer blocks to wrap", s.model.name));
   if (!s.fsdp.wrap_module.empty() && !wraps_parameters)
-    fsdp.at("wrap").fail(fmt::format("{} has no module named \"{}\" with parameters in its blocks (block, or one of: {})",
-                                     s.model.name, s.fsdp.wrap_module, fmt::join(names, ", ")));
+    fsdp.at("wrap").fail(
+        fmt::format("{} has no module named \"{}\" with parameters in its blocks (block, or one of: {})", s.model.name,
+                    s.fsdp.wrap_module, fmt::join(names, ", ")));
   if (s.fsdp.wrap_blocks > static_cast<int>(blocks.size()))
     fsdp.at("wrap_blocks")
         .fail(fmt::format("{} blocks per unit, but {} has {} transformer block(s)", s.fsdp.wrap_blocks, s.model.name,
