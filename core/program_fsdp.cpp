@@ -18,8 +18,9 @@
 // for the post-backward stream (torch/distributed/fsdp/_runtime_utils.py `_reduce_grad`, the
 // `if uses_hybrid_sharded_strategy:` branch: `_all_reduce_stream.wait_stream(_post_backward_stream)`, then
 // `dist.all_reduce(new_sharded_grad, group=state._inter_node_pg)`; `_init_streams` makes it its own stream when a
-// unit uses hybrid sharding; ROCm/pytorch mirror of upstream at 3539e1d). The replica group's NCCL stream is not
-// the shard group's, so these all-reduces overlap the next units' reduce-scatters.
+// unit uses hybrid sharding; ROCm/pytorch mirror of upstream at 3539e1d; pytorch/pytorch PR #106080 made it async).
+// The replica group's NCCL stream is not the shard group's, so these all-reduces overlap the next units'
+// reduce-scatters and gathers.
 #include <map>
 
 #include "program_builder.hpp"
