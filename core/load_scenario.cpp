@@ -125,7 +125,7 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t) {
                                        {"hybrid_shard", Sharding::zero3},
                                        {"_hybrid_shard_zero2", Sharding::zero2}});
     p.sharding_as_written = v->as_string();
-    p.hybrid = p.sharding_as_written.starts_with("hybrid_shard") || p.sharding_as_written == "_hybrid_shard_zero2";
+    p.hybrid = p.sharding_as_written == "hybrid_shard" || p.sharding_as_written == "_hybrid_shard_zero2";
   }
   if (auto v = n.get("shard_group")) {
     if (!p.hybrid)
