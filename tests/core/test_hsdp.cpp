@@ -4,10 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <string>
 
 #include "../source_dir.hpp"
+#include "dpsim/advice.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/estimate.hpp"
 #include "dpsim/groups.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/program.hpp"
@@ -207,4 +210,22 @@ TEST_CASE("wrapping units: wrap_blocks groups blocks, wrap names a submodule of 
   CHECK(fsdp_wrapped_unit_of("layers.11.self_attn.q_proj", 1, "self_attn") == "layers.11.self_attn");
   CHECK(fsdp_wrapped_unit_of("layers.11.input_layernorm", 1, "self_attn").empty());
   CHECK(fsdp_wrapped_unit_of("embed_tokens", 2, "").empty());
+}
+
+TEST_CASE("advice for an HSDP step that does not fit: larger shard groups, re-evaluated, and how to select each") {
+  const Scenario s = llama70b({{"training.activation_checkpointing", "full"}});
+  const auto evaluate = [](const Scenario& t) { return estimate(t, make_step_plan(t)).result; };
+  const StepResult r = evaluate(s);
+  REQUIRE_FALSE(r.fits);
+  const std::string text = advise(s, r, evaluate).at(0);
+  INFO(text);
+  // 8-GPU groups hold 141.1 GB of model state, 16 hold 70.6 GB, 32 hold 35.3 GB; 64 is zero3, listed as such.
+  CHECK(std::regex_search(text, std::regex("hybrid_shard over 16 GPUs: [0-9.]+ GB per GPU, (fits|does not fit)")));
+  CHECK(std::regex_search(text, std::regex("hybrid_shard over 32 GPUs: [0-9.]+ GB per GPU, fits, step")));
+  CHECK(text.find("hybrid_shard over 64 GPUs") == std::string::npos);
+  CHECK(std::regex_search(text, std::regex("zero3: [0-9.]+ GB per GPU, fits, step")));
+  // Selecting a strategy over all GPUs means dropping the shard group, which only hybrid sharding takes.
+  CHECK(std::regex_search(text, std::regex("Fastest that fits: (zero[123] \\(set parallelism.sharding: zero[123], "
+                                           "without parallelism.shard_group\\)|hybrid_shard over [0-9]+ GPUs "
+                                           "\\(set parallelism.shard_group: [0-9]+\\))")));
 }
