@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dpsim/cost.hpp"
+#include "dpsim/estimate.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
 
@@ -50,7 +51,11 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
   std::string text;
   std::optional<std::pair<size_t, StepResult>> fastest;  // the fastest variant that fits
   for (size_t i = 0; i < variants.size(); ++i) {
-    StepResult x = evaluate(variants[i].scenario);
+    // Memory needs no simulation: a variant that does not fit is not evaluated (at a thousand GPUs, a simulated
+    // HSDP variant whose shard group crosses nodes takes seconds).
+    StepResult x;
+    fill_common(variants[i].scenario, make_step_plan(variants[i].scenario), x);
+    if (x.fits) x = evaluate(variants[i].scenario);
     text += fmt::format(" {}: {} per GPU, {};", variants[i].label, format_bytes(x.memory_need_bytes()),
                         x.fits ? fmt::format("fits, step {} ({:.1f} samples/s, {})", format_seconds(x.step_time_s),
                                              x.samples_per_s, gain(r, x))
