@@ -124,3 +124,21 @@ TEST_CASE("HSDP on two nodes: the simulator equals the estimate's walk; one shar
   REQUIRE(w.comm.size() == f.comm.size());
   for (size_t i = 0; i < w.comm.size(); ++i) CHECK(w.comm[i].end_s == f.comm[i].end_s);
 }
+
+TEST_CASE("HSDP with shard groups across nodes: its all-reduces share the NICs with the gathers, never faster than "
+          "the estimate", "[sim]") {
+  Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml",
+                             {{"cluster.nodes", "4"},
+                              {"parallelism.sharding", "hybrid_shard"},
+                              {"parallelism.shard_group", "16"}});
+  s.nccl.overlap_slowdown = 1;
+  const StepPlan plan = make_step_plan(s);
+  REQUIRE(plan.sharded.replicas == 2);
+  const StepResult sim = predict(s, plan);
+  const Estimate est = estimate(s, plan);
+  INFO("simulated " << sim.step_time_s << " s, estimate " << est.result.step_time_s << " s");
+  // The estimate has no contention: the simulator's shared links can only delay the calls.
+  CHECK(sim.step_time_s >= est.result.step_time_s * (1 - 1e-9));
+  REQUIRE(sim.comm.size() == est.result.comm.size());
+  for (size_t i = 0; i < sim.comm.size(); ++i) CHECK(sim.comm[i].end_s >= est.result.comm[i].end_s * (1 - 1e-9));
+}
