@@ -125,12 +125,13 @@ TEST_CASE("HSDP on two nodes: the simulator equals the estimate's walk; one shar
   for (size_t i = 0; i < w.comm.size(); ++i) CHECK(w.comm[i].end_s == f.comm[i].end_s);
 }
 
-TEST_CASE("HSDP with shard groups across nodes: its all-reduces share the NICs with the gathers, never faster than "
-          "the estimate", "[sim]") {
-  Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml",
-                             {{"cluster.nodes", "4"},
-                              {"parallelism.sharding", "hybrid_shard"},
-                              {"parallelism.shard_group", "16"}});
+TEST_CASE(
+    "HSDP with shard groups across nodes: its all-reduces share the NICs with the gathers, never faster than "
+    "the estimate",
+    "[sim]") {
+  Scenario s = load_scenario(
+      std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml",
+      {{"cluster.nodes", "4"}, {"parallelism.sharding", "hybrid_shard"}, {"parallelism.shard_group", "16"}});
   s.nccl.overlap_slowdown = 1;
   const StepPlan plan = make_step_plan(s);
   REQUIRE(plan.sharded.replicas == 2);
