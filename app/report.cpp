@@ -5,6 +5,7 @@
 #include <map>
 
 #include "dpsim/collective_kind.hpp"
+#include "dpsim/groups.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
 
@@ -42,7 +43,8 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
             format_bytes(r.model_state_bytes_per_gpu));
   else
     mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", to_string(s.training.optimizer), per_param,
-                        s.parallelism.sharding_as_written, s.world_size()),
+                        s.parallelism.sharding_as_written,
+                        s.parallelism.hybrid ? s.parallelism.shard_group : s.world_size()),
             format_bytes(r.model_state_bytes_per_gpu));
   if (r.unsharded_bytes_per_gpu > 0) mem.add("units gathered at once", format_bytes(r.unsharded_bytes_per_gpu));
   mem.add("activations",
@@ -82,22 +84,27 @@ Section sharded_comm_section(const Scenario& s, const StepResult& r) {
             {}};
   struct Sum {
     int calls = 0;
-    double bytes = 0, seconds = 0;
+    double bytes = 0, moved = 0, seconds = 0;
   };
+  // The ranks of each group the calls run over (HSDP: the shard and replica groups split the data group).
+  const ParallelDims dims{s.world_size(), 1, 1, s.parallelism.hybrid ? s.parallelism.shard_group : 0};
   std::map<std::string, Sum> by_kind;
   for (const CommTiming& t : r.comm) {
-    Sum& k = by_kind[t.kind];
+    const std::string name = t.group == "data" ? t.kind : fmt::format("{} ({} group)", t.kind, t.group);
+    Sum& k = by_kind[name];
     ++k.calls;
     k.bytes += t.bytes;
     k.seconds += t.end_s - t.start_s;
+    const auto kind = collective_kind_named(t.kind);
+    const auto group = group_kind_named(t.group);
+    if (kind && group)
+      k.moved += bytes_moved_per_rank(*kind, static_cast<int>(group_of(0, *group, dims).ranks.size()), t.bytes);
   }
   double moved = 0;
-  for (const auto& [kind, sum] : by_kind) {
-    const auto k = collective_kind_named(kind);
-    const double per_rank = k ? bytes_moved_per_rank(*k, s.world_size(), sum.bytes) : 0.0;
-    moved += per_rank;
-    c.add(kind, fmt::format("{} calls, {} in all, {} moved per GPU, {} busy", sum.calls, format_bytes(sum.bytes),
-                            format_bytes(per_rank), format_seconds(sum.seconds)));
+  for (const auto& [name, sum] : by_kind) {
+    moved += sum.moved;
+    c.add(name, fmt::format("{} calls, {} in all, {} moved per GPU, {} busy", sum.calls, format_bytes(sum.bytes),
+                            format_bytes(sum.moved), format_seconds(sum.seconds)));
   }
   c.add("traffic per GPU",
         fmt::format("{} ({:.2f}x DDP's all-reduce of the gradients)", format_bytes(moved),

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "dpsim/cost.hpp"
+#include "dpsim/estimate.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
 
@@ -15,28 +18,55 @@ namespace {
 
 std::string gain(const StepResult& base, const StepResult& changed);
 
-// Each sharding strategy the scenario does not use, evaluated as the command evaluates the scenario itself.
+// Each sharding strategy the scenario does not use, evaluated as the command evaluates the scenario itself; for an
+// HSDP scenario, also its strategy with each larger shard group that divides the GPUs (doubling it), since a larger
+// group is what holds less model state per GPU.
 std::string sharding_alternatives(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
-  std::string text;
-  std::optional<std::pair<Sharding, StepResult>> fastest;  // the fastest strategy that fits
+  struct Variant {
+    std::string label, setting;  // how the advice names it, and the key that selects it
+    Scenario scenario;
+  };
+  std::vector<Variant> variants;
   for (Sharding k : {Sharding::zero1, Sharding::zero2, Sharding::zero3}) {
-    if (k == s.parallelism.sharding) continue;
+    if (k == s.parallelism.sharding && !s.parallelism.hybrid) continue;  // HSDP's alternatives: sharding over all GPUs
     Scenario t = s;
     t.parallelism.sharding = k;
     t.parallelism.sharding_as_written = to_string(k);
+    t.parallelism.hybrid = false;
+    t.parallelism.shard_group = 0;
     if (k == Sharding::zero1) t.fsdp = Fsdp{};              // FSDP's knobs do not apply to zero1
     if (k == Sharding::zero3) t.zero_optimization.reset();  // DeepSpeed's stage 1/2 knobs do not apply to zero3
-    StepResult x = evaluate(t);
-    text += fmt::format(" {}: {} per GPU, {};", to_string(k), format_bytes(x.memory_need_bytes()),
+    variants.push_back({to_string(k),
+                        fmt::format("parallelism.sharding: {}{}", to_string(k),
+                                    s.parallelism.hybrid ? ", without parallelism.shard_group" : ""),
+                        std::move(t)});
+  }
+  if (s.parallelism.hybrid)
+    for (int g = 2 * s.parallelism.shard_group; g < s.world_size(); g *= 2) {
+      if (s.world_size() % g != 0) continue;
+      Scenario t = s;
+      t.parallelism.shard_group = g;
+      variants.push_back({fmt::format("{} over {} GPUs", s.parallelism.sharding_as_written, g),
+                          fmt::format("parallelism.shard_group: {}", g), std::move(t)});
+    }
+  std::string text;
+  std::optional<std::pair<size_t, StepResult>> fastest;  // the fastest variant that fits
+  for (size_t i = 0; i < variants.size(); ++i) {
+    // Memory needs no simulation: a variant that does not fit is not evaluated (at a thousand GPUs, a simulated
+    // HSDP variant whose shard group crosses nodes takes seconds).
+    StepResult x;
+    fill_common(variants[i].scenario, make_step_plan(variants[i].scenario), x);
+    if (x.fits) x = evaluate(variants[i].scenario);
+    text += fmt::format(" {}: {} per GPU, {};", variants[i].label, format_bytes(x.memory_need_bytes()),
                         x.fits ? fmt::format("fits, step {} ({:.1f} samples/s, {})", format_seconds(x.step_time_s),
                                              x.samples_per_s, gain(r, x))
                                : "does not fit");
-    if (x.fits && (!fastest || x.step_time_s < fastest->second.step_time_s)) fastest.emplace(k, std::move(x));
+    if (x.fits && (!fastest || x.step_time_s < fastest->second.step_time_s)) fastest.emplace(i, std::move(x));
   }
   if (!text.empty()) text.back() = '.';
   if (fastest)
-    text += fmt::format(" Fastest that fits: {} (set parallelism.sharding: {}).", to_string(fastest->first),
-                        to_string(fastest->first));
+    text += fmt::format(" Fastest that fits: {} (set {}).", variants[fastest->first].label,
+                        variants[fastest->first].setting);
   else
     text += " None fits: use more GPUs, a smaller micro-batch or sequence, or a GPU with more memory.";
   return text;

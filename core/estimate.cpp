@@ -19,6 +19,7 @@ void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
   r.ddp_buffer_bytes_per_gpu = plan.memory.ddp_buffer_bytes;
   r.unsharded_bytes_per_gpu = plan.memory.unsharded_bytes;
   r.sharding = to_string(plan.sharded.sharding);
+  r.shard_group = plan.sharded.replicas > 1 ? plan.sharded.shards : 0;
   r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
   r.fits = r.memory_need_bytes() <= r.gpu_memory_bytes;
 

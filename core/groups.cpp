@@ -14,12 +14,14 @@ const char* to_string(GroupKind kind) {
     case GroupKind::data: return "data";
     case GroupKind::tensor: return "tensor";
     case GroupKind::pipeline: return "pipeline";
+    case GroupKind::shard: return "shard";
+    case GroupKind::replica: return "replica";
   }
   return "?";
 }
 
 std::optional<GroupKind> group_kind_named(std::string_view name) {
-  for (GroupKind k : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline})
+  for (GroupKind k : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline, GroupKind::shard, GroupKind::replica})
     if (name == to_string(k)) return k;
   return std::nullopt;
 }
@@ -28,6 +30,9 @@ void check_dims(const ParallelDims& d) {
   if (d.data < 1 || d.tensor < 1 || d.pipeline < 1)
     throw InputError(fmt::format("parallelism: data {}, tensor {}, pipeline {}: every degree must be >= 1", d.data,
                                  d.tensor, d.pipeline));
+  if (d.shard < 0 || (d.shard > 0 && d.data % d.shard != 0))
+    throw InputError(
+        fmt::format("parallelism: a shard group of {} does not divide the {} data-parallel GPUs", d.shard, d.data));
 }
 
 RankCoords coords_of(int rank, const ParallelDims& d) {
@@ -47,18 +52,34 @@ int rank_of(const RankCoords& c, const ParallelDims& d) {
 
 namespace {
 int degree(GroupKind kind, const ParallelDims& d) {
-  return kind == GroupKind::data ? d.data : kind == GroupKind::tensor ? d.tensor : d.pipeline;
+  switch (kind) {
+    case GroupKind::data: return d.data;
+    case GroupKind::tensor: return d.tensor;
+    case GroupKind::pipeline: return d.pipeline;
+    case GroupKind::shard: return d.shard_size();
+    case GroupKind::replica: return d.data / d.shard_size();
+  }
+  return 1;
 }
 int& coordinate(GroupKind kind, RankCoords& c) {
-  return kind == GroupKind::data ? c.data : kind == GroupKind::tensor ? c.tensor : c.pipeline;
+  return kind == GroupKind::tensor ? c.tensor : kind == GroupKind::pipeline ? c.pipeline : c.data;
+}
+// The data coordinate of member i of the group of `kind` through data coordinate `data`: a shard group is
+// shard_size consecutive data coordinates, a replica group every shard_size-th one from the same position.
+int member(GroupKind kind, int data, int i, const ParallelDims& d) {
+  const int s = d.shard_size();
+  if (kind == GroupKind::shard) return data / s * s + i;
+  if (kind == GroupKind::replica) return data % s + i * s;
+  return i;
 }
 }  // namespace
 
 ProcessGroup group_of(int rank, GroupKind kind, const ParallelDims& d) {
   RankCoords c = coords_of(rank, d);
+  const int data = c.data;
   ProcessGroup g{kind, {}};
   for (int i = 0; i < degree(kind, d); ++i) {
-    coordinate(kind, c) = i;
+    coordinate(kind, c) = member(kind, data, i, d);
     g.ranks.push_back(rank_of(c, d));
   }
   std::sort(g.ranks.begin(), g.ranks.end());

@@ -238,6 +238,7 @@ NcclModel load_nccl(const fs::path& file) {
                    "nvls_fill",
                    "ring_fill",
                    "framework_launch_overhead",
+                   "fsdp_inflight_all_gathers",
                    "table_edge_latency",
                    "network_hops"});
   NcclModel m;
@@ -272,6 +273,7 @@ NcclModel load_nccl(const fs::path& file) {
     for (const auto& key : v->keys()) m.net_plugin_latency_s[key] = v->at(key).as_seconds();
   }
   m.framework_launch_overhead_s = root.at("framework_launch_overhead").as_seconds();
+  if (auto v = root.get("fsdp_inflight_all_gathers")) m.fsdp_inflight_all_gathers = static_cast<int>(v->as_int(1, 64));
   read_path_latency(root, m);
   const YNode ring = root.at("ring_efficiency");
   ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa", "by_arch"});

@@ -1,5 +1,6 @@
 // Loading of scenarios/*.yaml: model, training, DDP, cluster (a topology with overrides), collective.
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -9,6 +10,8 @@
 #include "dpsim/error.hpp"
 #include "dpsim/escape.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/model.hpp"
+#include "dpsim/sharding.hpp"
 #include "dpsim/suggest.hpp"
 #include "dpsim/sweep_spec.hpp"
 #include "load_internal.hpp"
@@ -102,9 +105,11 @@ Collective parse_collective(const YNode& n) {
   return c;
 }
 
-// parallelism: data-parallel sharding. The FSDP names map to the ZeRO stage they implement (api.py docstring).
-Parallelism parse_parallelism(const YNode& n, int world) {
-  n.allow_only({"data", "sharding"});
+// parallelism: data-parallel sharding. The FSDP names map to the ZeRO stage they implement (api.py docstring);
+// HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are zero3 and zero2 inside each shard group, replicated across the groups.
+Parallelism parse_parallelism(const YNode& n, const Topology& t) {
+  n.allow_only({"data", "sharding", "shard_group"});
+  const int world = t.world_size();
   Parallelism p;
   if (auto v = n.get("data")) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
@@ -114,18 +119,31 @@ Parallelism parse_parallelism(const YNode& n, int world) {
                       world));
   }
   if (auto v = n.get("sharding")) {
-    if (v->is_scalar() && v->as_string().starts_with("hybrid_shard"))
-      v->fail(
-          "hybrid sharding (HSDP: shard within a group, replicate across groups) is not modelled yet; give "
-          "full_shard to shard over all data-parallel GPUs");
     p.sharding = v->as_enum<Sharding>({{"none", Sharding::none},
                                        {"no_shard", Sharding::none},
                                        {"zero1", Sharding::zero1},
                                        {"zero2", Sharding::zero2},
                                        {"shard_grad_op", Sharding::zero2},
                                        {"zero3", Sharding::zero3},
-                                       {"full_shard", Sharding::zero3}});
+                                       {"full_shard", Sharding::zero3},
+                                       {"hybrid_shard", Sharding::zero3},
+                                       {"_hybrid_shard_zero2", Sharding::zero2}});
     p.sharding_as_written = v->as_string();
+    p.hybrid = p.sharding_as_written == "hybrid_shard" || p.sharding_as_written == "_hybrid_shard_zero2";
+  }
+  if (auto v = n.get("shard_group")) {
+    if (!p.hybrid)
+      v->fail(fmt::format(
+          "a shard group applies to hybrid sharding (hybrid_shard, _hybrid_shard_zero2), not {}; {} shards over all "
+          "{} data-parallel GPUs",
+          p.sharding_as_written, p.sharding_as_written, world));
+    const int64_t gpus = v->as_int(-(1 << 24), 1 << 24);
+    if (gpus < 1) v->fail(fmt::format("a shard group needs at least 1 GPU, got {}", gpus));
+    p.shard_group = static_cast<int>(gpus);
+    if (world % p.shard_group != 0)
+      v->fail(fmt::format("a shard group of {} GPUs does not divide the {} data-parallel GPUs", p.shard_group, world));
+  } else if (p.hybrid) {
+    p.shard_group = t.gpus_per_node;  // FSDP's default intra-node group: the GPUs of one node
   }
   return p;
 }
@@ -136,7 +154,8 @@ Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
         fmt::format("FSDP's knobs apply to parallelism.sharding zero2 (shard_grad_op) or zero3 (full_shard), "
                     "not {}",
                     to_string(sharding)));
-  n.allow_only({"backward_prefetch", "limit_all_gathers", "reduce_dtype", "wrap_root_ops"});
+  n.allow_only({"backward_prefetch", "limit_all_gathers", "reduce_dtype", "wrap_root_ops", "forward_prefetch",
+                "reshard_after_forward", "wrap", "wrap_blocks"});
   Fsdp f;
   if (auto v = n.get("backward_prefetch"))
     f.backward_prefetch = v->as_enum<BackwardPrefetch>({{"backward_pre", BackwardPrefetch::backward_pre},
@@ -145,6 +164,22 @@ Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
   if (auto v = n.get("limit_all_gathers")) f.limit_all_gathers = v->as_bool();
   if (auto v = n.get("reduce_dtype")) f.reduce_dtype = parse_dtype(*v);
   if (auto v = n.get("wrap_root_ops")) f.wrap_root_ops = v->as_bool();
+  if (auto v = n.get("forward_prefetch")) f.forward_prefetch = v->as_bool();
+  if (auto v = n.get("reshard_after_forward")) {
+    f.reshard_after_forward = v->as_bool();
+    if (*f.reshard_after_forward && sharding == Sharding::zero2)
+      v->fail(
+          "zero2 (shard_grad_op) keeps each unit's weights gathered from its forward to its backward; resharding "
+          "after the forward is zero3 (full_shard)");
+  }
+  if (auto v = n.get("wrap_blocks")) f.wrap_blocks = static_cast<int>(v->as_int(1, 1 << 20));
+  if (auto v = n.get("wrap")) {
+    const std::string name = v->as_string();
+    if (name != "block") f.wrap_module = name;
+    if (!f.wrap_module.empty() && f.wrap_blocks > 1)
+      v->fail(fmt::format("wrap: {} wraps a submodule of each block; wrap_blocks {} groups whole blocks: give one",
+                          name, f.wrap_blocks));
+  }
   return f;
 }
 
@@ -201,6 +236,36 @@ ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool
           "(stage_1_and_2.py:1141-1147), which dpsim does not model; keep true (DeepSpeed's default)");
   }
   return z;
+}
+
+// The wrapping must name what the model has: a submodule with parameters that some block holds, no more blocks per
+// unit than the model has blocks.
+void check_fsdp_wrap(const Scenario& s, const YNode& fsdp) {
+  if (s.fsdp.wrap_module.empty() && s.fsdp.wrap_blocks == 1) return;
+  const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype);
+  std::set<std::string> blocks, names;  // names: the first block's submodules with parameters, for the message
+  bool wraps_parameters = false;
+  for (const Op& op : ops) {
+    const std::string b = fsdp_unit_of(op.name);
+    if (b.empty()) continue;
+    blocks.insert(b);
+    if (b == *blocks.begin() && op.name.size() > b.size() && !op.params.empty()) {
+      const std::string rest = op.name.substr(b.size() + 1);
+      names.insert(rest.substr(0, rest.find('.')));
+    }
+    wraps_parameters |= !op.params.empty() && !fsdp_wrapped_unit_of(op.name, 1, s.fsdp.wrap_module).empty();
+  }
+  if (blocks.empty())
+    fsdp.at(s.fsdp.wrap_module.empty() ? "wrap_blocks" : "wrap")
+        .fail(fmt::format("{} has no transformer blocks to wrap", s.model.name));
+  if (!s.fsdp.wrap_module.empty() && !wraps_parameters)
+    fsdp.at("wrap").fail(
+        fmt::format("{} has no module named \"{}\" with parameters in its blocks (block, or one of: {})", s.model.name,
+                    s.fsdp.wrap_module, fmt::join(names, ", ")));
+  if (s.fsdp.wrap_blocks > static_cast<int>(blocks.size()))
+    fsdp.at("wrap_blocks")
+        .fail(fmt::format("{} blocks per unit, but {} has {} transformer block(s)", s.fsdp.wrap_blocks, s.model.name,
+                          blocks.size()));
 }
 
 }  // namespace
@@ -282,6 +347,7 @@ void check_collective_available(const Scenario& s, const YNode& collective) {
   std::vector<CollectiveKind> kinds{CollectiveKind::all_reduce};
   if (s.parallelism.sharding != Sharding::none) kinds = {CollectiveKind::reduce_scatter, CollectiveKind::all_gather};
   if (s.zero_optimization) kinds = {CollectiveKind::all_reduce, CollectiveKind::all_gather};  // DeepSpeed stage 1/2
+  if (s.parallelism.hybrid) kinds.push_back(CollectiveKind::all_reduce);  // HSDP's all-reduce across replicas
   const FabricSummary f = summarize_fabric(s.topology);
   for (const CollectiveKind kind : kinds) {
     try {
@@ -325,8 +391,11 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
                           s.model.name));
   s.topology = load_cluster(root.at("cluster"), dir);
   if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();
-  if (auto v = root.get("parallelism")) s.parallelism = parse_parallelism(*v, s.topology.world_size());
-  if (auto v = root.get("fsdp")) s.fsdp = parse_fsdp(*v, s.parallelism.sharding);
+  if (auto v = root.get("parallelism")) s.parallelism = parse_parallelism(*v, s.topology);
+  if (auto v = root.get("fsdp")) {
+    s.fsdp = parse_fsdp(*v, s.parallelism.sharding);
+    check_fsdp_wrap(s, *v);
+  }
   if (auto v = root.get("zero_optimization"))
     s.zero_optimization = parse_zero_optimization(*v, s.parallelism.sharding, root.has("fsdp"));
 

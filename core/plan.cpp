@@ -103,8 +103,13 @@ std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops)
   std::map<std::string, size_t> index{{"", 0}};
   const double param_bytes = dtype_bytes(s.training.param_dtype);
   const double reduce_bytes = dtype_bytes(s.fsdp.reduce_dtype.value_or(s.training.grad_dtype));
+  // A wrapped module without parameters has no FlatParameter to gather: its ops run in the root's.
+  std::map<std::string, bool> has_params;
+  for (const Op& op : ops)
+    has_params[fsdp_wrapped_unit_of(op.name, s.fsdp.wrap_blocks, s.fsdp.wrap_module)] |= !op.params.empty();
   for (size_t o = 0; o < ops.size(); ++o) {
-    std::string name = fsdp_unit_of(ops[o].name);
+    std::string name = fsdp_wrapped_unit_of(ops[o].name, s.fsdp.wrap_blocks, s.fsdp.wrap_module);
+    if (!has_params[name]) name.clear();
     if (name.empty() && s.fsdp.wrap_root_ops && !ops[o].params.empty()) name = ops[o].name;
     auto [it, added] = index.emplace(name, units.size());
     if (added) units.push_back(ShardUnit{.name = name});
@@ -153,8 +158,12 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.sharding = s.parallelism.sharding;
   sh.backward_prefetch = s.fsdp.backward_prefetch;
   sh.limit_all_gathers = s.fsdp.limit_all_gathers;
+  sh.forward_prefetch = s.fsdp.forward_prefetch;
+  sh.inflight_all_gathers = s.nccl.fsdp_inflight_all_gathers;
+  sh.reshard_after_forward = sh.sharding == Sharding::zero3 && s.fsdp.reshard_after_forward.value_or(true);
   if (sh.sharding == Sharding::none) return;
-  sh.shards = plan.world_size;
+  sh.shards = s.parallelism.hybrid ? s.parallelism.shard_group : plan.world_size;
+  sh.replicas = plan.world_size / sh.shards;
   sh.param_per_grad_bytes =
       static_cast<double>(dtype_bytes(s.training.param_dtype)) / dtype_bytes(s.training.grad_dtype);
   sh.deepspeed = deepspeed_zero(s);
@@ -168,8 +177,8 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
 }
 
 // zero3 holds at most two units' full weights at once (FSDP's limit_all_gathers: the one computing and the one
-// prefetched; without the limit, every unit may be gathered ahead), the root's for the whole step, and one
-// unit's full gradients while they are reduce-scattered.
+// prefetched, three with forward_prefetch; without the limit, or with reshard_after_forward false, every unit may be
+// gathered at once), the root's for the whole step, and one unit's full gradients while they are reduce-scattered.
 double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& parts) {
   const Sharded& sh = plan.sharded;
   if (sh.sharding != Sharding::zero3 || sh.units.empty()) return 0.0;
@@ -182,7 +191,9 @@ double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& pa
       blocks.push_back(static_cast<double>(u.parameters));
   }
   std::sort(blocks.rbegin(), blocks.rend());
-  const size_t held = sh.limit_all_gathers ? std::min<size_t>(2, blocks.size()) : blocks.size();
+  const size_t held = sh.limit_all_gathers && sh.reshard_after_forward
+                          ? std::min<size_t>(static_cast<size_t>(sh.limiter_lag()), blocks.size())
+                          : blocks.size();
   double gathered = root;
   for (size_t i = 0; i < held; ++i) gathered += blocks[i];
   const double largest = std::max(root, blocks.empty() ? 0.0 : blocks.front());
@@ -218,6 +229,12 @@ double saved_activation_bytes(const Scenario& s, const std::vector<Op>& ops, Ste
 }
 
 }  // namespace
+
+double Sharded::shard_bytes(const ShardUnit& u) const {
+  // FSDP pads the flat parameter to a multiple of the group's size (_get_reduce_scatter_tensors).
+  const double per_param = u.parameters > 0 ? u.reduce_bytes / static_cast<double>(u.parameters) : 0.0;
+  return std::ceil(static_cast<double>(u.parameters) / shards) * per_param;
+}
 
 StepPlan make_step_plan(const Scenario& s) {
   StepPlan plan;

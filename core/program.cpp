@@ -36,6 +36,7 @@ const char* to_string(EventKind kind) {
     case EventKind::unit_forward: return "unit_forward";
     case EventKind::unit_backward: return "unit_backward";
     case EventKind::reduced: return "reduced";
+    case EventKind::all_reduced: return "all_reduced";
     case EventKind::optimizer_done: return "optimizer_done";
   }
   return "?";

@@ -10,7 +10,17 @@
 // before the current block's reduce-scatter (backward_pre and backward_post both issue it before that
 // reduce-scatter, from the pre- and the post-backward hook; with a host ahead of the GPU they give the same order),
 // or after it (none). zero2 keeps
-// the parameters from the forward and gathers nothing in backward. The root's reduce-scatter is last.
+// the parameters from the forward and gathers nothing in backward, as zero3 does with reshard_after_forward false.
+// The root's reduce-scatter is last.
+//
+// HSDP (hybrid_shard): the gathers and reduce-scatters run over the shard group, and each reduce-scatter is followed
+// by an all-reduce of the unit's gradient shard over the replica group on FSDP's _all_reduce_stream, which waits
+// for the post-backward stream (torch/distributed/fsdp/_runtime_utils.py `_reduce_grad`, the
+// `if uses_hybrid_sharded_strategy:` branch: `_all_reduce_stream.wait_stream(_post_backward_stream)`, then
+// `dist.all_reduce(new_sharded_grad, group=state._inter_node_pg)`; `_init_streams` makes it its own stream when a
+// unit uses hybrid sharding; ROCm/pytorch mirror of upstream at 3539e1d; pytorch/pytorch PR #106080 made it async).
+// The replica group's NCCL stream is not the shard group's, so these all-reduces overlap the next units'
+// reduce-scatters and gathers.
 #include <map>
 
 #include "program_builder.hpp"
@@ -19,7 +29,7 @@ namespace dpsim::program_detail {
 
 namespace {
 
-constexpr int kCompute = StepProgram::kCompute, kComm = StepProgram::kComm;
+constexpr int kCompute = StepProgram::kCompute, kComm = StepProgram::kComm, kAllReduce = StepProgram::kAllReduce;
 
 struct FsdpBuilder {
   const StepPlan& plan;
@@ -32,11 +42,14 @@ struct FsdpBuilder {
   bool is_root(int u) const { return plan.sharded.units[static_cast<size_t>(u)].name.empty(); }
   int key(int u) const { return micro * units() + u; }
   bool zero3() const { return plan.sharded.sharding == Sharding::zero3; }
+  bool hybrid() const { return plan.sharded.replicas > 1; }
+  // The group a unit's gathers and reduce-scatters run over: the data group, or HSDP's shard group.
+  GroupKind group() const { return hybrid() ? GroupKind::shard : GroupKind::data; }
 
   int gather(int u, EventRef after) {
     const ShardUnit& unit = plan.sharded.units[static_cast<size_t>(u)];
     const int index = bld.call(kComm, {.kind = CollectiveKind::all_gather,
-                                       .group = GroupKind::data,
+                                       .group = group(),
                                        .bytes = unit.gather_bytes,
                                        .unit = u,
                                        .inputs_ready = after});
@@ -49,15 +62,28 @@ struct FsdpBuilder {
     const EventRef ready{EventKind::unit_backward, key(u)};
     bld.wait(kComm, ready);
     bld.call(kComm, {.kind = CollectiveKind::reduce_scatter,
-                     .group = GroupKind::data,
+                     .group = group(),
                      .bytes = unit.reduce_bytes,
                      .unit = u,
                      .inputs_ready = ready});
     bld.record(kComm, {EventKind::reduced, u});
+    if (!hybrid()) return;
+    const EventRef scattered{EventKind::reduced, u};
+    bld.wait(kAllReduce, scattered);
+    bld.call(kAllReduce, {.kind = CollectiveKind::all_reduce,
+                          .group = GroupKind::replica,
+                          .bytes = plan.sharded.shard_bytes(unit),
+                          .unit = u,
+                          .inputs_ready = scattered});
+    bld.record(kAllReduce, {EventKind::all_reduced, u});
   }
 
-  // Forward: gathers issued one unit ahead of the compute (the stream runs them back to back unless the limiter
-  // holds one back); each unit's ops wait for its gather.
+  // Forward: each unit's gather issued at its pre-forward, or (forward_prefetch) the next unit's issued there too,
+  // before the unit computes (_pre_forward_unshard: `_prefetch_handle(..., _PrefetchMode.FORWARD)` after the unit's
+  // own unshard). With the host ahead of the GPU both give the same GPU schedule: the comm stream runs the gathers
+  // back to back unless the limiter holds one back, and each unit's ops wait for its gather. They differ under
+  // limit_all_gathers: the host waits for the oldest free event before each gather, and a prefetched gather meets
+  // that wait one block earlier, so one more block is gathered at once (Sharded::limiter_lag).
   void forward(bool gather_root, bool gather_blocks) {
     std::vector<int> order;  // units in forward order of first use
     std::vector<int> last_op(static_cast<size_t>(units()), -1);
@@ -74,8 +100,9 @@ struct FsdpBuilder {
       if (is_root(u) ? !gather_root : !gather_blocks) return;
       EventRef after{EventKind::unit_forward, -1};
       if (!is_root(u)) {
-        if (zero3() && plan.sharded.limit_all_gathers && blocks.size() >= 2) {
-          after = {EventKind::unit_forward, key(blocks[blocks.size() - 2])};
+        const auto lag = static_cast<size_t>(plan.sharded.limiter_lag());
+        if (plan.sharded.reshard_after_forward && plan.sharded.limit_all_gathers && blocks.size() >= lag) {
+          after = {EventKind::unit_forward, key(blocks[blocks.size() - lag])};
           bld.wait(kComm, after);
         }
         blocks.push_back(u);
@@ -83,14 +110,14 @@ struct FsdpBuilder {
       gathered[u] = gather(u, after);
     };
     bld.mark(kCompute, Mark::forward_begin, micro);
-    issue(0);
-    size_t next = 1;
+    size_t next = 0;
+    if (plan.sharded.forward_prefetch) issue(next++);
     std::vector<bool> started(static_cast<size_t>(units()), false);
     for (size_t o = 0; o < plan.ops.size(); ++o) {
       const int u = unit_of[o];
       if (!started[static_cast<size_t>(u)]) {
         started[static_cast<size_t>(u)] = true;
-        issue(next++);  // prefetch: the next unit's gather goes out before this unit computes
+        issue(next++);  // this unit's gather (forward_prefetch: the next unit's, before this unit computes)
         if (gathered.count(u)) bld.wait(kCompute, {EventKind::gathered, gathered[u]});
       }
       bld.push({.type = Instr::Type::forward, .stream = kCompute, .op = static_cast<int>(o), .micro = micro});
@@ -110,7 +137,7 @@ struct FsdpBuilder {
       if (last_pos[static_cast<size_t>(u)] < 0) order.push_back(u);
       last_pos[static_cast<size_t>(u)] = static_cast<int>(pos);
     }
-    const bool regather = zero3();
+    const bool regather = plan.sharded.reshard_after_forward;
     const bool prefetch = plan.sharded.backward_prefetch != BackwardPrefetch::none;
     std::map<int, int> gathered;
     size_t next_gather = 0;
@@ -153,6 +180,10 @@ StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options) {
   StepProgram program;
   program.streams = {"compute", "comm"};
   program.dims = {plan.world_size, 1, 1};
+  if (plan.sharded.replicas > 1) {
+    program.streams.push_back("all_reduce");
+    program.dims.shard = plan.sharded.shards;
+  }
   program.micro_steps = micro_steps(plan, options);
   if (plan.sharded.units.empty()) throw RuntimeError("plan: FSDP with no units (a model without parameters)");
   Builder bld;
@@ -170,13 +201,17 @@ StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options) {
     f.micro = micro;
     f.sync = micro == program.micro_steps - 1;  // FSDP's no_sync() on the first k-1 micro-steps
     // The root's parameters stay gathered across the micro-steps; zero2 keeps every unit's under no_sync() too
-    // (_runtime_utils.py _should_free_in_backward), zero3 frees them after each use.
+    // (_runtime_utils.py _should_free_in_backward), zero3 frees them after each use (with reshard_after_forward
+    // false, after each micro-step's backward: FSDP2's reshard_after_backward default).
     f.forward(micro == 0, f.zero3() || micro == 0);
     f.backward();
   }
   for (const CommCall& c : bld.rank.comms)
     if (c.kind == CollectiveKind::reduce_scatter) last_reduce_unit = c.unit;
-  if (last_reduce_unit >= 0) bld.wait(kCompute, {EventKind::reduced, last_reduce_unit});
+  // The post-backward final callback waits for the last reduction (_post_backward_final_callback: the current
+  // stream waits for the post-backward stream and, with HSDP, for _all_reduce_stream, which runs them in order).
+  if (last_reduce_unit >= 0)
+    bld.wait(kCompute, {f.hybrid() ? EventKind::all_reduced : EventKind::reduced, last_reduce_unit});
   bld.mark(kCompute, Mark::optimizer_begin, 0);
   bld.push({.type = Instr::Type::optimizer, .stream = kCompute});
   bld.mark(kCompute, Mark::optimizer_end, 0);

@@ -123,6 +123,7 @@ json to_json(const StepResult& r) {
   }
   j["parallelism"] = {
       {"data", r.context.value("world_size", 1)}, {"tensor", 1}, {"pipeline", 1}, {"sharding", r.sharding}};
+  if (r.shard_group > 0) j["parallelism"]["shard_group"] = r.shard_group;
   if (r.bounds)
     j["bounds"] = {{"perfect_overlap", bound_json(r.bounds->perfect_overlap)},
                    {"no_overlap", bound_json(r.bounds->no_overlap)}};
@@ -193,7 +194,10 @@ StepResult result_from_json(const json& j) {
                         c.at("start_s").get<double>(), c.at("end_s").get<double>(), c.value("algorithm", ""),
                         c.value("protocol", "")});
     r.unsharded_bytes_per_gpu = j.at("memory").value("unsharded_bytes_per_gpu", 0.0);
-    if (j.contains("parallelism")) r.sharding = j.at("parallelism").value("sharding", "none");
+    if (j.contains("parallelism")) {
+      r.sharding = j.at("parallelism").value("sharding", "none");
+      r.shard_group = j.at("parallelism").value("shard_group", 0);
+    }
     if (j.contains("bounds"))
       r.bounds = StepBounds{bound_from_json(j.at("bounds").at("perfect_overlap")),
                             bound_from_json(j.at("bounds").at("no_overlap"))};

@@ -24,17 +24,43 @@ double sharded_model_state_bytes(double parameters, const ModelStateParts& p, Sh
   return parameters * p.total();
 }
 
-std::string fsdp_unit_of(const std::string& name) {
+namespace {
+// The end of the first numeric component of `name` (the block index), or npos.
+size_t block_end(const std::string& name, size_t* index_start = nullptr) {
   size_t start = 0;
   while (start <= name.size()) {
     const size_t end = std::min(name.find('.', start), name.size());
     const bool numeric = end > start && std::all_of(name.begin() + static_cast<std::ptrdiff_t>(start),
                                                     name.begin() + static_cast<std::ptrdiff_t>(end),
                                                     [](unsigned char c) { return std::isdigit(c) != 0; });
-    if (numeric) return name.substr(0, end);
+    if (numeric) {
+      if (index_start) *index_start = start;
+      return end;
+    }
     start = end + 1;
   }
-  return "";
+  return std::string::npos;
+}
+}  // namespace
+
+std::string fsdp_wrapped_unit_of(const std::string& name, int wrap_blocks, const std::string& wrap_module) {
+  size_t index_start = 0;
+  const size_t end = block_end(name, &index_start);
+  if (end == std::string::npos) return "";
+  if (!wrap_module.empty()) {
+    if (end >= name.size()) return "";
+    const std::string inner = "." + name.substr(end + 1) + ".";
+    const size_t at = inner.find("." + wrap_module + ".");
+    return at == std::string::npos ? "" : name.substr(0, end + at + wrap_module.size() + 1);
+  }
+  if (wrap_blocks <= 1) return name.substr(0, end);
+  const long index = std::stol(name.substr(index_start, end - index_start));
+  return name.substr(0, index_start) + std::to_string(index / wrap_blocks * wrap_blocks);
+}
+
+std::string fsdp_unit_of(const std::string& name) {
+  const size_t end = block_end(name);
+  return end == std::string::npos ? "" : name.substr(0, end);
 }
 
 }  // namespace dpsim

@@ -31,7 +31,7 @@ struct CudaExecutor::Impl {
   std::map<GroupKind, ncclComm_t> comms;  // blocking, split from the world communicator; owned here
   std::map<GroupKind, int> group_rank, group_size;
   std::unique_ptr<Watchdog> watchdog;
-  cudaStream_t compute = nullptr, comm_stream = nullptr;
+  cudaStream_t compute = nullptr, comm_stream = nullptr, all_reduce_stream = nullptr;  // all_reduce: HSDP's
   DeviceArena arena;
   std::unique_ptr<LtMatmul> lt;
 
@@ -61,7 +61,9 @@ struct CudaExecutor::Impl {
   Impl(const StepPlan& p, const StepLayout& l, const CudaExecutorConfig& c)
       : plan(p), layout(l), cfg(c), arena(c.device) {}
 
-  cudaStream_t stream(Stream s) const { return s == Stream::compute ? compute : comm_stream; }
+  cudaStream_t stream(Stream s) const {
+    return s == Stream::compute ? compute : s == Stream::comm ? comm_stream : all_reduce_stream;
+  }
   char* at(void* base, int64_t elems) const { return static_cast<char*>(base) + elems * eb; }
   void* base(Buffer b) const {
     switch (b) {
@@ -203,6 +205,7 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
 
   check(cudaStreamCreateWithFlags(&s.compute, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
   check(cudaStreamCreateWithFlags(&s.comm_stream, cudaStreamNonBlocking), "cudaStreamCreate (comm)");
+  check(cudaStreamCreateWithFlags(&s.all_reduce_stream, cudaStreamNonBlocking), "cudaStreamCreate (all_reduce)");
   const ShardBuffers& b = s.buffers;
   if (b.fsdp) {
     s.weight_shard = s.arena.allocate(b.weight_shard_numel * s.eb, "weight shard");
@@ -277,6 +280,7 @@ CudaExecutor::~CudaExecutor() {
   if (!aborted) {
     cudaStreamSynchronize(s.compute);
     cudaStreamSynchronize(s.comm_stream);
+    cudaStreamSynchronize(s.all_reduce_stream);
   }
   for (auto& [k, comm] : s.comms) destroy_comm(comm);
   for (auto& [k, e] : s.events) cudaEventDestroy(e);
@@ -285,6 +289,7 @@ CudaExecutor::~CudaExecutor() {
   s.lt.reset();
   if (s.compute) cudaStreamDestroy(s.compute);
   if (s.comm_stream) cudaStreamDestroy(s.comm_stream);
+  if (s.all_reduce_stream) cudaStreamDestroy(s.all_reduce_stream);
 }
 
 double CudaExecutor::allocated_bytes() const { return impl_->arena.allocated_bytes(); }
@@ -363,21 +368,22 @@ void CudaExecutor::stream_wait(Stream waiter, EventRef e) {
 }
 
 void CudaExecutor::allreduce_bucket(int bucket) {
-  collective({.kind = CollectiveKind::all_reduce,
-              .group = GroupKind::data,
-              .index = bucket,
-              .bytes = static_cast<double>(impl_->plan.buckets.at(static_cast<size_t>(bucket)).bytes),
-              .bucket = bucket});
+  collective(Stream::comm, {.kind = CollectiveKind::all_reduce,
+                            .group = GroupKind::data,
+                            .index = bucket,
+                            .bytes = static_cast<double>(impl_->plan.buckets.at(static_cast<size_t>(bucket)).bytes),
+                            .bucket = bucket});
 }
 
-// Every collective kind of the step program on its group's communicator, on the comm stream, in the buffers the
-// buffer plan gives it (shard_buffers.hpp): a DDP bucket reduced in place with ncclSum (the gradients were divided
+// Every collective kind of the step program on its group's communicator, in the buffers the buffer plan gives it,
+// on the program's stream (shard_buffers.hpp): a DDP bucket reduced in place with ncclSum (the gradients were divided
 // by the world size while written into it, as DDP does), zero1's reduce-scatter into the rank's slice of its bucket
 // and its all-gathers in place in the weights; FSDP's all-gathers from the weight shard into the unit's gathered
 // buffer and its reduce-scatters (ncclAvg, as FSDP2 issues them) from the unit's gradients into the gradient
 // shard. Returns once enqueued; the watchdog thread watches it.
-void CudaExecutor::collective(const CommCall& c) {
+void CudaExecutor::collective(Stream on, const CommCall& c) {
   Impl& s = *impl_;
+  cudaStream_t const stream = s.stream(on);
   const ncclComm_t comm = s.comm_for(c.group);
   const CallBuffers& b = s.buffers.call(c);
   void* send = s.ptr(b.send);
@@ -389,12 +395,12 @@ void CudaExecutor::collective(const CommCall& c) {
       c.bytes / 1e6, c.bucket >= 0 ? fmt::format(", bucket {}", c.bucket) : std::string(), s.cfg.rank, s.cfg.device);
   ncclResult_t res = ncclSuccess;
   switch (c.kind) {
-    case CollectiveKind::all_reduce: res = ncclAllReduce(send, recv, count, t, ncclSum, comm, s.comm_stream); break;
+    case CollectiveKind::all_reduce: res = ncclAllReduce(send, recv, count, t, ncclSum, comm, stream); break;
     case CollectiveKind::reduce_scatter:
-      res = ncclReduceScatter(send, recv, count, t, c.bucket >= 0 ? ncclSum : ncclAvg, comm, s.comm_stream);
+      res = ncclReduceScatter(send, recv, count, t, c.bucket >= 0 ? ncclSum : ncclAvg, comm, stream);
       break;
     case CollectiveKind::all_gather:
-      res = ncclAllGather(send, recv, count, t, comm, s.comm_stream);
+      res = ncclAllGather(send, recv, count, t, comm, stream);
       if (c.unit >= 0) s.unit_base.at(static_cast<size_t>(c.unit)) = b.recv.offset;  // its compute reads it there
       break;
     case CollectiveKind::broadcast:
@@ -405,7 +411,7 @@ void CudaExecutor::collective(const CommCall& c) {
   check(res, what.c_str());
   cudaEvent_t done =
       Impl::event_in(s.call_done, std::make_tuple(static_cast<int>(c.kind), static_cast<int>(c.group), c.index), false);
-  check(cudaEventRecord(done, s.comm_stream), "cudaEventRecord (collective)");
+  check(cudaEventRecord(done, stream), "cudaEventRecord (collective)");
   s.watchdog->watch(done, what);
 }
 
@@ -557,6 +563,7 @@ void CudaExecutor::synchronize() const {
   check(cudaSetDevice(impl_->cfg.device), "cudaSetDevice");
   check(cudaStreamSynchronize(impl_->compute), "synchronize compute");
   check(cudaStreamSynchronize(impl_->comm_stream), "synchronize comm");
+  check(cudaStreamSynchronize(impl_->all_reduce_stream), "synchronize all_reduce");
 }
 
 std::vector<float> CudaExecutor::grad(int g) const {

@@ -32,9 +32,9 @@ void DryRunExecutor::allreduce_bucket(int bucket) {
   launches_.push_back({.type = Launch::Type::allreduce, .stream = Stream::comm, .bucket = bucket});
 }
 
-void DryRunExecutor::collective(const CommCall& call) {
+void DryRunExecutor::collective(Stream stream, const CommCall& call) {
   if (call.kind == CollectiveKind::all_reduce && call.bucket >= 0) return allreduce_bucket(call.bucket);
-  Launch l{.type = Launch::Type::collective, .stream = Stream::comm, .bucket = call.bucket, .call = call};
+  Launch l{.type = Launch::Type::collective, .stream = stream, .bucket = call.bucket, .call = call};
   if (buffers_) {
     const CallBuffers& b = buffers_->call(call);
     l.buffers = Launch::Spans{.send_buffer = static_cast<int>(b.send.buffer),
@@ -101,8 +101,8 @@ std::string Launch::describe(const StepPlan& plan) const {
                                            : plan.sharded.units[static_cast<size_t>(call.unit)].name)
           : call.bucket >= 0 ? fmt::format("bucket {}", call.bucket)
                              : std::string("weights");
-      std::string line = fmt::format("comm     {:<12} {} #{} {} {}", to_string(call.kind), to_string(call.group),
-                                     call.index, what, format_bytes(call.bytes));
+      std::string line = fmt::format("{:<8} {:<12} {} #{} {} {}", to_string(stream), to_string(call.kind),
+                                     to_string(call.group), call.index, what, format_bytes(call.bytes));
       if (buffers)
         line += fmt::format(" [{}+{} -> {}+{}, {} per rank]", to_string(static_cast<Buffer>(buffers->send_buffer)),
                             buffers->send_offset, to_string(static_cast<Buffer>(buffers->recv_buffer)),

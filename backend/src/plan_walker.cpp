@@ -12,7 +12,14 @@
 
 namespace dpsim::backend {
 
-const char* to_string(Stream stream) { return stream == Stream::compute ? "compute" : "comm"; }
+const char* to_string(Stream stream) {
+  switch (stream) {
+    case Stream::compute: return "compute";
+    case Stream::comm: return "comm";
+    case Stream::all_reduce: return "all_reduce";
+  }
+  return "?";
+}
 
 const char* to_string(GemmRole role) {
   switch (role) {
@@ -36,7 +43,7 @@ const char* to_string(MemoryRole role) {
   return "?";
 }
 
-void Executor::collective(const CommCall& call) {
+void Executor::collective(Stream, const CommCall& call) {
   if (call.kind != CollectiveKind::all_reduce || call.group != GroupKind::data || call.bucket < 0)
     throw RuntimeError(fmt::format("the GPU backend runs DDP bucket all-reduces only, not {} over the {} group",
                                    to_string(call.kind), to_string(call.group)));
@@ -197,8 +204,8 @@ class KernelAdaptor final : public StepExecutor {
   }
 
   // A group of one rank: nothing to communicate, no kernel on the comm stream (its events and marks stay).
-  void collective(const Instr&, const CommCall& call) override {
-    if (group_size(call.group) > 1) ex_.collective(call);
+  void collective(const Instr& in, const CommCall& call) override {
+    if (group_size(call.group) > 1) ex_.collective(stream(in), call);
   }
 
   void record(const Instr& in) override { ex_.record_event(stream(in), event(in)); }
@@ -219,7 +226,9 @@ class KernelAdaptor final : public StepExecutor {
   static Stream stream(const Instr& in) {
     if (in.stream == StepProgram::kCompute) return Stream::compute;
     if (in.stream == StepProgram::kComm) return Stream::comm;
-    throw RuntimeError(fmt::format("the backend has a compute and a comm stream, not stream {}", in.stream));
+    if (in.stream == StepProgram::kAllReduce) return Stream::all_reduce;
+    throw RuntimeError(
+        fmt::format("the backend has a compute, a comm and an all_reduce stream, not stream {}", in.stream));
   }
   static EventRef event(const Instr& in) {
     if (in.event.kind == EventKind::backward_done)

@@ -18,6 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "dpsim/analytic.hpp"
 #include "dpsim/collective_algorithm.hpp"
@@ -74,6 +76,7 @@ struct CallRun {
   double wire_factor = 1;                // wire bytes per payload byte: 1 / protocol efficiency
   double ready = -1, start = 0, end = 0;
   int stream = 0;
+  const CommCall* call = nullptr;
 };
 
 // An event of the program: when it was recorded and the semaphore its waiters block on.
@@ -96,9 +99,9 @@ struct Run final : StepExecutor {
   ComputeModel cm;
   std::vector<CallRun> calls;                                  // per RankProgram::comms
   std::map<GroupKind, std::vector<GroupSpace>> group_spaces_;  // kinds whose groups are not the world
-  bool probe_shortcut = true;  // fast fidelity: one comm stream, calls never overlap (see probe_patterns)
-  std::map<std::pair<Algorithm, CollectiveKind>, double> seconds_per_byte;  // fast fidelity: per wire byte
-  std::vector<std::vector<Instr>> queues;                                   // per stream, in issue order
+  bool probe_shortcut = true;  // fast fidelity: calls never share links while they overlap (see probe_patterns)
+  std::map<std::tuple<Algorithm, CollectiveKind, GroupKind>, double> seconds_per_byte;  // fast fidelity, per wire byte
+  std::vector<std::vector<Instr>> queues;                                               // per stream, in issue order
   std::map<std::pair<int, int>, EventState> events_;
   std::map<std::pair<int, int>, double> marks;  // (mark, index) -> time
   bool synced_backward_done = false;            // collectives started before it slow the backward beside them
@@ -164,12 +167,17 @@ struct Run final : StepExecutor {
   // Fast fidelity's shortcut: the platform time of each algorithm's flow pattern, simulated once on the whole
   // flow set. Exact where collectives are serialized on one comm stream (DDP's buckets, and FSDP's gathers and
   // reduce-scatters on the data group's NCCL stream): a call's flows then have the network to themselves, and
-  // the fluid model's time scales exactly with the bytes (and with the protocol's wire bytes). A program with
-  // several comm streams runs each call's flows instead, at the same time as the others (tests/sim/
-  // test_concurrent.cpp shows the difference).
+  // the fluid model's time scales exactly with the bytes (and with the protocol's wire bytes). It stays exact with
+  // several comm streams whose calls cross disjoint links (HSDP's shard groups inside the nodes, its replica
+  // groups through the NICs: streams_disjoint); otherwise each call's flows run, at the same time as the others
+  // (tests/sim/test_concurrent.cpp shows the difference).
+  static std::tuple<Algorithm, CollectiveKind, GroupKind> probe_key(const CallRun& c, const CommCall& call) {
+    return {c.cost.algorithm, c.kind, call.group};
+  }
   void probe_patterns() {
-    for (const CallRun& c : calls) {
-      const auto key = std::make_pair(c.cost.algorithm, c.kind);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const CallRun& c = calls[i];
+      const auto key = probe_key(c, rank->comms[i]);
       if (seconds_per_byte.count(key)) continue;
       const double start = sg4::Engine::get_clock();
       run_flows(pattern(c, false, 1.0), kProbeBytes);
@@ -183,7 +191,7 @@ struct Run final : StepExecutor {
     const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
     if (options.fidelity == Fidelity::fast && probe_shortcut) {
-      const double alone_s = seconds_per_byte.at({c.cost.algorithm, c.kind}) * bytes * c.wire_factor;
+      const double alone_s = seconds_per_byte.at(probe_key(c, *c.call)) * bytes * c.wire_factor;
       sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, alone_s));
       ++events;
       return;
@@ -286,6 +294,30 @@ struct Run final : StepExecutor {
     }
   }
 
+  // Whether no link carries calls of two comm streams (each stream runs its calls one at a time, so calls that
+  // overlap in time are on different streams): the links of each (stream, algorithm, kind, group) pattern, from
+  // the platform's routes.
+  bool streams_disjoint() const {
+    std::map<simgrid::s4u::Link*, int> stream_of;
+    std::set<std::tuple<int, Algorithm, CollectiveKind, GroupKind>> seen;
+    for (const Instr& in : rank->instrs) {
+      if (in.type != Instr::Type::collective) continue;
+      const CallRun& c = calls[static_cast<size_t>(in.comm)];
+      const auto [algorithm, kind, group] = probe_key(c, *c.call);
+      if (!seen.insert({in.stream, algorithm, kind, group}).second) continue;
+      for (const Flow& f : pattern(c, false, 1.0)) {
+        if (f.src == f.dst) continue;
+        std::vector<simgrid::s4u::Link*> links;
+        platform->host(f.src)->route_to(platform->host(f.dst), links, nullptr);
+        for (simgrid::s4u::Link* l : links) {
+          const auto [it, added] = stream_of.emplace(l, in.stream);
+          if (!added && it->second != in.stream) return false;
+        }
+      }
+    }
+    return true;
+  }
+
   std::vector<const FlowSpace*> spaces_for(GroupKind kind) {
     if (spans_world(kind, program->dims)) return {platform};
     auto it = group_spaces_.find(kind);
@@ -381,7 +413,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   run.cm = compute_model(scenario);
   run.progress = Progress(options.progress);
   run.queues.resize(program.streams.size());
-  run.probe_shortcut = program.streams.size() == 2;
+  run.probe_shortcut = program.streams.size() == 2;  // one comm stream; several: see streams_disjoint below
   run.executed.resize(program.streams.size());
   for (const PlanOp& op : plan.ops) {
     run.forward_sum += forward_seconds(op, run.cm);
@@ -399,8 +431,11 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
       if (!(eff > 0)) throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));
       c.wire_factor = 1.0 / eff;
     }
+    c.call = &call;
     run.calls.push_back(c);
   }
+  if (!run.probe_shortcut && options.fidelity == Fidelity::fast && plan.world_size > 1)
+    run.probe_shortcut = run.streams_disjoint();
   walk_program(program, rank, run);  // queues every instruction on its stream
 
   sg4::Actor::create("step", platform.compute_host(), [&run] {

@@ -317,7 +317,8 @@ std::vector<fs::path> plot_sweep(const fs::path& results_csv, const fs::path& ou
   if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", out_dir.string(), ec.message()));
   const bool has_buckets = std::find(t.axes.begin(), t.axes.end(), "ddp.bucket_cap") != t.axes.end();
   const bool has_cost = has_cost_columns(t.rows);
-  const bool has_sharding = std::find(t.axes.begin(), t.axes.end(), "parallelism.sharding") != t.axes.end();
+  const bool has_sharding = std::find(t.axes.begin(), t.axes.end(), "parallelism.sharding") != t.axes.end() ||
+                            std::find(t.axes.begin(), t.axes.end(), "parallelism.shard_group") != t.axes.end();
   const bool has_memory = !t.rows.empty() && t.rows.front().count("memory_bytes_per_gpu") &&
                           !t.rows.front().at("memory_bytes_per_gpu").empty();
   std::vector<std::string> want = kinds;

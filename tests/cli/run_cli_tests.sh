@@ -32,6 +32,12 @@ check fsdp-memory 0 "model state \(adamw, 16 B/param, full_shard over 8 GPUs\) +
 check fsdp-collectives 0 "all_gather +65 calls, 30.02 GB in all" -- "$dpsim" predict "$s/llama3.1-8b-fsdp-8xh100.yaml"
 check fsdp-traffic 0 "traffic per GPU +40.32 GB \(1.43x DDP" -- "$dpsim" estimate "$s/llama3.1-8b-fsdp-8xh100.yaml"
 check fsdp-estimate-order 0 "in the program's order, no contention" -- "$dpsim" estimate "$s/llama3.1-8b-fsdp-8xh100.yaml"
+# HSDP: zero3's memory over the 8 GPUs of a node, the shard group's collectives and the replica all-reduces (1/8 of
+# the gradients each, 2 x 7/8 of that moved per GPU) on their own stream.
+check hsdp-memory 0 "model state \(adamw, 16 B/param, hybrid_shard over 8 GPUs\) +141.11 GB" -- "$dpsim" estimate "$s/llama3.1-70b-hsdp-64xh100.yaml"
+check hsdp-all-reduce 0 "all_reduce \(replica group\) +81 calls, 17.64 GB in all, 30.87 GB moved per GPU" -- "$dpsim" estimate "$s/llama3.1-70b-hsdp-64xh100.yaml"
+check hsdp-json 0 '"shard_group": 8' -- "$dpsim" estimate "$s/llama3.1-70b-hsdp-64xh100.yaml" --json
+check hsdp-dry-run 0 "all_reduce +all_reduce +replica #0 unit layers.79" -- "$dpsim" measure "$s/llama3.1-70b-hsdp-64xh100.yaml" --dry-run
 check set-sharding 0 '"sharding": "zero2"' -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set parallelism.sharding=shard_grad_op --json
 check advice-strategies 0 "zero3: [0-9.]+ GB per GPU, fits, step .*Fastest that fits: zero[23]" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml"
 check measure-sharded-dry-run 0 "comm +all_gather +data #0 unit \(root\) 2.10 GB" -- "$dpsim" measure "$s/llama3.1-8b-fsdp-8xh100.yaml" --dry-run

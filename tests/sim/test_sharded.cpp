@@ -166,3 +166,61 @@ TEST_CASE("DeepSpeed: stage 2 reduces on every micro-step, stage 1 on the last o
     CHECK(all_gathers == 1);
   }
 }
+
+TEST_CASE("HSDP on two nodes: the simulator equals the estimate's walk; one shard group of all GPUs is full_shard",
+          "[sim]") {
+  auto two_nodes = [](std::vector<Override> knobs) {
+    knobs.push_back({"cluster.nodes", "2"});
+    Scenario s =
+        load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml", knobs);
+    s.nccl.overlap_slowdown = 1;
+    return s;
+  };
+  const Scenario hybrid = two_nodes({{"parallelism.sharding", "hybrid_shard"}});
+  REQUIRE(hybrid.parallelism.shard_group == 8);
+  const StepPlan plan = make_step_plan(hybrid);
+  const StepResult sim = predict(hybrid, plan);
+  const Estimate est = estimate(hybrid, plan);
+  INFO("hybrid_shard: simulated " << sim.step_time_s << " s, estimate " << est.result.step_time_s << " s");
+  CHECK(std::abs(sim.step_time_s - est.result.step_time_s) / est.result.step_time_s < 1e-6);
+  REQUIRE(sim.comm.size() == est.result.comm.size());
+  int replica = 0;
+  for (size_t i = 0; i < sim.comm.size(); ++i) {
+    CHECK(sim.comm[i].group == est.result.comm[i].group);
+    CHECK(std::abs(sim.comm[i].end_s - est.result.comm[i].end_s) < 1e-6 * est.result.step_time_s);
+    if (sim.comm[i].group == "replica") {
+      ++replica;
+      CHECK(sim.comm[i].stream == "all_reduce");
+      CHECK(sim.comm[i].kind == "all_reduce");
+    }
+  }
+  CHECK(replica == static_cast<int>(plan.sharded.units.size()));
+
+  const Scenario whole = two_nodes({{"parallelism.sharding", "hybrid_shard"}, {"parallelism.shard_group", "16"}});
+  const Scenario full = two_nodes({{"parallelism.sharding", "full_shard"}});
+  const StepResult w = predict(whole, make_step_plan(whole)), f = predict(full, make_step_plan(full));
+  CHECK(w.step_time_s == f.step_time_s);
+  CHECK(w.exposed_comm_s == f.exposed_comm_s);
+  CHECK(w.model_state_bytes_per_gpu == f.model_state_bytes_per_gpu);
+  REQUIRE(w.comm.size() == f.comm.size());
+  for (size_t i = 0; i < w.comm.size(); ++i) CHECK(w.comm[i].end_s == f.comm[i].end_s);
+}
+
+TEST_CASE(
+    "HSDP with shard groups across nodes: its all-reduces share the NICs with the gathers, never faster than "
+    "the estimate",
+    "[sim]") {
+  Scenario s = load_scenario(
+      std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml",
+      {{"cluster.nodes", "4"}, {"parallelism.sharding", "hybrid_shard"}, {"parallelism.shard_group", "16"}});
+  s.nccl.overlap_slowdown = 1;
+  const StepPlan plan = make_step_plan(s);
+  REQUIRE(plan.sharded.replicas == 2);
+  const StepResult sim = predict(s, plan);
+  const Estimate est = estimate(s, plan);
+  INFO("simulated " << sim.step_time_s << " s, estimate " << est.result.step_time_s << " s");
+  // The estimate has no contention: the simulator's shared links can only delay the calls.
+  CHECK(sim.step_time_s >= est.result.step_time_s * (1 - 1e-9));
+  REQUIRE(sim.comm.size() == est.result.comm.size());
+  for (size_t i = 0; i < sim.comm.size(); ++i) CHECK(sim.comm[i].end_s >= est.result.comm[i].end_s * (1 - 1e-9));
+}

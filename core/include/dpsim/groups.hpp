@@ -16,7 +16,9 @@ struct ParallelDims {
   int data = 1;
   int tensor = 1;
   int pipeline = 1;
+  int shard = 0;  // HSDP: data-parallel GPUs per sharding group (consecutive data coordinates); 0: all of them
   int world() const { return data * tensor * pipeline; }
+  int shard_size() const { return shard > 0 ? shard : data; }
 };
 
 struct RankCoords {
@@ -26,12 +28,15 @@ struct RankCoords {
   bool operator==(const RankCoords&) const = default;
 };
 
-// The kinds of group a step communicates over. `data` is the data-parallel group (DDP's all-reduce).
-enum class GroupKind { data, tensor, pipeline };
+// The kinds of group a step communicates over. `data` is the data-parallel group (DDP's all-reduce). HSDP splits it
+// in two (torch/distributed/fsdp/_init_utils.py `_init_intra_and_inter_node_groups`): `shard`, the data-parallel
+// ranks of one sharding group (FSDP's process_group, consecutive data coordinates: a node by default), and
+// `replica`, the ranks at the same position of every sharding group (FSDP's _inter_node_pg).
+enum class GroupKind { data, tensor, pipeline, shard, replica };
 const char* to_string(GroupKind kind);
 std::optional<GroupKind> group_kind_named(std::string_view name);  // inverse of to_string
 
-// Throws InputError unless every degree is >= 1.
+// Throws InputError unless every degree is >= 1 and the shard group divides the data-parallel GPUs.
 void check_dims(const ParallelDims& dims);
 RankCoords coords_of(int rank, const ParallelDims& dims);
 int rank_of(const RankCoords& coords, const ParallelDims& dims);

@@ -65,7 +65,8 @@ struct ShardUnit {
 
 struct Sharded {
   Sharding sharding = Sharding::none;
-  int shards = 1;                   // data-parallel GPUs each holding 1/shards
+  int shards = 1;                   // GPUs of a sharding group, each holding 1/shards (HSDP: parallelism.shard_group)
+  int replicas = 1;                 // HSDP: sharding groups, each holding a full copy (1: not hybrid)
   std::vector<ShardUnit> units;     // zero2/zero3; units[0] is the root, gathered first and kept
   double param_per_grad_bytes = 1;  // zero1: all-gather bytes per reduce-scatter byte of a bucket
   BackwardPrefetch backward_prefetch = BackwardPrefetch::backward_pre;
@@ -74,6 +75,14 @@ struct Sharded {
   // the shard and one all-gather of the 16-bit weights (core/program_deepspeed.cpp).
   bool deepspeed = false;
   bool overlap_comm = false;  // zero_optimization.overlap_comm: the reductions on a side stream
+  bool forward_prefetch = false;
+  bool reshard_after_forward = false;  // zero3's default (fsdp.reshard_after_forward); zero2 never reshards
+  int inflight_all_gathers = 2;        // FSDP's rate limiter (data/nccl.yaml fsdp_inflight_all_gathers)
+  // limit_all_gathers: block k's forward all-gather waits until block k - limiter_lag() has resharded, so that
+  // many blocks are gathered at once; forward_prefetch issues each gather one block earlier, against the same
+  // queue of free events (torch/distributed/fsdp/_runtime_utils.py `_unshard`, `_pre_forward_unshard`).
+  int limiter_lag() const { return inflight_all_gathers + (forward_prefetch ? 1 : 0); }
+  double shard_bytes(const ShardUnit& u) const;  // HSDP: the reduce-scattered shard all-reduced across replicas
 };
 
 struct StepPlan {

@@ -36,6 +36,7 @@ enum class EventKind {
   unit_forward,    // compute: an FSDP unit's forward is done (index: micro x units + unit)
   unit_backward,   // compute: an FSDP unit's backward is done, its gradients written (same index)
   reduced,         // comm: an FSDP unit's reduce-scatter is done (index: the unit)
+  all_reduced,     // all_reduce (HSDP): a unit's gradient shard is all-reduced across the replicas (index: the unit)
   optimizer_done,  // compute: the sharded optimizer step is done (zero1 gathers the updated weights after it)
 };
 const char* to_string(EventKind kind);
@@ -87,6 +88,7 @@ struct StepProgram {
   int micro_steps = 1;
   static constexpr int kCompute = 0;
   static constexpr int kComm = 1;
+  static constexpr int kAllReduce = 2;  // HSDP: FSDP's _all_reduce_stream, the replica group's all-reduces
 };
 
 struct ProgramOptions {

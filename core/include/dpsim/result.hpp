@@ -117,6 +117,7 @@ struct StepResult {
   std::optional<StepBounds> bounds;  // estimate: both ends of the bracket (JSON "bounds"); predict/measure: none
 
   std::string sharding = "none";  // parallelism.sharding as dpsim names it (to_string(Sharding))
+  int shard_group = 0;            // HSDP: GPUs per sharding group (parallelism.shard_group); 0: not hybrid
   std::vector<BucketTiming> buckets;
   std::vector<CommTiming> comm;
   std::vector<TimelineEvent> timeline;                // not serialized into the result JSON; used for traces

@@ -194,6 +194,9 @@ struct NcclModel {
   int hops_single_switch = 2, hops_within_leaf = 2, hops_across_leaves = 4;  // data/nccl.yaml network_hops
   double net_plugin_latency(const std::string& net_class) const;
   double framework_launch_overhead_s = 0;  // PyTorch launch of one collective (per DDP bucket)
+  // FSDP's rate limiter (limit_all_gathers): resharded units whose free events a new all-gather may run ahead of
+  // (data/nccl.yaml fsdp_inflight_all_gathers, FSDP's _FreeEventQueue._max_num_inflight_all_gathers).
+  int fsdp_inflight_all_gathers = 2;
   // measured ring bus bandwidth / nominal link bandwidth, per fabric kind
   std::map<std::string, double> ring_efficiency;  // keys: nvswitch, pcie, nvlink_mesh, net
   // per-architecture overrides of ring_efficiency (e.g. NVLink3 on Ampere reaches less than NVLink4)
@@ -295,6 +298,10 @@ const char* to_string(BackwardPrefetch prefetch);
 struct Parallelism {
   Sharding sharding = Sharding::none;
   std::string sharding_as_written = "none";  // the name the scenario used (full_shard, zero3, ...)
+  // HSDP (FSDP's HYBRID_SHARD = zero3, _HYBRID_SHARD_ZERO2 = zero2): `sharding` inside groups of `shard_group`
+  // consecutive data-parallel GPUs, replicated across the groups (parallelism.shard_group; default: one node).
+  bool hybrid = false;
+  int shard_group = 0;  // GPUs per sharding group; 0: all data-parallel GPUs (not hybrid)
 };
 
 // FSDP's knobs that change the step's timing, with PyTorch's defaults (FullyShardedDataParallel.__init__).
@@ -305,6 +312,11 @@ struct Fsdp {
   // The auto-wrap policy wraps each transformer block; what it does not wrap (embedding, final norm, head) stays in
   // the root, which FSDP does not reshard after the forward. true: each of those ops is a unit of its own.
   bool wrap_root_ops = false;
+  int wrap_blocks = 1;            // transformer blocks per unit (consecutive blocks wrapped together)
+  std::string wrap_module{};      // "": the whole block; a submodule name ("mlp", "self_attn"): each one a unit
+  bool forward_prefetch = false;  // FullyShardedDataParallel(forward_prefetch=False)
+  // FSDP2's fully_shard(reshard_after_forward=...); FSDP1 implies it by strategy: true for zero3, false for zero2.
+  std::optional<bool> reshard_after_forward;
 };
 
 // DeepSpeed's zero_optimization block for stages 1 and 2 (zero1 / zero2), with DeepSpeed's names and defaults

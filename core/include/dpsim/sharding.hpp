@@ -28,4 +28,11 @@ double sharded_model_state_bytes(double parameters, const ModelStateParts& parts
 // norm, head), which FSDP's root instance owns.
 std::string fsdp_unit_of(const std::string& op_name);
 
+// The FSDP unit of an op under the scenario's wrapping (fsdp.wrap_blocks, fsdp.wrap): `wrap_blocks` consecutive
+// blocks share one unit, named by its first block ("layers.6" holds layers 6 and 7 with wrap_blocks 2); with a
+// `wrap_module` name, each block's submodule of that name is a unit ("layers.3.mlp") and the rest of the block is
+// the root's (FSDP's ModuleWrapPolicy wraps only the modules it names; what they do not hold is the nearest wrapped
+// ancestor's: the root). "" is the root.
+std::string fsdp_wrapped_unit_of(const std::string& op_name, int wrap_blocks, const std::string& wrap_module);
+
 }  // namespace dpsim

@@ -56,7 +56,7 @@ class CudaExecutor final : public Executor {
   void record_event(Stream stream, EventRef event) override;
   void stream_wait(Stream waiter, EventRef event) override;
   void allreduce_bucket(int bucket) override;
-  void collective(const CommCall& call) override;
+  void collective(Stream stream, const CommCall& call) override;
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
 

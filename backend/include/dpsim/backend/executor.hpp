@@ -13,7 +13,9 @@
 
 namespace dpsim::backend {
 
-enum class Stream { compute, comm };
+// compute, the data (or HSDP shard) group's collectives, and HSDP's all-reduces across replicas (FSDP's
+// _all_reduce_stream): the step program's streams, in its order.
+enum class Stream { compute, comm, all_reduce };
 const char* to_string(Stream stream);
 
 // Which product of a layer a GEMM call is. Row-major shapes, X [m,k], W [k,n], Y [m,n]:
@@ -102,10 +104,10 @@ class Executor {
   virtual void record_event(Stream stream, EventRef event) = 0;
   virtual void stream_wait(Stream waiter, EventRef event) = 0;
   virtual void allreduce_bucket(int bucket) = 0;  // on the comm stream
-  // Any collective of the program, on the comm stream, over a group of at least two ranks (the walker issues
-  // nothing for a group of one: NCCL's one-rank in-place sum moves no data, and DDP's division already ran).
+  // Any collective of the program, on `stream` (the program's), over a group of at least two ranks (the walker
+  // issues nothing for a group of one: NCCL's one-rank in-place sum moves no data, and DDP's division already ran).
   // Default: a DDP bucket's all-reduce goes to allreduce_bucket; other kinds throw.
-  virtual void collective(const CommCall& call);
+  virtual void collective(Stream stream, const CommCall& call);
   virtual void optimizer_step() = 0;  // on the compute stream
   virtual void mark(Stream stream, Mark mark, int index) = 0;
 };
@@ -154,7 +156,7 @@ class DryRunExecutor final : public Executor {
   void record_event(Stream stream, EventRef event) override;
   void stream_wait(Stream waiter, EventRef event) override;
   void allreduce_bucket(int bucket) override;
-  void collective(const CommCall& call) override;
+  void collective(Stream stream, const CommCall& call) override;
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
 
