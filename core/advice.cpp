@@ -18,6 +18,62 @@ namespace {
 
 std::string gain(const StepResult& base, const StepResult& changed);
 
+// Memory per GPU of `t`, from its plan alone (no simulation).
+StepResult memory_of(const Scenario& t) {
+  StepResult x;
+  fill_common(t, make_step_plan(t), x);
+  return x;
+}
+
+Scenario zero3_over_all(const Scenario& s) {
+  Scenario t = s;
+  t.parallelism.sharding = Sharding::zero3;
+  t.parallelism.sharding_as_written = to_string(Sharding::zero3);
+  t.parallelism.hybrid = false;
+  t.parallelism.shard_group = 0;
+  t.zero_optimization.reset();
+  return t;
+}
+
+// The smallest node count (doubling the cluster, up to 2^16 nodes) at which `t` fits; 0 if none does.
+int nodes_to_fit(Scenario t) {
+  for (int nodes = t.topology.nodes * 2; nodes <= (1 << 16); nodes *= 2) {
+    t.topology.nodes = nodes;
+    if (memory_of(t).fits) return nodes;
+  }
+  return 0;
+}
+
+// When no strategy fits: how far zero3 is from fitting, and what would make it fit, each computed.
+std::string none_fits(const Scenario& s) {
+  const Scenario z = zero3_over_all(s);
+  const StepResult r3 = memory_of(z);
+  std::string text = fmt::format(" None fits: zero3 is short by {} (activations alone {}).",
+                                 format_bytes(r3.memory_need_bytes() - r3.gpu_memory_bytes),
+                                 format_bytes(r3.activation_bytes_per_gpu));
+  std::vector<Scenario> tries{z};
+  if (s.model.transformer && s.training.activation_checkpointing == ActivationCheckpointing::none) {
+    Scenario c = z;
+    c.training.activation_checkpointing = ActivationCheckpointing::full;
+    const StepResult rc = memory_of(c);
+    text += fmt::format(" With training.activation_checkpointing: full, zero3 needs {} per GPU{}.",
+                        format_bytes(rc.memory_need_bytes()), rc.fits ? " and fits" : "");
+    if (rc.fits) return text;
+    tries.push_back(std::move(c));
+  }
+  for (const Scenario& t : tries) {
+    const int nodes = nodes_to_fit(t);
+    if (nodes == 0) continue;
+    text +=
+        fmt::format(" zero3{} fits from {} nodes ({} GPUs).", &t == &tries.front() ? "" : " with full checkpointing",
+                    nodes, nodes * t.topology.gpus_per_node);
+    return text;
+  }
+  return text +
+         " More GPUs do not help (the activations per GPU stay): use a smaller micro-batch or sequence, or a "
+         "GPU with more memory; tensor and pipeline parallelism are not modelled yet.";
+}
+
 // Each sharding strategy the scenario does not use, evaluated as the command evaluates the scenario itself; for an
 // HSDP scenario, also its strategy with each larger shard group that divides the GPUs (doubling it), since a larger
 // group is what holds less model state per GPU.
@@ -68,7 +124,7 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
     text += fmt::format(" Fastest that fits: {} (set {}).", variants[fastest->first].label,
                         variants[fastest->first].setting);
   else
-    text += " None fits: use more GPUs, a smaller micro-batch or sequence, or a GPU with more memory.";
+    text += none_fits(s);
   return text;
 }
 

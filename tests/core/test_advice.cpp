@@ -5,11 +5,14 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "../source_dir.hpp"
 #include "dpsim/advice.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/sweep_spec.hpp"
+#include "dpsim/units.hpp"
 
 using namespace dpsim;
 
@@ -54,4 +57,28 @@ TEST_CASE("estimate's advice names its figures as the perfect-overlap bound, bes
   REQUIRE(r.bounds);
   const std::string first = advise(s, r, evaluate).at(0);
   CHECK_THAT(first, Catch::Contains("perfect-overlap bound") && Catch::Contains("with no overlap"));
+}
+
+TEST_CASE("when even zero3 does not fit, the advice says by how much and the smallest cluster that fits") {
+  Scenario s = load_scenario(src("scenarios/llama3.1-70b-64xh100-ib.yaml"), {{"cluster.nodes", "1"}});
+  const StepResult r = evaluate(s);
+  REQUIRE_FALSE(r.fits);
+  const std::string text = advise(s, r, evaluate).at(0);
+  // zero3 on 8 GPUs, and its shortfall, from the memory model itself.
+  Scenario z = s;
+  z.parallelism.sharding = Sharding::zero3;
+  StepResult z3;
+  fill_common(z, make_step_plan(z), z3);
+  CHECK(text.find("None fits: zero3 is short by " + format_bytes(z3.memory_need_bytes() - z3.gpu_memory_bytes)) !=
+        std::string::npos);
+  // Its activations alone exceed an H100, so more GPUs help only with full recomputation: from 4 nodes, not 2.
+  CHECK(z3.activation_bytes_per_gpu > z3.gpu_memory_bytes);
+  CHECK(text.find("zero3 with full checkpointing fits from 4 nodes (32 GPUs).") != std::string::npos);
+  z.training.activation_checkpointing = ActivationCheckpointing::full;
+  for (const auto& [nodes, fits] : {std::pair{2, false}, std::pair{4, true}}) {
+    z.topology.nodes = nodes;
+    StepResult m;
+    fill_common(z, make_step_plan(z), m);
+    CHECK(m.fits == fits);
+  }
 }
