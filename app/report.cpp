@@ -53,10 +53,14 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
     mem.add("DeepSpeed bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
   else if (s.parallelism.sharding == Sharding::none || s.parallelism.sharding == Sharding::zero1)
     mem.add("DDP bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
+  mem.add("CUDA context + cuBLAS workspace",
+          format_bytes(r.cuda_context_bytes_per_gpu + r.cublas_workspace_bytes_per_gpu));
+  mem.add(fmt::format("NCCL ({} communicator{})", r.nccl_communicators, r.nccl_communicators == 1 ? "" : "s"),
+          format_bytes(r.nccl_bytes_per_gpu));
   const double need = r.memory_need_bytes();
   mem.add("total", fmt::format("{} of {}, all of {}'s memory", format_bytes(need), gpu_memory_label(s.topology.gpu),
                                s.topology.gpu.name));
-  mem.add("not counted", "CUDA context, NCCL buffers, allocator fragmentation (nothing is reserved for them)");
+  mem.add("not counted", "the caching allocator's fragmentation (no source gives a figure to reserve)");
   mem.add("fits", r.fits ? fmt::format("yes, {} left", format_bytes(r.gpu_memory_bytes - need))
                          : fmt::format("NO: short by {}", format_bytes(need - r.gpu_memory_bytes)));
   out.push_back(std::move(mem));

@@ -130,12 +130,13 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
 
 std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   const double need = r.memory_need_bytes();
-  std::string text =
-      fmt::format("Does not fit: needs {} per GPU (model state {}, activations {}, DDP buckets {}{}), the {} has {}.",
-                  format_bytes(need), format_bytes(r.model_state_bytes_per_gpu),
-                  format_bytes(r.activation_bytes_per_gpu), format_bytes(r.ddp_buffer_bytes_per_gpu),
-                  r.unsharded_bytes_per_gpu > 0 ? ", units gathered " + format_bytes(r.unsharded_bytes_per_gpu) : "",
-                  s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
+  std::string text = fmt::format(
+      "Does not fit: needs {} per GPU (model state {}, activations {}, DDP buckets {}{}, CUDA and NCCL {}), "
+      "the {} has {}.",
+      format_bytes(need), format_bytes(r.model_state_bytes_per_gpu), format_bytes(r.activation_bytes_per_gpu),
+      format_bytes(r.ddp_buffer_bytes_per_gpu),
+      r.unsharded_bytes_per_gpu > 0 ? ", units gathered " + format_bytes(r.unsharded_bytes_per_gpu) : "",
+      format_bytes(r.runtime_bytes_per_gpu()), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
   if (s.world_size() > 1) text += " Sharded over the " + std::to_string(s.world_size()) + " data-parallel GPUs:";
   if (s.world_size() > 1) text += sharding_alternatives(s, r, evaluate);
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {

@@ -1,6 +1,7 @@
 #include "dpsim/estimate.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "dpsim/analytic.hpp"
 #include "dpsim/cost.hpp"
@@ -9,6 +10,19 @@
 #include "dpsim/training_cost.hpp"
 
 namespace dpsim {
+
+namespace {
+
+// The process groups rank 0 communicates over that hold more than one rank: one NCCL communicator each
+// (ProcessGroupNCCL creates a group's communicator at its first collective).
+int communicators_per_rank(const StepProgram& p) {
+  std::set<GroupKind> kinds;
+  for (const CommCall& c : p.classes.front().comms)
+    if (group_of(0, c.group, p.dims).ranks.size() > 1) kinds.insert(c.group);
+  return static_cast<int>(kinds.size());
+}
+
+}  // namespace
 
 void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
   r.scenario = s.name;
@@ -21,6 +35,10 @@ void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
   r.sharding = to_string(plan.sharded.sharding);
   r.shard_group = plan.sharded.replicas > 1 ? plan.sharded.shards : 0;
   r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
+  r.cuda_context_bytes_per_gpu = s.topology.gpu.cuda_context_bytes;
+  r.cublas_workspace_bytes_per_gpu = s.topology.gpu.cublas_workspace_bytes;
+  r.nccl_communicators = communicators_per_rank(make_step_program(plan));
+  r.nccl_bytes_per_gpu = r.nccl_communicators * s.nccl.communicator_bytes;
   r.fits = r.memory_need_bytes() <= r.gpu_memory_bytes;
 
   const FabricSummary fabric = summarize_fabric(s.topology);

@@ -135,7 +135,7 @@ GpuCatalog gpu_catalog(fs::path& file) {
 // The `kernels:` section, the same for every GPU.
 void parse_kernels(const YNode& k, GpuSpec& spec) {
   k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
-                "flash2_speedup_over_flash1", "eager_attention_bytes_per_score"});
+                "flash2_speedup_over_flash1", "eager_attention_bytes_per_score", "cuda_context", "cublas_workspace"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
     const YNode t = tiles[i];
@@ -147,6 +147,10 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   spec.gemm_fixed_time_s = k.at("gemm_fixed_time").as_seconds();
   spec.attention_backward_factor = k.at("attention_backward_factor").as_positive_number();
   spec.flash2_speedup_over_flash1 = k.at("flash2_speedup_over_flash1").as_positive_number();
+  spec.cuda_context_bytes = k.at("cuda_context").as_bytes();
+  const YNode cublas = k.at("cublas_workspace");
+  cublas.allow_only({"hopper", "other"});
+  spec.cublas_workspace_bytes = cublas.at(spec.arch == Arch::hopper ? "hopper" : "other").as_bytes();
   const YNode eager = k.at("eager_attention_bytes_per_score");
   eager.allow_only({"forward", "backward"});
   spec.eager_score_bytes = {eager.at("forward").as_positive_number(), eager.at("backward").as_positive_number()};
@@ -240,10 +244,12 @@ NcclModel load_nccl(const fs::path& file) {
                    "framework_launch_overhead",
                    "fsdp_inflight_all_gathers",
                    "table_edge_latency",
-                   "network_hops"});
+                   "network_hops",
+                   "communicator_memory"});
   NcclModel m;
   m.file = file.string();
   m.version = root.at("nccl_version").as_string();
+  m.communicator_bytes = root.at("communicator_memory").as_bytes();
   const YNode base = root.at("base_latency");
   for (const auto& key : base.keys()) m.base_latency_s[parse_algorithm_key(base, key)] = parse_proto(base.at(key));
   const YNode hw = root.at("hw_latency");

@@ -76,6 +76,11 @@ json to_json(const StepResult& r) {
                  {"activation_bytes_per_gpu", r.activation_bytes_per_gpu},
                  {"ddp_buffer_bytes_per_gpu", r.ddp_buffer_bytes_per_gpu},
                  {"unsharded_bytes_per_gpu", r.unsharded_bytes_per_gpu},
+                 {"cuda_context_bytes_per_gpu", r.cuda_context_bytes_per_gpu},
+                 {"cublas_workspace_bytes_per_gpu", r.cublas_workspace_bytes_per_gpu},
+                 {"nccl_communicators", r.nccl_communicators},
+                 {"nccl_bytes_per_gpu", r.nccl_bytes_per_gpu},
+                 {"runtime_bytes_per_gpu", r.runtime_bytes_per_gpu()},
                  {"needed_bytes_per_gpu", r.memory_need_bytes()},
                  {"gpu_memory_bytes", r.gpu_memory_bytes},
                  {"fits", r.fits}};
@@ -194,6 +199,11 @@ StepResult result_from_json(const json& j) {
                         c.at("start_s").get<double>(), c.at("end_s").get<double>(), c.value("algorithm", ""),
                         c.value("protocol", "")});
     r.unsharded_bytes_per_gpu = j.at("memory").value("unsharded_bytes_per_gpu", 0.0);
+    // Results written before the runtime reserve was counted have none of these: 0.
+    r.cuda_context_bytes_per_gpu = j.at("memory").value("cuda_context_bytes_per_gpu", 0.0);
+    r.cublas_workspace_bytes_per_gpu = j.at("memory").value("cublas_workspace_bytes_per_gpu", 0.0);
+    r.nccl_communicators = j.at("memory").value("nccl_communicators", 0);
+    r.nccl_bytes_per_gpu = j.at("memory").value("nccl_bytes_per_gpu", 0.0);
     if (j.contains("parallelism")) {
       r.sharding = j.at("parallelism").value("sharding", "none");
       r.shard_group = j.at("parallelism").value("shard_group", 0);

@@ -86,10 +86,19 @@ struct StepResult {
   double activation_bytes_per_gpu = 0;
   double ddp_buffer_bytes_per_gpu = 0;
   double unsharded_bytes_per_gpu = 0;  // zero3: units gathered in full at once
+  // What the process holds beside the model (data/gpus.yaml kernels, data/nccl.yaml communicator_memory).
+  double cuda_context_bytes_per_gpu = 0;
+  double cublas_workspace_bytes_per_gpu = 0;
+  int nccl_communicators = 0;  // process groups a rank communicates over (more than one rank each)
+  double nccl_bytes_per_gpu = 0;
+  double runtime_bytes_per_gpu() const {
+    return cuda_context_bytes_per_gpu + cublas_workspace_bytes_per_gpu + nccl_bytes_per_gpu;
+  }
   double gpu_memory_bytes = 0;
   bool fits = false;
   double memory_need_bytes() const {  // what `fits` compares with gpu_memory_bytes
-    return model_state_bytes_per_gpu + activation_bytes_per_gpu + ddp_buffer_bytes_per_gpu + unsharded_bytes_per_gpu;
+    return model_state_bytes_per_gpu + activation_bytes_per_gpu + ddp_buffer_bytes_per_gpu + unsharded_bytes_per_gpu +
+           runtime_bytes_per_gpu();
   }
 
   double allreduce_bytes_sent_per_gpu = 0;

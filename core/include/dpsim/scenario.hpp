@@ -66,6 +66,8 @@ struct GpuSpec {
   double gemm_fixed_time_s = 0;  // GPU time of one GEMM kernel beyond its tiles' work
   double attention_backward_factor = 1;
   double flash2_speedup_over_flash1 = 1;  // FlashAttention-2's rate over v1's (flash1 = attention_efficiency / this)
+  double cuda_context_bytes = 0;          // kernels.cuda_context: the CUDA context beside the model
+  double cublas_workspace_bytes = 0;      // kernels.cublas_workspace for this GPU's architecture
   std::array<double, 2> eager_score_bytes{};  // eager attention's HBM bytes per score element {forward, backward}
   std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
@@ -162,6 +164,7 @@ struct PipelineFill {
 struct NcclModel {
   std::string version;
   std::string file;
+  double communicator_bytes = 0;  // GPU memory of one communicator (communicator_memory)
   // [algorithm ring|tree|nvls] -> per-protocol latency
   std::map<Algorithm, ProtoValues> base_latency_s;
   // [fabric][algorithm] -> per-protocol latency; missing = algorithm unavailable on that fabric
