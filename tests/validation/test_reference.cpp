@@ -323,3 +323,21 @@ TEST_CASE("reference set: an entry without measured numbers, software or a scena
   CHECK(r.skipped[0].reason == "no number in `measured` that dpsim predicts");
   CHECK(r.skipped[1].reason == "no scenario mapping");
 }
+
+TEST_CASE("a target no number was scored for is not judged, and says so") {
+  ReferenceReport only_busbw;
+  only_busbw.points.push_back(ReferencePoint{});
+  only_busbw.points.back().kind = "allreduce_busbw_large";
+  only_busbw.points.back().rel_error = 0.01;
+  const auto t = check_targets(only_busbw);
+  REQUIRE(t.size() == 5);
+  CHECK(t[0].points == 1);
+  CHECK(t[0].met);
+  for (size_t i = 2; i < t.size(); ++i) {
+    CHECK(t[i].points == 0);
+    CHECK_FALSE(t[i].met);
+  }
+  const std::string text = render_reference(only_busbw);
+  CHECK(text.find("end-to-end tokens/s per GPU, median |error| (0 points): not judged") != std::string::npos);
+  CHECK(text.find("MISSED") == std::string::npos);
+}

@@ -54,6 +54,8 @@ Tables tables(const ReferenceReport& r) {
 }
 
 std::string target_line(const TargetCheck& c) {
+  if (c.points == 0)
+    return fmt::format("{}: not judged, no number of this kind was scored (target <= {:.0f}%)", c.what, 100 * c.target);
   return fmt::format("{}: {:.1f}% (target <= {:.0f}%) {}", c.what, 100 * c.value, 100 * c.target,
                      c.met ? "met" : "MISSED");
 }

@@ -67,6 +67,7 @@ struct TargetCheck {
   double value = 0;
   double target = 0;
   bool met = false;
+  int points = 0;  // numbers scored; 0: the target is not judged (never met)
 };
 std::vector<TargetCheck> check_targets(const ReferenceReport& report);
 
