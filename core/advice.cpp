@@ -110,8 +110,7 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
   for (size_t i = 0; i < variants.size(); ++i) {
     // Memory needs no simulation: a variant that does not fit is not evaluated (at a thousand GPUs, a simulated
     // HSDP variant whose shard group crosses nodes takes seconds).
-    StepResult x;
-    fill_common(variants[i].scenario, make_step_plan(variants[i].scenario), x);
+    StepResult x = memory_of(variants[i].scenario);
     if (x.fits) x = evaluate(variants[i].scenario);
     text += fmt::format(" {}: {} per GPU, {};", variants[i].label, format_bytes(x.memory_need_bytes()),
                         x.fits ? fmt::format("fits, step {} ({:.1f} samples/s, {})", format_seconds(x.step_time_s),

@@ -25,6 +25,10 @@ int communicators_per_rank(const StepProgram& p) {
 }  // namespace
 
 void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
+  fill_common(s, plan, make_step_program(plan), r);
+}
+
+void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& program, StepResult& r) {
   r.scenario = s.name;
   r.parameters = plan.parameters;
   r.gradient_bytes = plan.gradient_bytes;
@@ -37,7 +41,7 @@ void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
   r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
   r.cuda_context_bytes_per_gpu = s.topology.gpu.cuda_context_bytes;
   r.cublas_workspace_bytes_per_gpu = s.topology.gpu.cublas_workspace_bytes;
-  r.nccl_communicators = communicators_per_rank(make_step_program(plan));
+  r.nccl_communicators = communicators_per_rank(program);
   r.nccl_bytes_per_gpu = r.nccl_communicators * s.nccl.communicator_bytes;
   r.fits = r.memory_need_bytes() <= r.gpu_memory_bytes;
 
@@ -80,8 +84,8 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   Estimate e;
   StepResult& r = e.result;
   r.mode = "estimate";
-  fill_common(s, plan, r);
   const StepProgram program = make_step_program(plan);
+  fill_common(s, plan, program, r);
   AnalyticExecutor run(s, plan, program);
   walk_program(program, program.classes.front(), run);
   r.forward_s = run.phase_busy_s(Phase::forward);

@@ -453,7 +453,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   // The result.
   StepResult r;
   r.mode = "predict";
-  fill_common(scenario, plan, r);
+  fill_common(scenario, plan, program, r);
   const auto k = static_cast<double>(program.micro_steps);
   const double micro = run.forward_sum + run.backward_sum;
   for (int m = 0; m < program.micro_steps; ++m) {

@@ -17,7 +17,11 @@ struct Estimate {
 
 Estimate estimate(const Scenario& scenario, const StepPlan& plan);
 
-// Fill the figures every mode shares: parameters, memory, single-message all-reduce.
+struct StepProgram;
+
+// Fill the figures every mode shares: parameters, memory, single-message all-reduce. `program` is the step the
+// mode runs (its process groups are the NCCL communicators counted in memory); the three-argument form builds it.
+void fill_common(const Scenario& scenario, const StepPlan& plan, const StepProgram& program, StepResult& result);
 void fill_common(const Scenario& scenario, const StepPlan& plan, StepResult& result);
 
 }  // namespace dpsim
