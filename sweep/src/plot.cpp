@@ -113,15 +113,22 @@ std::string values(const Row& r, const std::vector<std::string>& keys) {
   return out;
 }
 
-// Rows grouped by the axes other than `except`, each group sorted by the numeric column `x`.
-std::map<std::string, std::vector<Row>> groups(const Table& t, const std::vector<std::string>& except,
-                                               const std::string& x, double (*to_number)(const std::string&)) {
+// Rows grouped by the axes other than `except`, the groups in the order the sweep first runs them (its axis values
+// as written: 8, 16, 32, not "16" < "8"), each group sorted by the numeric column `x`.
+std::vector<std::pair<std::string, std::vector<Row>>> groups(const Table& t, const std::vector<std::string>& except,
+                                                             const std::string& x,
+                                                             double (*to_number)(const std::string&)) {
   std::vector<std::string> keys;
   for (const auto& a : t.axes) {
     if (std::find(except.begin(), except.end(), a) == except.end()) keys.push_back(a);
   }
-  std::map<std::string, std::vector<Row>> out;
-  for (const auto& r : t.rows) out[legend(r, keys)].push_back(r);
+  std::vector<std::pair<std::string, std::vector<Row>>> out;
+  for (const auto& r : t.rows) {
+    const std::string name = legend(r, keys);
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == name; });
+    if (it == out.end()) it = out.insert(out.end(), {name, {}});
+    it->second.push_back(r);
+  }
   for (auto& [name, rows] : out) {
     std::sort(rows.begin(), rows.end(),
               [&](const Row& a, const Row& b) { return to_number(a.at(x)) < to_number(b.at(x)); });
@@ -232,11 +239,14 @@ std::vector<fs::path> memory(const Table& t, const fs::path& out) {
   std::string data = "# GPUs, memory needed per GPU (GB), GPU memory (GB), fits in GPU memory (1/0)\n";
   std::string plot = "plot ";
   int block = 0;
-  double gpu_gb = 0;
+  double gpu_gb = 0, lo_gb = 0, hi_gb = 0;  // the y range holds every point and the GPU's memory line
   for (const auto& [name, rows] : g) {
     data += fmt::format("# {}\n", name);
     for (const auto& r : rows) {
       gpu_gb = std::max(gpu_gb, std::stod(r.at("gpu_memory_bytes")) / 1e9);
+      const double need_gb = std::stod(r.at("memory_bytes_per_gpu")) / 1e9;
+      lo_gb = lo_gb > 0 ? std::min(lo_gb, need_gb) : need_gb;
+      hi_gb = std::max(hi_gb, need_gb);
       data += fmt::format("{} {:.6g} {:.6g} {}\n", r.at("world_size"), std::stod(r.at("memory_bytes_per_gpu")) / 1e9,
                           std::stod(r.at("gpu_memory_bytes")) / 1e9, fits(r));
     }
@@ -249,11 +259,15 @@ std::vector<fs::path> memory(const Table& t, const fs::path& out) {
       fmt::format(", NaN with lines dt 2 lw 2 lc rgb 'black' title 'GPU memory ({:.1f} GB, gpu_memory_bytes)'", gpu_gb);
   write_file_atomic(out / "memory.dat", data);
   const std::string body = fmt::format(
-      "cd {}\nset title 'Memory per GPU: model state + activations + buffers (memory.needed_bytes_per_gpu)'\n"
-      "set logscale x 2\nset logscale y\nset key top right box opaque\nset xlabel 'world_size (GPUs)'\n"
+      "cd {}\nset title 'Memory per GPU: model state + activations + buffers + CUDA and NCCL "
+      "(memory.needed_bytes_per_gpu)'\n"
+      "set logscale x 2\nset logscale y\nset yrange [{:.6g}:{:.6g}]\nset ytics add (2, 5, 20, 50, 200, 500, 2000, "
+      "5000)\n"
+      "set key top right box opaque\n"
+      "set xlabel 'world_size (GPUs)'\n"
       "set ylabel 'memory needed per GPU (GB)'\nset arrow from graph 0, first {:.6g} to graph 1, first {:.6g} nohead "
       "dt 2 lw 2 lc rgb 'black' back\n{}\n",
-      quoted(out.string()), gpu_gb, gpu_gb, plot);
+      quoted(out.string()), std::min(lo_gb, gpu_gb) / 1.5, std::max(hi_gb, gpu_gb) * 1.5, gpu_gb, gpu_gb, plot);
   return render(out, "memory", body);
 }
 
