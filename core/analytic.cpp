@@ -73,13 +73,13 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
   t.stream = in.stream;
   t.cost = call_cost(s_, call, it->second);
   const auto ready = event_s_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
-  t.ready_s = ready == event_s_.end() ? 0.0 : ready->second;
   double& clock = clock_[static_cast<size_t>(in.stream)];
+  t.ready_s = call.inputs_ready.kind == EventKind::none ? clock : ready == event_s_.end() ? 0.0 : ready->second;
   t.start_s = clock;
   const double seconds = t.cost.time_s + s_.nccl.framework_launch_overhead_s;
   clock += seconds;
   t.end_s = clock;
-  comm_busy_ += seconds;
+  (in.stream == StepProgram::kCompute ? blocking_comm_ : comm_busy_) += seconds;
   calls_.push_back(t);
 }
 

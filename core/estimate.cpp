@@ -4,6 +4,7 @@
 #include <set>
 
 #include "dpsim/analytic.hpp"
+#include "dpsim/compute_cost.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/program.hpp"
 #include "dpsim/sharding.hpp"
@@ -36,6 +37,10 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.activation_bytes_per_gpu = plan.memory.activation_bytes;
   r.ddp_buffer_bytes_per_gpu = plan.memory.ddp_buffer_bytes;
   r.unsharded_bytes_per_gpu = plan.memory.unsharded_bytes;
+  r.data_parallel = plan.dims.data;
+  r.tensor_parallel = plan.dims.tensor;
+  r.sequence_parallel = s.parallelism.sequence_parallel;
+  r.peak_flops_per_s = compute_model(s).peak_flops_per_s;
   r.sharding = to_string(plan.sharded.sharding);
   r.shard_group = plan.sharded.replicas > 1 ? plan.sharded.shards : 0;
   r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
@@ -45,13 +50,15 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.nccl_bytes_per_gpu = r.nccl_communicators * s.nccl.communicator_bytes;
   r.fits = r.memory_need_bytes() <= r.gpu_memory_bytes;
 
-  const FabricSummary fabric = summarize_fabric(s.topology);
+  // One all-reduce of a GPU's gradients over its data-parallel group (the whole cluster without model parallelism).
+  const FabricSummary fabric = group_fabric(s, program, GroupKind::data);
   const auto bytes = static_cast<double>(plan.gradient_bytes);
-  r.allreduce_bytes_sent_per_gpu = ring_bytes_sent_per_gpu(bytes, plan.world_size);
+  const int replicas = plan.dims.data;
+  r.allreduce_bytes_sent_per_gpu = ring_bytes_sent_per_gpu(bytes, replicas);
   r.allreduce_algorithm = "ring";
-  if (plan.world_size > 1) {
+  if (replicas > 1) {
     const double bw = fabric.ring_bytes_per_s();
-    r.allreduce_time_s = ideal_ring_allreduce_seconds(bytes, plan.world_size, bw);
+    r.allreduce_time_s = ideal_ring_allreduce_seconds(bytes, replicas, bw);
     r.allreduce_busbw_GBps = bw / 1e9;
     const CollectiveCost nccl = allreduce_cost(bytes, fabric, s.nccl, s.collective);
     r.nccl_time_s = nccl.time_s;
@@ -74,11 +81,20 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
 namespace {
 
 StepBound bound(const StepPlan& plan, double single_gpu_step_s, double step_s, double exposed_s) {
-  const double samples = static_cast<double>(plan.world_size * plan.micro_batch * plan.gradient_accumulation);
+  const auto samples = static_cast<double>(plan.samples_per_step);
   return {step_s, exposed_s, step_s > 0 ? samples / step_s : 0, step_s > 0 ? single_gpu_step_s / step_s : 0};
 }
 
 }  // namespace
+
+void fill_throughput(const StepPlan& plan, StepResult& r) {
+  const auto samples = static_cast<double>(plan.samples_per_step);
+  const bool ran = r.step_time_s > 0;
+  r.samples_per_s = ran ? samples / r.step_time_s : 0;
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
+  r.model_flops_per_s_per_gpu = r.samples_per_s * plan.model_flops_per_sample / plan.world_size;
+  r.mfu = r.peak_flops_per_s > 0 ? r.model_flops_per_s_per_gpu / r.peak_flops_per_s : 0;
+}
 
 Estimate estimate(const Scenario& s, const StepPlan& plan) {
   Estimate e;
@@ -92,6 +108,7 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.backward_s = run.phase_busy_s(Phase::backward);
   r.optimizer_s = run.phase_busy_s(Phase::optimizer);
   r.comm_busy_s = run.comm_busy_s();
+  r.tensor_comm_s = run.blocking_comm_s();
   e.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
   if (plan.sharded.sharding == Sharding::none) {
     // Only the synchronized micro-step's backward can hide communication.
@@ -99,7 +116,7 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   } else {
     // Sharded: gathers wait on the forward and backward too; the program's order (a clock per stream) says what
     // the compute waits for.
-    r.exposed_comm_s = std::max(0.0, run.step_s() - e.compute_s);
+    r.exposed_comm_s = std::max(0.0, run.step_s() - e.compute_s - r.tensor_comm_s);
   }
   const RankProgram& rank = program.classes.front();
   for (size_t i = 0; i < run.calls().size(); ++i) {
@@ -107,16 +124,15 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
     r.comm.push_back(comm_timing(rank.comms[i], program.streams[static_cast<size_t>(t.stream)], t.ready_s, t.start_s,
                                  t.end_s, plan.world_size > 1 ? &t.cost : nullptr));
   }
-  e.perfect_overlap_step_s = e.compute_s + r.exposed_comm_s;
-  e.no_overlap_step_s = e.compute_s + r.comm_busy_s;
+  e.perfect_overlap_step_s = e.compute_s + r.tensor_comm_s + r.exposed_comm_s;
+  e.no_overlap_step_s = e.compute_s + r.tensor_comm_s + r.comm_busy_s;
   e.single_gpu_step_s = e.compute_s;
   // The stable keys (step.time_s, throughput, scaling_efficiency) carry the perfect-overlap bound; "bounds" has both.
   r.bounds = StepBounds{bound(plan, e.single_gpu_step_s, e.perfect_overlap_step_s, r.exposed_comm_s),
                         bound(plan, e.single_gpu_step_s, e.no_overlap_step_s, r.comm_busy_s)};
   r.step_time_s = e.perfect_overlap_step_s;
   r.no_overlap_step_s = e.no_overlap_step_s;
-  r.samples_per_s = r.bounds->perfect_overlap.samples_per_s;
-  r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
+  fill_throughput(plan, r);
   r.scaling_efficiency = r.bounds->perfect_overlap.scaling_efficiency;
   fill_training_cost(s, r);
   // Model state only, with the scenario's sharding over its data-parallel GPUs.

@@ -105,18 +105,53 @@ Collective parse_collective(const YNode& n) {
   return c;
 }
 
+// parallelism.tensor: Megatron-LM's tensor parallelism inside a node. Megatron asserts the heads divide evenly
+// (megatron/core/transformer/attention.py: divide(num_attention_heads, world_size), and the query groups likewise)
+// and so does the MLP's hidden size (ColumnParallelLinear: divide(output_size, world_size)); the vocabulary is padded
+// (make_vocab_size_divisible_by), so it need not divide.
+int parse_tensor(const YNode& v, const Topology& t, const ModelSpec& model) {
+  const auto degree = static_cast<int>(v.as_int(-(1 << 24), 1 << 24));
+  if (degree < 1) v.fail(fmt::format("the tensor-parallel degree must be >= 1, got {}", degree));
+  if (degree == 1) return 1;
+  if (degree > t.gpus_per_node || t.gpus_per_node % degree != 0)
+    v.fail(fmt::format("tensor parallelism stays inside a node: {} must divide the {} GPUs of a {} node", degree,
+                       t.gpus_per_node, t.name));
+  if (!model.transformer)
+    v.fail(fmt::format("{} is given as explicit layers; tensor parallelism splits a transformer's blocks",
+                       model.name));
+  const TransformerConfig& c = *model.transformer;
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"attention heads", c.num_heads}, {"key/value heads", c.num_kv_heads}, {"MLP width", c.intermediate_size}};
+  for (const auto& [what, size] : sizes)
+    if (size % degree != 0)
+      v.fail(fmt::format("{} tensor-parallel GPUs do not divide {}'s {} {} (Megatron splits them evenly)", degree,
+                         model.name, size, what));
+  return degree;
+}
+
 // parallelism: data-parallel sharding. The FSDP names map to the ZeRO stage they implement (api.py docstring);
 // HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are zero3 and zero2 inside each shard group, replicated across the groups.
-Parallelism parse_parallelism(const YNode& n, const Topology& t) {
-  n.allow_only({"data", "sharding", "shard_group"});
-  const int world = t.world_size();
+// Tensor parallelism takes `tensor` GPUs of each node; the data-parallel degree is the rest of the world.
+Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec& model) {
+  n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "pipeline"});
   Parallelism p;
+  if (auto v = n.get("tensor")) p.tensor = parse_tensor(*v, t, model);
+  if (auto v = n.get("sequence_parallel")) {
+    p.sequence_parallel = v->as_bool();
+    if (p.sequence_parallel && p.tensor == 1)
+      v->fail("sequence parallelism splits the tensor-parallel group's norms along the sequence; it needs "
+              "parallelism.tensor > 1");
+  }
+  if (auto v = n.get("pipeline")) {
+    if (v->as_int(-(1 << 24), 1 << 24) != 1) v->fail("pipeline parallelism is not modelled yet; give 1");
+  }
+  const int world = t.world_size() / p.tensor;
   if (auto v = n.get("data")) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
-      v->fail(
-          fmt::format("data-parallel GPUs must be the cluster's {} (tensor and pipeline parallelism are not "
-                      "modelled yet); give auto",
-                      world));
+      v->fail(p.tensor == 1 ? fmt::format("data-parallel GPUs must be the cluster's {}; give auto or {}", world, world)
+                            : fmt::format("data-parallel GPUs must be the cluster's {} GPUs / tensor {} = {}; give auto "
+                                          "or {}",
+                                          t.world_size(), p.tensor, world, world));
   }
   if (auto v = n.get("sharding")) {
     p.sharding = v->as_enum<Sharding>({{"none", Sharding::none},
@@ -143,7 +178,8 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t) {
     if (world % p.shard_group != 0)
       v->fail(fmt::format("a shard group of {} GPUs does not divide the {} data-parallel GPUs", p.shard_group, world));
   } else if (p.hybrid) {
-    p.shard_group = t.gpus_per_node;  // FSDP's default intra-node group: the GPUs of one node
+    // FSDP's default intra-node group: the data-parallel GPUs of one node (all of them without tensor parallelism)
+    p.shard_group = t.gpus_per_node / p.tensor;
   }
   return p;
 }
@@ -391,7 +427,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
                           s.model.name));
   s.topology = load_cluster(root.at("cluster"), dir);
   if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();
-  if (auto v = root.get("parallelism")) s.parallelism = parse_parallelism(*v, s.topology);
+  if (auto v = root.get("parallelism")) s.parallelism = parse_parallelism(*v, s.topology, s.model);
   if (auto v = root.get("fsdp")) {
     s.fsdp = parse_fsdp(*v, s.parallelism.sharding);
     check_fsdp_wrap(s, *v);

@@ -1,5 +1,6 @@
 #include "dpsim/model.hpp"
 
+#include "dpsim/error.hpp"
 #include "model_internal.hpp"
 
 namespace dpsim {
@@ -37,8 +38,11 @@ std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers, double 
 
 }  // namespace
 
-std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype) {
-  if (model.transformer) return transformer_ops(*model.transformer, sequence_length, dtype_bytes(activation_dtype));
+std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype,
+                          const TensorSplit& split) {
+  if (model.transformer)
+    return transformer_ops(*model.transformer, sequence_length, dtype_bytes(activation_dtype), split);
+  if (split.degree > 1) throw RuntimeError("tensor parallelism needs a transformer model");
   return layer_list_ops(model.layers, dtype_bytes(activation_dtype));
 }
 

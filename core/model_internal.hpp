@@ -4,5 +4,6 @@
 #include "dpsim/model.hpp"
 
 namespace dpsim {
-std::vector<Op> transformer_ops(const TransformerConfig& config, int64_t sequence_length, double activation_bytes);
+std::vector<Op> transformer_ops(const TransformerConfig& config, int64_t sequence_length, double activation_bytes,
+                                const TensorSplit& split);
 }

@@ -13,37 +13,86 @@ namespace dpsim {
 
 namespace {
 
+// How a linear layer is split over the tensor group (Megatron-LM's ColumnParallelLinear / RowParallelLinear):
+// `column_entry` is the first column-parallel GEMM reading a block's (replicated) input, where operator f sits: its
+// backward all-reduces the input gradient; `row` ends the split region, where operator g all-reduces the output.
+enum class Split { none, column, column_entry, row };
+
+int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 struct Builder {
   const TransformerConfig& c;
   double tokens;     // per sample
   double act_bytes;  // bytes per activation element
+  TensorSplit split;
   std::vector<Op> ops;
 
   double d() const { return static_cast<double>(c.hidden_size); }
+  int64_t t() const { return split.degree; }
+  // The share of the sequence a replicated op (norm, residual) runs on: all of it, or 1/t with sequence parallelism.
+  double seq_share() const { return split.sequence_parallel ? 1.0 / static_cast<double>(t()) : 1.0; }
+  // One sample's full activations of `width` features: the buffer of a tensor-parallel collective.
+  double full(int64_t width) const { return tokens * static_cast<double>(width) * act_bytes; }
 
-  // A linear layer Y = X W (+ b): saves its input for dW when `saves_input`.
-  void linear(const std::string& name, int64_t in, int64_t out, bool bias, bool saves_input) {
+  // Operator f (entering a split region): backward all-reduce of the input gradient; with sequence parallelism an
+  // all-gather of the sequence-split input before the forward and a reduce-scatter of the input gradient after
+  // the backward (Megatron-LM megatron/core/tensor_parallel/layers.py, ColumnParallelLinear.forward and
+  // LinearWithGradAccumulationAndAsyncCommunication.backward).
+  void enter_split(Op& op, int64_t width) const {
+    if (t() == 1) return;
+    if (!split.sequence_parallel) {
+      op.tensor_comms.push_back({CollectiveKind::all_reduce, true, false, full(width)});
+      return;
+    }
+    op.tensor_comms.push_back({CollectiveKind::all_gather, false, true, full(width)});
+    op.tensor_comms.push_back({CollectiveKind::reduce_scatter, true, false, full(width)});
+  }
+  // Operator g (leaving it): forward all-reduce of the output; with sequence parallelism a reduce-scatter after the
+  // forward and an all-gather of the output gradient before the backward (RowParallelLinear.forward).
+  void leave_split(Op& op, int64_t width) const {
+    if (t() == 1) return;
+    if (!split.sequence_parallel) {
+      op.tensor_comms.push_back({CollectiveKind::all_reduce, false, false, full(width)});
+      return;
+    }
+    op.tensor_comms.push_back({CollectiveKind::reduce_scatter, false, false, full(width)});
+    op.tensor_comms.push_back({CollectiveKind::all_gather, true, true, full(width)});
+  }
+
+  // A linear layer Y = X W (+ b): saves its input for dW when `saves_input`. Split by columns, each GPU of the tensor
+  // group holds out/t of the outputs' weights and bias; by rows, in/t of the inputs' weights and the whole bias (added
+  // after the reduction).
+  void linear(const std::string& name, int64_t in, int64_t out, bool bias, bool saves_input,
+              Split how = Split::none) {
+    const bool column = how == Split::column || how == Split::column_entry;
+    const int64_t in_local = how == Split::row ? in / t() : in;
+    const int64_t out_local = column ? div_up(out, t()) : out;
     Op op;
     op.name = name;
     op.kind = OpKind::matmul;
-    op.params.push_back({name + ".weight", in * out});
-    if (bias) op.params.push_back({name + ".bias", out});
-    const double flops = 2.0 * tokens * static_cast<double>(in) * static_cast<double>(out);
+    op.params.push_back({name + ".weight", in_local * out_local});
+    if (bias) op.params.push_back({name + ".bias", out_local});
+    const double flops = 2.0 * tokens * static_cast<double>(in_local) * static_cast<double>(out_local);
     op.forward_flops_per_sample = flops;
     op.backward_flops_per_sample = 2.0 * flops;
-    op.activation_bytes_per_sample = saves_input ? tokens * static_cast<double>(in) * act_bytes : 0.0;
-    op.gemms.push_back({static_cast<int64_t>(tokens), out, in, 1});
+    // A column-parallel GEMM's input is the replicated (or, with sequence parallelism, sequence-split) block input.
+    const double saved = how == Split::row ? full(in_local) : full(in) * (column ? seq_share() : 1.0);
+    op.activation_bytes_per_sample = saves_input ? saved : 0.0;
+    op.gemms.push_back({static_cast<int64_t>(tokens), out_local, in_local, 1});
+    if (how == Split::column_entry) enter_split(op, in);
+    if (how == Split::row) leave_split(op, out);
     ops.push_back(std::move(op));
   }
 
   // Memory-bound elementwise work over `width` features per token: reads `reads` and writes `writes` tensors.
+  // `share` is the part of the sequence it runs on (1/t for a replicated op under sequence parallelism).
   void elementwise(const std::string& name, int64_t width, std::vector<ParamTensor> params, double reads, double writes,
-                   double saved_tensors) {
+                   double saved_tensors, double share = 1.0) {
     Op op;
     op.name = name;
     op.kind = OpKind::elementwise;
     op.params = std::move(params);
-    const double tensor = tokens * static_cast<double>(width) * act_bytes;
+    const double tensor = full(width) * share;
     op.forward_bytes_per_sample = (reads + writes) * tensor;
     op.backward_bytes_per_sample = (reads + writes + 1.0) * tensor;  // reads dY and the saved input, writes dX
     op.activation_bytes_per_sample = saved_tensors * tensor;
@@ -52,58 +101,82 @@ struct Builder {
 
   // x + f(x) over the hidden width: reads both, writes the sum; backward, autograd adds the two gradients that
   // meet at x (read 2, write 1). No saved tensor. (Every block has two: modeling_llama.py, modeling_gpt2.py and
-  // modeling_bert.py's `hidden_states = residual + hidden_states`, llm-foundry's `x = x + ...`.)
+  // modeling_bert.py's `hidden_states = residual + hidden_states`, llm-foundry's `x = x + ...`.) Replicated over the
+  // tensor group.
   void residual(const std::string& name) {
-    elementwise(name, c.hidden_size, {}, 2, 1, 0);
+    elementwise(name, c.hidden_size, {}, 2, 1, 0, seq_share());
     ops.back().backward_bytes_per_sample = ops.back().forward_bytes_per_sample;
   }
 
-  void norm(const std::string& name, bool bias) { norm(name, bias, c.hidden_size, c.hidden_size); }
+  // A norm over the hidden width: replicated over the tensor group (its weight too), split along the sequence with
+  // sequence parallelism.
+  void norm(const std::string& name, bool bias) { norm(name, bias, c.hidden_size, c.hidden_size, seq_share()); }
 
   // A norm over `width` features per token whose weight has `size` entries (qwen3's per-head q/k norms).
-  void norm(const std::string& name, bool bias, int64_t width, int64_t size) {
+  void norm(const std::string& name, bool bias, int64_t width, int64_t size, double share = 1.0) {
     std::vector<ParamTensor> p{{name + ".weight", size}};
     if (bias) p.push_back({name + ".bias", size});
-    elementwise(name, width, std::move(p), 1, 1, 1);
+    elementwise(name, width, std::move(p), 1, 1, 1, share);
   }
 
+  // Attention over this GPU's heads: 1/t of the query and key/value heads (the loader checks t divides both).
   void attention_core(const std::string& name, bool causal) {
     Op op;
     op.name = name;
     op.kind = OpKind::attention;
-    const int64_t hd = c.head_size();
-    const double q = static_cast<double>(c.num_heads * hd);  // query width: hidden_size unless head_dim says
-    const double full = 4.0 * tokens * tokens * q;           // QK^T and AV, per sample
-    op.forward_flops_per_sample = causal ? full / 2 : full;
+    const int64_t hd = c.head_size(), heads = c.num_heads / t();
+    const double q = static_cast<double>(heads * hd);  // query width: hidden_size unless head_dim says
+    const double full_flops = 4.0 * tokens * tokens * q;  // QK^T and AV, per sample
+    op.forward_flops_per_sample = causal ? full_flops / 2 : full_flops;
     op.backward_flops_per_sample = 2.0 * op.forward_flops_per_sample;
-    const auto t = static_cast<int64_t>(tokens);
-    op.gemms.push_back({t, t, hd, c.num_heads});  // scores = Q K^T per head
-    op.gemms.push_back({t, hd, t, c.num_heads});  // out = P V per head
-    const double kv = static_cast<double>(c.num_kv_heads * hd);
+    const auto n = static_cast<int64_t>(tokens);
+    op.gemms.push_back({n, n, hd, heads});  // scores = Q K^T per head
+    op.gemms.push_back({n, hd, n, heads});  // out = P V per head
+    const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
     op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
     ops.push_back(std::move(op));
   }
 
-  void embedding(const std::string& name, std::vector<ParamTensor> tables, double table_rows) {
+  // The token embedding, vocabulary-parallel (Megatron's VocabParallelEmbedding: each GPU holds 1/t of the rows, padded
+  // up, and the lookups are summed over the tensor group: an all-reduce, or a reduce-scatter into the sequence-split
+  // layout with sequence parallelism). `split_rows` are split so; `other_rows` (position, token-type tables) are not.
+  void embedding(const std::string& name, std::vector<ParamTensor> split_tables, std::vector<ParamTensor> other_tables) {
     Op op;
     op.name = name;
     op.kind = OpKind::embedding;
-    op.params = std::move(tables);
-    const double rows = tokens * d() * act_bytes;
-    op.forward_bytes_per_sample = 2.0 * rows;                // gather: read rows, write activations
-    op.backward_bytes_per_sample = 2.0 * rows;               // scatter-add of dY into the gradient rows
-    op.backward_fixed_bytes = table_rows * d() * act_bytes;  // dense gradient zero-fill, once per step
+    double rows = 0;
+    for (ParamTensor& p : split_tables) {
+      p.numel = div_up(p.numel / c.hidden_size, t()) * c.hidden_size;
+      rows += static_cast<double>(p.numel) / d();
+      op.params.push_back(p);
+    }
+    for (const ParamTensor& p : other_tables) {
+      rows += static_cast<double>(p.numel) / d();
+      op.params.push_back(p);
+    }
+    const double lookups = full(c.hidden_size);
+    op.forward_bytes_per_sample = 2.0 * lookups;        // gather: read rows, write activations
+    op.backward_bytes_per_sample = 2.0 * lookups;       // scatter-add of dY into the gradient rows
+    op.backward_fixed_bytes = rows * d() * act_bytes;  // dense gradient zero-fill, once per step
+    if (t() > 1)
+      op.tensor_comms.push_back({split.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                                 false, false, lookups});
     ops.push_back(std::move(op));
   }
 
+  // Cross-entropy over this GPU's vocabulary shard. Vocab-parallel (megatron/core/tensor_parallel/cross_entropy.py
+  // at d98e8a6, VocabParallelCrossEntropy.forward, lines 130, 146 and 150): three all-reduces over the tensor group of
+  // one fp32 value per token (the logits' max, the target's logit, the sum of exponentials).
   void loss(const std::string& name) {
     Op op;
     op.name = name;
     op.kind = OpKind::elementwise;
-    const double logits = tokens * static_cast<double>(c.vocab_size) * 4.0;  // fp32 softmax over the vocabulary
+    const double logits = tokens * static_cast<double>(div_up(c.vocab_size, t())) * 4.0;  // fp32 softmax
     op.forward_bytes_per_sample = 2.0 * logits;
     op.backward_bytes_per_sample = 2.0 * logits;
     op.activation_bytes_per_sample = logits;
+    if (t() > 1)
+      for (int i = 0; i < 3; ++i) op.tensor_comms.push_back({CollectiveKind::all_reduce, false, false, tokens * 4.0});
     ops.push_back(std::move(op));
   }
 };
@@ -113,22 +186,22 @@ void llama_layer(Builder& b, int64_t i) {
   const int64_t hd = c.head_size(), q = c.num_heads * hd, kv = c.num_kv_heads * hd;
   const std::string p = fmt::format("layers.{}.", i);
   b.norm(p + "input_layernorm", false);
-  b.linear(p + "self_attn.q_proj", c.hidden_size, q, c.qkv_bias, true);
-  b.linear(p + "self_attn.k_proj", c.hidden_size, kv, c.qkv_bias, false);
-  b.linear(p + "self_attn.v_proj", c.hidden_size, kv, c.qkv_bias, false);
-  if (c.qk_norm) {
-    b.norm(p + "self_attn.q_norm", false, q, hd);
-    b.norm(p + "self_attn.k_norm", false, kv, hd);
+  b.linear(p + "self_attn.q_proj", c.hidden_size, q, c.qkv_bias, true, Split::column_entry);
+  b.linear(p + "self_attn.k_proj", c.hidden_size, kv, c.qkv_bias, false, Split::column);
+  b.linear(p + "self_attn.v_proj", c.hidden_size, kv, c.qkv_bias, false, Split::column);
+  if (c.qk_norm) {  // per head: each GPU normalizes its own heads
+    b.norm(p + "self_attn.q_norm", false, q / b.t(), hd);
+    b.norm(p + "self_attn.k_norm", false, kv / b.t(), hd);
   }
   b.attention_core(p + "self_attn.core", true);
-  b.linear(p + "self_attn.o_proj", q, c.hidden_size, c.o_bias, true);
+  b.linear(p + "self_attn.o_proj", q, c.hidden_size, c.o_bias, true, Split::row);
   b.norm(p + "post_attention_layernorm", false);  // gemma2: on the attention output; else before the MLP
   b.residual(p + "attn_residual");
   if (c.sandwich_norms) b.norm(p + "pre_feedforward_layernorm", false);
-  b.linear(p + "mlp.gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, true);
-  b.linear(p + "mlp.up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, false);
-  b.elementwise(p + "mlp.act_fn", c.intermediate_size, {}, 2, 1, 2);  // SiLU(gate) * up (GELU for gemma)
-  b.linear(p + "mlp.down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, true);
+  b.linear(p + "mlp.gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, true, Split::column_entry);
+  b.linear(p + "mlp.up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, false, Split::column);
+  b.elementwise(p + "mlp.act_fn", c.intermediate_size / b.t(), {}, 2, 1, 2);  // SiLU(gate) * up (GELU for gemma)
+  b.linear(p + "mlp.down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, true, Split::row);
   if (c.sandwich_norms) b.norm(p + "post_feedforward_layernorm", false);
   b.residual(p + "mlp_residual");
 }
@@ -137,57 +210,55 @@ void gpt2_layer(Builder& b, int64_t i) {
   const TransformerConfig& c = b.c;
   const std::string p = fmt::format("h.{}.", i);
   b.norm(p + "ln_1", true);
-  b.linear(p + "attn.c_attn", c.hidden_size, 3 * c.hidden_size, true, true);
+  b.linear(p + "attn.c_attn", c.hidden_size, 3 * c.hidden_size, true, true, Split::column_entry);
   b.attention_core(p + "attn.core", true);
-  b.linear(p + "attn.c_proj", c.hidden_size, c.hidden_size, true, true);
+  b.linear(p + "attn.c_proj", c.hidden_size, c.hidden_size, true, true, Split::row);
   b.residual(p + "attn_residual");
   b.norm(p + "ln_2", true);
-  b.linear(p + "mlp.c_fc", c.hidden_size, c.intermediate_size, true, true);
-  b.elementwise(p + "mlp.act", c.intermediate_size, {}, 1, 1, 1);
-  b.linear(p + "mlp.c_proj", c.intermediate_size, c.hidden_size, true, true);
+  b.linear(p + "mlp.c_fc", c.hidden_size, c.intermediate_size, true, true, Split::column_entry);
+  b.elementwise(p + "mlp.act", c.intermediate_size / b.t(), {}, 1, 1, 1);
+  b.linear(p + "mlp.c_proj", c.intermediate_size, c.hidden_size, true, true, Split::row);
   b.residual(p + "mlp_residual");
 }
 
 void bert_layer(Builder& b, int64_t i) {
   const TransformerConfig& c = b.c;
   const std::string p = fmt::format("encoder.layer.{}.", i);
-  b.linear(p + "attention.self.query", c.hidden_size, c.hidden_size, true, true);
-  b.linear(p + "attention.self.key", c.hidden_size, c.hidden_size, true, false);
-  b.linear(p + "attention.self.value", c.hidden_size, c.hidden_size, true, false);
+  b.linear(p + "attention.self.query", c.hidden_size, c.hidden_size, true, true, Split::column_entry);
+  b.linear(p + "attention.self.key", c.hidden_size, c.hidden_size, true, false, Split::column);
+  b.linear(p + "attention.self.value", c.hidden_size, c.hidden_size, true, false, Split::column);
   b.attention_core(p + "attention.self.core", false);
-  b.linear(p + "attention.output.dense", c.hidden_size, c.hidden_size, true, true);
+  b.linear(p + "attention.output.dense", c.hidden_size, c.hidden_size, true, true, Split::row);
   b.residual(p + "attention.output.residual");
   b.norm(p + "attention.output.LayerNorm", true);
-  b.linear(p + "intermediate.dense", c.hidden_size, c.intermediate_size, true, true);
-  b.elementwise(p + "intermediate.act", c.intermediate_size, {}, 1, 1, 1);
-  b.linear(p + "output.dense", c.intermediate_size, c.hidden_size, true, true);
+  b.linear(p + "intermediate.dense", c.hidden_size, c.intermediate_size, true, true, Split::column_entry);
+  b.elementwise(p + "intermediate.act", c.intermediate_size / b.t(), {}, 1, 1, 1);
+  b.linear(p + "output.dense", c.intermediate_size, c.hidden_size, true, true, Split::row);
   b.residual(p + "output.residual");
   b.norm(p + "output.LayerNorm", true);
 }
 
 }  // namespace
 
-std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes) {
-  Builder b{c, static_cast<double>(sequence_length), act_bytes, {}};
+std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
+                                const TensorSplit& split) {
+  Builder b{c, static_cast<double>(sequence_length), act_bytes, split, {}};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:
-      b.embedding("embed_tokens", {{"embed_tokens.weight", V * d}}, static_cast<double>(V));
+      b.embedding("embed_tokens", {{"embed_tokens.weight", V * d}}, {});
       for (int64_t i = 0; i < c.num_layers; ++i) llama_layer(b, i);
       b.norm("norm", false);
       break;
     case ModelFamily::gpt2:
-      b.embedding("wte+wpe", {{"wte.weight", V * d}, {"wpe.weight", c.max_position_embeddings * d}},
-                  static_cast<double>(V + c.max_position_embeddings));
+      b.embedding("wte+wpe", {{"wte.weight", V * d}}, {{"wpe.weight", c.max_position_embeddings * d}});
       for (int64_t i = 0; i < c.num_layers; ++i) gpt2_layer(b, i);
       b.norm("ln_f", true);
       break;
     case ModelFamily::bert:
-      b.embedding("embeddings",
-                  {{"embeddings.word_embeddings.weight", V * d},
-                   {"embeddings.position_embeddings.weight", c.max_position_embeddings * d},
-                   {"embeddings.token_type_embeddings.weight", c.type_vocab_size * d}},
-                  static_cast<double>(V + c.max_position_embeddings + c.type_vocab_size));
+      b.embedding("embeddings", {{"embeddings.word_embeddings.weight", V * d}},
+                  {{"embeddings.position_embeddings.weight", c.max_position_embeddings * d},
+                   {"embeddings.token_type_embeddings.weight", c.type_vocab_size * d}});
       b.norm("embeddings.LayerNorm", true);
       for (int64_t i = 0; i < c.num_layers; ++i) bert_layer(b, i);
       b.linear("pooler.dense", d, d, true, false);  // on the first token only: negligible compute
@@ -196,9 +267,10 @@ std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_len
       b.ops.back().gemms = {{1, d, d, 1}};
       break;
   }
-  // Output projection over the vocabulary; tied models reuse the embedding, so it owns no tensor.
+  // Output projection over the vocabulary, column-parallel (each GPU its vocabulary shard's logits, never gathered:
+  // the loss is vocab-parallel); tied models reuse the embedding, so it owns no tensor.
   const bool tied = c.tie_embeddings || c.family != ModelFamily::llama;
-  b.linear("lm_head", d, V, false, true);
+  b.linear("lm_head", d, V, false, true, Split::column_entry);
   if (tied) b.ops.back().params.clear();
   b.loss("loss");
   return std::move(b.ops);

@@ -5,6 +5,9 @@
 #include <map>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "dpsim/error.hpp"
 #include "dpsim/sharding.hpp"
 #include "load_internal.hpp"
 
@@ -81,6 +84,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.backward_flops = op.backward_flops_per_sample * mb;
   p.forward_bytes = op.forward_bytes_per_sample * mb;
   p.backward_bytes = op.backward_bytes_per_sample * mb + op.backward_fixed_bytes;
+  for (const TensorComm& c : op.tensor_comms) p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb});
   for (GemmShape g : op.gemms) {
     if (g.batch > 1) {
       g.batch *= micro_batch;
@@ -162,8 +166,8 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.inflight_all_gathers = s.nccl.fsdp_inflight_all_gathers;
   sh.reshard_after_forward = sh.sharding == Sharding::zero3 && s.fsdp.reshard_after_forward.value_or(true);
   if (sh.sharding == Sharding::none) return;
-  sh.shards = s.parallelism.hybrid ? s.parallelism.shard_group : plan.world_size;
-  sh.replicas = plan.world_size / sh.shards;
+  sh.shards = s.parallelism.hybrid ? s.parallelism.shard_group : plan.dims.data;
+  sh.replicas = plan.dims.data / sh.shards;
   sh.param_per_grad_bytes =
       static_cast<double>(dtype_bytes(s.training.param_dtype)) / dtype_bytes(s.training.grad_dtype);
   sh.deepspeed = deepspeed_zero(s);
@@ -221,8 +225,12 @@ double saved_activation_bytes(const Scenario& s, const std::vector<Op>& ops, Ste
     plan.ops[i].recompute_forward = true;
   }
   if (blocks.empty()) return outside * mb;
+  // Each block's input: replicated over the tensor group, or split along the sequence with sequence parallelism
+  // (Korthikanti et al. 2022, Section 4: full recomputation keeps 2sbh, or 2sbh/t).
+  const double sequence_share = s.parallelism.sequence_parallel ? 1.0 / s.parallelism.tensor : 1.0;
   const double input = static_cast<double>(s.training.sequence_length) *
-                       static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype);
+                       static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype) *
+                       sequence_share;
   double largest = 0;
   for (const auto& [name, bytes] : blocks) largest = std::max(largest, bytes);
   return (outside + static_cast<double>(blocks.size()) * input + largest) * mb;
@@ -243,7 +251,19 @@ StepPlan make_step_plan(const Scenario& s) {
   plan.micro_batch = s.training.micro_batch;
   plan.sequence_length = s.training.sequence_length;
   plan.gradient_accumulation = s.training.gradient_accumulation;
-  const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype);
+  plan.samples_per_step = s.samples_per_step();
+  plan.dims = {s.data_parallel(), s.parallelism.tensor, 1, s.parallelism.hybrid ? s.parallelism.shard_group : 0};
+  check_dims(plan.dims);
+  if (plan.dims.world() != plan.world_size)
+    throw InputError(fmt::format("{}: data {} x tensor {} is not the world of {}", s.name, plan.dims.data,
+                                 plan.dims.tensor, plan.world_size));
+  const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype,
+                             {s.parallelism.tensor, s.parallelism.sequence_parallel});
+  for (const Op& op : build_ops(s.model, s.training.sequence_length, s.training.param_dtype)) {
+    if (op.kind == OpKind::matmul || op.kind == OpKind::attention)
+      plan.model_flops_per_sample += op.forward_flops_per_sample + op.backward_flops_per_sample;
+    for (const ParamTensor& p : op.params) plan.model_parameters += p.numel;
+  }
   const int grad_bytes = dtype_bytes(s.training.grad_dtype);
   for (const auto& op : ops) plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
   const double activations = saved_activation_bytes(s, ops, plan);

@@ -29,6 +29,7 @@ const char* to_string(Mark mark) {
 
 const char* to_string(EventKind kind) {
   switch (kind) {
+    case EventKind::none: return "none";
     case EventKind::bucket_ready: return "bucket_ready";
     case EventKind::bucket_done: return "bucket_done";
     case EventKind::backward_done: return "backward_done";
@@ -136,7 +137,7 @@ StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
   constexpr int compute = StepProgram::kCompute;
   StepProgram program;
   program.streams = {"compute", "comm"};
-  program.dims = {plan.world_size, 1, 1};
+  program.dims = program_dims(plan);
   program.micro_steps = micro_steps(plan, options);
   const auto completes_at = buckets_by_position(plan);
   const int nbuckets = static_cast<int>(plan.buckets.size());
@@ -147,12 +148,13 @@ StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
   for (int micro = 0; micro < program.micro_steps; ++micro) {
     const bool sync = micro == program.micro_steps - 1;  // DDP: no_sync() on the first k-1 micro-steps
     bld.mark(compute, Mark::forward_begin, micro);
-    for (int o = 0; o < nops; ++o) bld.push({.type = Instr::Type::forward, .stream = compute, .op = o, .micro = micro});
+    for (int o = 0; o < nops; ++o)
+      compute_op(bld, plan, {.type = Instr::Type::forward, .stream = compute, .op = o, .micro = micro});
     bld.mark(compute, Mark::forward_end, micro);
     std::vector<int> deferred;  // no overlap: buckets issued once the backward is done
     for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
       const int o = backward_op(plan, pos);
-      bld.push({.type = Instr::Type::backward, .stream = compute, .op = o, .micro = micro, .sync = sync});
+      compute_op(bld, plan, {.type = Instr::Type::backward, .stream = compute, .op = o, .micro = micro, .sync = sync});
       if (!sync) continue;
       const auto it = completes_at.find(static_cast<int>(pos));
       if (it == completes_at.end()) continue;

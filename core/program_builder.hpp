@@ -31,6 +31,36 @@ struct Builder {
   }
 };
 
+// An op's forward or backward on the compute stream with the tensor-parallel collectives around it, on the compute
+// stream too: they block the compute, as Megatron-LM's operators f and g do. With full recomputation the op's forward
+// (and so its forward collectives) runs again before its backward.
+inline void compute_op(Builder& bld, const StepPlan& plan, const Instr& in) {
+  const PlanOp& op = plan.ops.at(static_cast<size_t>(in.op));
+  const bool backward = in.type == Instr::Type::backward;
+  auto calls = [&](bool in_backward, bool before) {
+    for (const TensorCall& c : op.tensor_calls)
+      if (c.backward == in_backward && c.before == before)
+        bld.call(in.stream, {.kind = c.kind, .group = GroupKind::tensor, .bytes = c.bytes, .inputs_ready = {}});
+  };
+  if (backward && op.recompute_forward) {
+    calls(false, true);
+    calls(false, false);
+  }
+  calls(backward, true);
+  bld.push(in);
+  calls(backward, false);
+}
+
+// The program's process-group degrees: the plan's, with HSDP's shard group where it has replicas.
+inline ParallelDims program_dims(const StepPlan& plan) {
+  if (plan.dims.world() != plan.world_size)
+    throw RuntimeError(fmt::format("plan: data {} x tensor {} x pipeline {} GPUs is not its world of {}",
+                                   plan.dims.data, plan.dims.tensor, plan.dims.pipeline, plan.world_size));
+  ParallelDims d = plan.dims;
+  d.shard = plan.sharded.replicas > 1 ? plan.sharded.shards : 0;
+  return d;
+}
+
 // Data parallelism's one rank class: every rank runs the same instructions.
 inline Builder every_rank(const StepPlan& plan) {
   Builder bld;

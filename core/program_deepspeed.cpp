@@ -80,7 +80,7 @@ void step_and_gather(Builder& bld, const StepPlan& plan) {
 StepProgram deepspeed_program(const StepPlan& plan, const ProgramOptions& options) {
   StepProgram program;
   program.streams = {"compute", "comm"};  // comm: DeepSpeed's reduction_stream (:431)
-  program.dims = {plan.world_size, 1, 1};
+  program.dims = program_dims(plan);
   program.micro_steps = micro_steps(plan, options);
   const bool stage2 = plan.sharded.sharding == Sharding::zero2;
   const bool hooks = stage2 || plan.sharded.overlap_comm;
@@ -102,10 +102,11 @@ StepProgram deepspeed_program(const StepPlan& plan, const ProgramOptions& option
     };
     bld.mark(kCompute, Mark::forward_begin, micro);
     for (int o = 0; o < nops; ++o)
-      bld.push({.type = Instr::Type::forward, .stream = kCompute, .op = o, .micro = micro});
+      compute_op(bld, plan, {.type = Instr::Type::forward, .stream = kCompute, .op = o, .micro = micro});
     bld.mark(kCompute, Mark::forward_end, micro);
     for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
-      bld.push({.type = Instr::Type::backward,
+      compute_op(bld, plan,
+                 {.type = Instr::Type::backward,
                 .stream = kCompute,
                 .op = backward_op(plan, pos),
                 .micro = micro,

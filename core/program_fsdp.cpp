@@ -120,7 +120,7 @@ struct FsdpBuilder {
         issue(next++);  // this unit's gather (forward_prefetch: the next unit's, before this unit computes)
         if (gathered.count(u)) bld.wait(kCompute, {EventKind::gathered, gathered[u]});
       }
-      bld.push({.type = Instr::Type::forward, .stream = kCompute, .op = static_cast<int>(o), .micro = micro});
+      compute_op(bld, plan, {.type = Instr::Type::forward, .stream = kCompute, .op = static_cast<int>(o), .micro = micro});
       if (last_op[static_cast<size_t>(u)] == static_cast<int>(o) && !is_root(u))
         bld.record(kCompute, {EventKind::unit_forward, key(u)});
     }
@@ -164,7 +164,7 @@ struct FsdpBuilder {
         }
         ++i;
       }
-      bld.push({.type = Instr::Type::backward, .stream = kCompute, .op = o, .micro = micro, .sync = sync});
+      compute_op(bld, plan, {.type = Instr::Type::backward, .stream = kCompute, .op = o, .micro = micro, .sync = sync});
       if (last_pos[static_cast<size_t>(u)] == static_cast<int>(pos)) {
         bld.record(kCompute, {EventKind::unit_backward, key(u)});
         if (sync) reduce(u);
@@ -179,11 +179,8 @@ struct FsdpBuilder {
 StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options) {
   StepProgram program;
   program.streams = {"compute", "comm"};
-  program.dims = {plan.world_size, 1, 1};
-  if (plan.sharded.replicas > 1) {
-    program.streams.push_back("all_reduce");
-    program.dims.shard = plan.sharded.shards;
-  }
+  program.dims = program_dims(plan);
+  if (plan.sharded.replicas > 1) program.streams.push_back("all_reduce");
   program.micro_steps = micro_steps(plan, options);
   if (plan.sharded.units.empty()) throw RuntimeError("plan: FSDP with no units (a model without parameters)");
   Builder bld;

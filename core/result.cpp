@@ -99,8 +99,13 @@ json to_json(const StepResult& r) {
                {"exposed_comm_s", r.exposed_comm_s},
                {"optimizer_s", r.optimizer_s},
                {"comm_busy_s", r.comm_busy_s},
+               {"tensor_comm_s", r.tensor_comm_s},
                {"no_overlap_time_s", r.no_overlap_step_s}};
-  j["throughput"] = {{"samples_per_s", r.samples_per_s}, {"tokens_per_s", r.tokens_per_s}};
+  j["throughput"] = {{"samples_per_s", r.samples_per_s},
+                     {"tokens_per_s", r.tokens_per_s},
+                     {"model_flops_per_s_per_gpu", r.model_flops_per_s_per_gpu},
+                     {"mfu", r.mfu},
+                     {"peak_flops_per_s", r.peak_flops_per_s}};
   j["scaling_efficiency"] = r.scaling_efficiency;
   cost_to_json(r.cost, j);
   j["buckets"] = json::array();
@@ -126,8 +131,11 @@ json to_json(const StepResult& r) {
                          {"algorithm", c.algorithm},
                          {"protocol", c.protocol}});
   }
-  j["parallelism"] = {
-      {"data", r.context.value("world_size", 1)}, {"tensor", 1}, {"pipeline", 1}, {"sharding", r.sharding}};
+  j["parallelism"] = {{"data", r.data_parallel},
+                      {"tensor", r.tensor_parallel},
+                      {"pipeline", 1},
+                      {"sequence_parallel", r.sequence_parallel},
+                      {"sharding", r.sharding}};
   if (r.shard_group > 0) j["parallelism"]["shard_group"] = r.shard_group;
   if (r.bounds)
     j["bounds"] = {{"perfect_overlap", bound_json(r.bounds->perfect_overlap)},
@@ -183,9 +191,13 @@ StepResult result_from_json(const json& j) {
     r.exposed_comm_s = need(j, "step", "exposed_comm_s").get<double>();
     r.optimizer_s = need(j, "step", "optimizer_s").get<double>();
     r.comm_busy_s = j.at("step").value("comm_busy_s", 0.0);
+    r.tensor_comm_s = j.at("step").value("tensor_comm_s", 0.0);
     r.no_overlap_step_s = j.at("step").value("no_overlap_time_s", 0.0);
     r.samples_per_s = need(j, "throughput", "samples_per_s").get<double>();
     r.tokens_per_s = need(j, "throughput", "tokens_per_s").get<double>();
+    r.model_flops_per_s_per_gpu = j.at("throughput").value("model_flops_per_s_per_gpu", 0.0);
+    r.mfu = j.at("throughput").value("mfu", 0.0);
+    r.peak_flops_per_s = j.at("throughput").value("peak_flops_per_s", 0.0);
     r.scaling_efficiency = need(j, nullptr, "scaling_efficiency").get<double>();
     r.cost = cost_from_json(j);
     for (const auto& b : need(j, nullptr, "buckets")) {
@@ -207,6 +219,9 @@ StepResult result_from_json(const json& j) {
     if (j.contains("parallelism")) {
       r.sharding = j.at("parallelism").value("sharding", "none");
       r.shard_group = j.at("parallelism").value("shard_group", 0);
+      r.data_parallel = j.at("parallelism").value("data", 1);
+      r.tensor_parallel = j.at("parallelism").value("tensor", 1);
+      r.sequence_parallel = j.at("parallelism").value("sequence_parallel", false);
     }
     if (j.contains("bounds"))
       r.bounds = StepBounds{bound_from_json(j.at("bounds").at("perfect_overlap")),

@@ -10,8 +10,7 @@ void fill_training_cost(const Scenario& s, StepResult& r) {
   c.gpus = s.world_size();
   if (!(r.step_time_s > 0)) return;
   const Training& t = s.training;
-  const double samples_per_step =
-      static_cast<double>(c.gpus) * static_cast<double>(t.micro_batch) * static_cast<double>(t.gradient_accumulation);
+  const auto samples_per_step = static_cast<double>(s.samples_per_step());
   const double tokens_per_step = samples_per_step * static_cast<double>(t.sequence_length);
   const bool has_tokens = s.model.transformer.has_value();
   if (s.price_per_gpu_hour) {

@@ -41,6 +41,7 @@ struct CudaExecutor::Impl {
   void* grads = nullptr;           // Elem: the DDP bucket buffers, bucket b at bucket_offset[b]; FSDP: a unit's grads
   void* weight_shard = nullptr;    // FSDP: the rank's 1/N of every unit's weights
   void* grad_shard = nullptr;      // FSDP: the rank's 1/N of every unit's gradients
+  void* tensor_comm = nullptr;     // tensor parallelism: the buffer the tensor group's collectives run in
   void* param_grads = nullptr;     // [total] Elem: param.grad when gradients are not bucket views
   float* master = nullptr;         // fp32, what the optimizer updates (nullptr when weights are fp32)
   float* m1 = nullptr;             // Adam first moment / SGD momentum
@@ -73,6 +74,7 @@ struct CudaExecutor::Impl {
       case Buffer::unit_grads: return grads;
       case Buffer::weight_shard: return weight_shard;
       case Buffer::grad_shard: return grad_shard;
+      case Buffer::tensor_comm: return tensor_comm;
       case Buffer::none: break;
     }
     throw RuntimeError("CudaExecutor: a launch names no buffer");
@@ -181,7 +183,8 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   // What the rank holds (shard_buffers.hpp): flat weights and gradients, or FSDP's shards, gathered units and one
   // unit's gradients; the optimizer state (fp32 master and moments, core/sharding.cpp's table) of what it updates.
   const int shard_rank = s.group_rank.count(GroupKind::data) ? s.group_rank.at(GroupKind::data) : 0;
-  s.buffers = plan_shard_buffers(plan, program, layout, shard_rank);
+  const int tensor_rank = s.group_rank.count(GroupKind::tensor) ? s.group_rank.at(GroupKind::tensor) : 0;
+  s.buffers = plan_shard_buffers(plan, program, layout, shard_rank, tensor_rank);
   s.unit_base.assign(s.buffers.units.size(), 0);
   for (const RankProgram& r : program.classes)  // before any gather is issued (a world of 1 issues none)
     for (size_t i = r.comms.size(); i-- > 0;)
@@ -218,6 +221,8 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
     if (!layout.bucket_view) s.param_grads = s.arena.allocate(total * s.eb, "parameter gradients (no bucket views)");
     if (b.grad_shard_numel > 0) s.grad_shard = s.arena.allocate(b.grad_shard_numel * s.eb, "gradient partition");
   }
+  if (b.tensor_comm_numel > 0)
+    s.tensor_comm = s.arena.allocate(b.tensor_comm_numel * s.eb, "tensor-parallel activations (operators f and g)");
   if (need_master) s.master = static_cast<float*>(s.arena.allocate(on * 4, "fp32 master weights"));
   if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (first moment)"));
   if (moments >= 2) s.m2 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (second moment)"));
@@ -380,7 +385,7 @@ void CudaExecutor::allreduce_bucket(int bucket) {
 // by the world size while written into it, as DDP does), zero1's reduce-scatter into the rank's slice of its bucket
 // and its all-gathers in place in the weights; FSDP's all-gathers from the weight shard into the unit's gathered
 // buffer and its reduce-scatters (ncclAvg, as FSDP2 issues them) from the unit's gradients into the gradient
-// shard. Returns once enqueued; the watchdog thread watches it.
+// shard; the tensor group's (Megatron's f and g) summed in place in the tensor-comm buffer. Returns once enqueued; the watchdog thread watches it.
 void CudaExecutor::collective(Stream on, const CommCall& c) {
   Impl& s = *impl_;
   cudaStream_t const stream = s.stream(on);
@@ -397,7 +402,8 @@ void CudaExecutor::collective(Stream on, const CommCall& c) {
   switch (c.kind) {
     case CollectiveKind::all_reduce: res = ncclAllReduce(send, recv, count, t, ncclSum, comm, stream); break;
     case CollectiveKind::reduce_scatter:
-      res = ncclReduceScatter(send, recv, count, t, c.bucket >= 0 ? ncclSum : ncclAvg, comm, stream);
+      res = ncclReduceScatter(send, recv, count, t, c.bucket >= 0 || c.group == GroupKind::tensor ? ncclSum : ncclAvg,
+                              comm, stream);
       break;
     case CollectiveKind::all_gather:
       res = ncclAllGather(send, recv, count, t, comm, stream);

@@ -20,6 +20,7 @@ const char* to_string(Buffer buffer) {
     case Buffer::grad_shard: return "grad-shard";
     case Buffer::gathered: return "gathered";
     case Buffer::unit_grads: return "unit-grads";
+    case Buffer::tensor_comm: return "tensor-comm";
   }
   return "?";
 }
@@ -70,6 +71,7 @@ void plan_flat(ShardBuffers& b, const StepPlan& plan, const RankProgram& r, cons
   }
   int gathers = 0;  // dpsim's zero1 gathers bucket k's weights in its k-th all-gather (program.cpp)
   for (const CommCall& c : r.comms) {
+    if (c.group == GroupKind::tensor) continue;  // plan_tensor's
     CallBuffers cb;
     if (c.bucket >= 0) {
       const auto bk = static_cast<size_t>(c.bucket);
@@ -145,6 +147,7 @@ void plan_units(ShardBuffers& b, const StepPlan& plan, const RankProgram& r) {
   b.gathered_at.assign(r.comms.size(), -1);
   for (size_t i = 0; i < r.comms.size(); ++i) {
     const CommCall& c = r.comms[i];
+    if (c.group == GroupKind::tensor) continue;  // plan_tensor's
     if (c.unit < 0 || c.unit >= static_cast<int>(b.units.size())) no_buffers(c);
     const auto u = static_cast<size_t>(c.unit);
     const UnitShard& us = b.units[u];
@@ -169,9 +172,27 @@ void plan_units(ShardBuffers& b, const StepPlan& plan, const RankProgram& r) {
   b.optimizer_grads = {Buffer::grad_shard, 0, b.grad_shard_numel};
 }
 
+// Tensor parallelism: every collective over the tensor group in place in one buffer of the largest one's size.
+void plan_tensor(ShardBuffers& b, const RankProgram& r, const StepLayout& layout, int tensor, int tensor_rank) {
+  for (const CommCall& c : r.comms) {
+    if (c.group != GroupKind::tensor) continue;
+    const auto numel = static_cast<int64_t>(c.bytes) / layout.element_bytes / tensor * tensor;
+    const int64_t part = numel / tensor;
+    const Span whole{Buffer::tensor_comm, 0, numel}, mine{Buffer::tensor_comm, tensor_rank * part, part};
+    b.tensor_comm_numel = std::max(b.tensor_comm_numel, numel);
+    switch (c.kind) {
+      case CollectiveKind::all_reduce: b.calls[key_of(c)] = {whole, whole, numel}; break;
+      case CollectiveKind::all_gather: b.calls[key_of(c)] = {mine, whole, part}; break;
+      case CollectiveKind::reduce_scatter: b.calls[key_of(c)] = {whole, mine, part}; break;
+      default: no_buffers(c);
+    }
+  }
+}
+
 }  // namespace
 
-ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, int rank) {
+ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, int rank,
+                                int tensor_rank) {
   if (program.classes.empty()) throw RuntimeError("buffer plan: the program has no rank class");
   ShardBuffers b;
   b.shards = plan.sharded.sharding == Sharding::none ? 1 : std::max(1, plan.sharded.shards);
@@ -183,6 +204,7 @@ ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program
     plan_units(b, plan, program.classes.front());
   else
     plan_flat(b, plan, program.classes.front(), layout);
+  plan_tensor(b, program.classes.front(), layout, program.dims.tensor, tensor_rank % program.dims.tensor);
   return b;
 }
 
@@ -213,7 +235,8 @@ std::string describe_buffers(const ShardBuffers& b, int element_bytes) {
   const std::pair<Buffer, int64_t> held[] = {
       {Buffer::weights, b.weights_numel},           {Buffer::grads, b.grads_numel},
       {Buffer::weight_shard, b.weight_shard_numel}, {Buffer::grad_shard, b.grad_shard_numel},
-      {Buffer::gathered, b.gathered_numel},         {Buffer::unit_grads, b.unit_grads_numel}};
+      {Buffer::gathered, b.gathered_numel},         {Buffer::unit_grads, b.unit_grads_numel},
+      {Buffer::tensor_comm, b.tensor_comm_numel}};
   for (const auto& [buffer, numel] : held)
     if (numel > 0)
       out += fmt::format(" {} {} ({})", to_string(buffer), numel,

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -108,6 +109,8 @@ struct Run final : StepExecutor {
   int active_collectives = 0;                   // running now, on any comm stream
   double t0 = 0, comm_end = 0, optimizer_start = -1, step_end = 0;
   double forward_sum = 0, backward_sum = 0;
+  bool in_forward = true;                  // the compute stream is between forward_begin and forward_end
+  std::array<double, 2> blocking_s{0, 0};  // collectives on the compute stream (tensor parallelism's): forward, rest
   std::vector<TimelineEvent> timeline;
   std::vector<std::vector<const Instr*>> executed;  // per stream, in run order (SimOptions::record_program)
   int64_t events = 0, flows = 0;
@@ -224,18 +227,24 @@ struct Run final : StepExecutor {
     CallRun& c = calls[static_cast<size_t>(in.comm)];
     const CommCall& call = rank->comms[static_cast<size_t>(in.comm)];
     const auto ready = events_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
-    c.ready = ready != events_.end() && ready->second.recorded ? ready->second.time : -1;
+    c.ready = call.inputs_ready.kind == EventKind::none                 ? now()
+              : ready != events_.end() && ready->second.recorded ? ready->second.time
+                                                                  : -1;
     c.start = now();
     c.stream = in.stream;
+    const bool blocking = in.stream == StepProgram::kCompute;  // tensor parallelism's: nothing computes beside it
     if (plan->world_size > 1) {
       sg4::Host* cpu = platform->compute_host();
-      ++active_collectives;
-      if (!synced_backward_done) cpu->set_pstate(1);  // the collective slows the compute beside it
+      if (!blocking) ++active_collectives;
+      if (!blocking && !synced_backward_done) cpu->set_pstate(1);  // the collective slows the compute beside it
       run_collective(c, call.bytes);
-      if (--active_collectives == 0) cpu->set_pstate(0);
+      if (!blocking && --active_collectives == 0) cpu->set_pstate(0);
     }
     c.end = now();
-    comm_end = std::max(comm_end, c.end);
+    if (blocking)
+      blocking_s[in_forward ? 0 : 1] += c.end - c.start;
+    else
+      comm_end = std::max(comm_end, c.end);
     timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
                         fmt::format("{} b{} {} {}/{}", label(call.kind), call.index, format_bytes(call.bytes),
                                     to_string(c.cost.algorithm), to_string(c.cost.protocol)),
@@ -257,6 +266,7 @@ struct Run final : StepExecutor {
 
   void do_mark(const Instr& in) {
     marks[{static_cast<int>(in.mark), in.mark_index}] = now();
+    if (in.mark == Mark::forward_begin || in.mark == Mark::forward_end) in_forward = in.mark == Mark::forward_begin;
     if (in.mark == Mark::backward_end && in.mark_index == program->micro_steps - 1) synced_backward_done = true;
     if (in.mark == Mark::optimizer_end) step_end = now();
   }
@@ -413,7 +423,10 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   run.cm = compute_model(scenario);
   run.progress = Progress(options.progress);
   run.queues.resize(program.streams.size());
-  run.probe_shortcut = program.streams.size() == 2;  // one comm stream; several: see streams_disjoint below
+  // One comm stream and no collective on the compute stream; otherwise see streams_disjoint below.
+  run.probe_shortcut = program.streams.size() == 2 && std::none_of(rank.instrs.begin(), rank.instrs.end(), [](const Instr& i) {
+                         return i.type == Instr::Type::collective && i.stream == StepProgram::kCompute;
+                       });
   run.executed.resize(program.streams.size());
   for (const PlanOp& op : plan.ops) {
     run.forward_sum += forward_seconds(op, run.cm);
@@ -460,13 +473,17 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     r.forward_s += run.mark_at(Mark::forward_end, m) - run.mark_at(Mark::forward_begin, m);
     r.backward_s += run.mark_at(Mark::backward_end, m) - run.mark_at(Mark::forward_end, m);
   }
+  // Tensor parallelism's collectives are reported apart from the compute they interrupt.
+  r.tensor_comm_s = run.blocking_s[0] + run.blocking_s[1];
+  r.forward_s -= run.blocking_s[0];
+  r.backward_s -= run.blocking_s[1];
   const double backward_end = run.mark_at(Mark::backward_end, program.micro_steps - 1);
   r.optimizer_s = run.step_end - run.optimizer_start;
   r.step_time_s = run.step_end;
   for (size_t i = 0; i < rank.comms.size(); ++i) {
     const CallRun& c = run.calls[i];
     const CommCall& call = rank.comms[i];
-    r.comm_busy_s += c.end - c.start;
+    if (c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
     r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
                                  plan.world_size > 1 ? &c.cost : nullptr));
     if (call.bucket < 0) continue;
@@ -479,12 +496,11 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
       k * micro + optimizer_seconds(plan.optimizer, run.cm) + memory_seconds(plan.final_copy_bytes, run.cm);
   // DDP: what the last all-reduce adds after the backward; sharded: everything the compute waited for (gathers in
   // the forward and backward too), and what running beside collectives slowed it by.
-  r.exposed_comm_s = plan.sharded.sharding == Sharding::none ? std::max(0.0, run.comm_end - backward_end)
-                                                             : std::max(0.0, r.step_time_s - single_gpu_s);
-  r.no_overlap_step_s = single_gpu_s + r.comm_busy_s;
-  const double samples = static_cast<double>(plan.world_size * plan.micro_batch * plan.gradient_accumulation);
-  r.samples_per_s = r.step_time_s > 0 ? samples / r.step_time_s : 0;
-  r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
+  r.exposed_comm_s = plan.sharded.sharding == Sharding::none
+                         ? std::max(0.0, run.comm_end - backward_end)
+                         : std::max(0.0, r.step_time_s - single_gpu_s - r.tensor_comm_s);
+  r.no_overlap_step_s = single_gpu_s + r.tensor_comm_s + r.comm_busy_s;
+  fill_throughput(plan, r);
   r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_s / r.step_time_s : 0;
   fill_training_cost(scenario, r);
   r.timeline = std::move(run.timeline);

@@ -62,6 +62,7 @@ std::vector<double> reference_dw(const CudaExecutor& ex, const StepPlan& plan, c
 StepPlan one_rank_plan(int64_t tokens, int64_t accumulation = 1) {
   StepPlan p = test::tiny_plan(tokens, accumulation);
   p.world_size = 1;
+  p.dims.data = 1;
   return p;
 }
 

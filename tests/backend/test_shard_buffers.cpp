@@ -49,6 +49,7 @@ int64_t size_of(const ShardBuffers& b, Buffer buffer) {
     case Buffer::grad_shard: return b.grad_shard_numel;
     case Buffer::gathered: return b.gathered_numel;
     case Buffer::unit_grads: return b.unit_grads_numel;
+    case Buffer::tensor_comm: return b.tensor_comm_numel;
     case Buffer::none: break;
   }
   return 0;
@@ -258,6 +259,7 @@ TEST_CASE("DeepSpeed stage 2: the gradients only in its bucket buffers and the r
 TEST_CASE("the tiny zero3 plan of the GPU test: units laid out in op order, the root's lin2 apart from the block") {
   StepPlan plan = test::tiny_plan(64);
   plan.world_size = 1;
+  plan.dims.data = 1;
   plan.sharded.sharding = Sharding::zero3;
   plan.sharded.shards = 1;
   plan.sharded.units = {ShardUnit{.name = "", .ops = {0, 4}, .parameters = 58},

@@ -116,6 +116,7 @@ TEST_CASE("a gradient in no bucket is refused") {
 TEST_CASE("one rank: no collective and no comm-stream kernel; the comm stream keeps its events and marks") {
   StepPlan p = test::tiny_plan();
   p.world_size = 1;
+  p.dims.data = 1;
   const StepLayout l = make_layout(p, 2, true);
   const auto seq = dry_run(p, l);
   int comm_kernels = 0, comm_events = 0, divides = 0;
@@ -141,6 +142,7 @@ TEST_CASE("one rank: no collective and no comm-stream kernel; the comm stream ke
 TEST_CASE("gradients are divided by the world size once, in or into the bucket, on the synced micro-step only") {
   StepPlan p = test::tiny_plan(8, 3);
   p.world_size = 4;
+  p.dims.data = 4;
   for (const bool view : {true, false}) {
     INFO("gradient_as_bucket_view " << view);
     const StepLayout l = make_layout(p, 2, view);

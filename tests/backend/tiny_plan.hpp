@@ -9,6 +9,7 @@ inline StepPlan tiny_plan(int64_t tokens = 8, int64_t accumulation = 1) {
   StepPlan p;
   p.scenario = "tiny";
   p.world_size = 2;  // the data group has two ranks: the walker issues its collectives
+  p.dims.data = 2;
   p.micro_batch = 1;
   p.sequence_length = tokens;
   p.gradient_accumulation = accumulation;

@@ -80,6 +80,7 @@ inline StepPlan one_bucket_plan(int world, long long bytes) {
   StepPlan p;
   p.scenario = "test";
   p.world_size = world;
+  p.dims.data = world;
   p.parameters = bytes / 2;
   p.gradient_bytes = bytes;
   PlanOp op;

@@ -49,7 +49,9 @@ class AnalyticExecutor final : public StepExecutor {
 
   double step_s() const;  // the latest stream clock
   double phase_busy_s(Phase phase) const { return phase_busy_[static_cast<size_t>(phase)]; }
-  double comm_busy_s() const { return comm_busy_; }              // every collective, launch included
+  double comm_busy_s() const { return comm_busy_; }  // the collectives on comm streams, launch included
+  // The collectives on the compute stream (tensor parallelism's), which the compute waits for whole.
+  double blocking_comm_s() const { return blocking_comm_; }
   double synced_backward_s() const { return synced_backward_; }  // the backward that can hide communication
   const std::vector<CallTiming>& calls() const { return calls_; }
 
@@ -62,7 +64,7 @@ class AnalyticExecutor final : public StepExecutor {
   std::vector<double> clock_;
   std::map<std::pair<int, int>, double> event_s_;
   std::array<double, 3> phase_busy_{};
-  double comm_busy_ = 0, synced_backward_ = 0;
+  double comm_busy_ = 0, blocking_comm_ = 0, synced_backward_ = 0;
   std::vector<CallTiming> calls_;
 };
 

@@ -24,4 +24,7 @@ struct StepProgram;
 void fill_common(const Scenario& scenario, const StepPlan& plan, const StepProgram& program, StepResult& result);
 void fill_common(const Scenario& scenario, const StepPlan& plan, StepResult& result);
 
+// The throughput of a step of result.step_time_s: samples, tokens, and model FLOP/s per GPU with the MFU.
+void fill_throughput(const StepPlan& plan, StepResult& result);
+
 }  // namespace dpsim

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dpsim/collective_kind.hpp"
 #include "dpsim/scenario.hpp"
 
 namespace dpsim {
@@ -15,6 +16,22 @@ const char* to_string(OpKind kind);
 struct ParamTensor {
   std::string name;
   int64_t numel = 0;
+};
+
+// Megatron-LM's tensor-parallel communication around an op: a collective over the tensor group that blocks the
+// compute (Shoeybi et al. 2019, arXiv 1909.08053, Section 3: operators f and g, an all-reduce each; with sequence
+// parallelism Korthikanti et al. 2022, arXiv 2205.05198, Section 4.2.2: g an all-gather and g-bar a reduce-scatter).
+struct TensorComm {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  bool backward = false;        // in the op's backward; else in its forward
+  bool before = false;          // before the op's compute; else after it
+  double bytes_per_sample = 0;  // the buffer S: one sample's full activations (the whole sequence)
+};
+
+// How the ops are split: Megatron's tensor parallelism over `degree` GPUs, with sequence parallelism or not.
+struct TensorSplit {
+  int degree = 1;
+  bool sequence_parallel = false;
 };
 
 struct Op {
@@ -28,10 +45,14 @@ struct Op {
   double backward_fixed_bytes = 0;         // per step, independent of batch (dense embedding grad fill)
   double activation_bytes_per_sample = 0;  // saved for backward
   std::vector<GemmShape> gemms;            // forward GEMMs per sample
+  std::vector<TensorComm> tensor_comms;    // tensor parallelism's collectives around it, in issue order
 };
 
 // Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations.
-std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype);
+// With `split`, each op is what one GPU of the tensor group runs (its FLOPs, bytes, weights and GEMM shapes) with the
+// collectives Megatron places around it; a transformer model only (the loader refuses others).
+std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype,
+                          const TensorSplit& split = {});
 
 int64_t count_parameters(const ModelSpec& model);
 

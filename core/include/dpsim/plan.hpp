@@ -5,11 +5,20 @@
 #include <string>
 #include <vector>
 
+#include "dpsim/groups.hpp"
 #include "dpsim/model.hpp"
 #include "dpsim/scenario.hpp"
 #include "dpsim/sharding.hpp"
 
 namespace dpsim {
+
+// A tensor-parallel collective around an op (model.hpp TensorComm) for the whole micro-batch.
+struct TensorCall {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  bool backward = false;  // in the op's backward; else in its forward
+  bool before = false;    // before the op's compute; else after it
+  double bytes = 0;       // buffer S
+};
 
 struct PlanOp {
   std::string name;
@@ -22,6 +31,7 @@ struct PlanOp {
   std::vector<GemmShape> gemms;    // m already multiplied by the micro-batch
   std::vector<int> grads;          // indices into StepPlan::grads made ready by this op's backward
   bool recompute_forward = false;  // activation_checkpointing full: its forward runs again before its backward
+  std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
 };
 
 struct Grad {
@@ -88,11 +98,17 @@ struct Sharded {
 struct StepPlan {
   std::string scenario;
   int world_size = 1;
+  ParallelDims dims;  // data x tensor (x pipeline) = world_size; dims.shard: HSDP's shard group
   int64_t micro_batch = 1;
   int64_t sequence_length = 1;
   int64_t gradient_accumulation = 1;
-  int64_t parameters = 0;
-  int64_t gradient_bytes = 0;
+  int64_t samples_per_step = 1;  // Scenario::samples_per_step
+  int64_t parameters = 0;      // what one GPU holds (1/t of the split tensors under tensor parallelism)
+  int64_t gradient_bytes = 0;  // of those parameters
+  int64_t model_parameters = 0;  // the whole model's
+  // Model FLOPs of one sample, forward and backward, the whole model (Megatron-LM's count: no recomputation,
+  // causal attention halved; megatron/training/training.py num_floating_point_operations).
+  double model_flops_per_sample = 0;
   std::vector<PlanOp> ops;          // forward order
   std::vector<int> backward_order;  // op indices in backward order
   std::vector<Grad> grads;          // gradient-ready order

@@ -29,6 +29,7 @@ const char* to_string(Mark mark);
 
 // Events between streams: recorded on one stream, waited for on another.
 enum class EventKind {
+  none,            // no event: the input is ready when the call is issued (a blocking call on the compute stream)
   bucket_ready,    // compute: a bucket's gradients are all written
   bucket_done,     // comm: a bucket's all-reduce (zero1: reduce-scatter) is done
   backward_done,   // compute: the synced micro-step's backward is done (no-overlap schedules wait for it)
@@ -41,7 +42,7 @@ enum class EventKind {
 };
 const char* to_string(EventKind kind);
 struct EventRef {
-  EventKind kind = EventKind::bucket_ready;
+  EventKind kind = EventKind::none;
   int index = 0;
   bool operator==(const EventRef&) const = default;
 };

@@ -115,16 +115,23 @@ struct StepResult {
   double backward_s = 0;
   double exposed_comm_s = 0;
   double optimizer_s = 0;
-  double comm_busy_s = 0;        // sum of bucket all-reduce durations
+  double comm_busy_s = 0;        // sum of the durations of the collectives on comm streams (data parallelism's)
+  double tensor_comm_s = 0;      // tensor parallelism's collectives, on the compute stream: all of it exposed
   double no_overlap_step_s = 0;  // compute + all communication, serialized
 
   double samples_per_s = 0;
   double tokens_per_s = 0;
+  double model_flops_per_s_per_gpu = 0;  // Megatron-LM's model FLOPs (docs/metrics.md) per second, per GPU
+  double mfu = 0;                        // model_flops_per_s_per_gpu / the GPU's peak in the training dtype
+  double peak_flops_per_s = 0;           // that peak
   double scaling_efficiency = 0;
   TrainingCost cost;
 
   std::optional<StepBounds> bounds;  // estimate: both ends of the bracket (JSON "bounds"); predict/measure: none
 
+  int data_parallel = 1;
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
   std::string sharding = "none";  // parallelism.sharding as dpsim names it (to_string(Sharding))
   int shard_group = 0;            // HSDP: GPUs per sharding group (parallelism.shard_group); 0: not hybrid
   std::vector<BucketTiming> buckets;

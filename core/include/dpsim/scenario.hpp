@@ -305,6 +305,12 @@ struct Parallelism {
   // consecutive data-parallel GPUs, replicated across the groups (parallelism.shard_group; default: one node).
   bool hybrid = false;
   int shard_group = 0;  // GPUs per sharding group; 0: all data-parallel GPUs (not hybrid)
+  // Megatron-LM's model parallelism (Shoeybi et al. 2019; Korthikanti et al. 2022): parallelism.tensor GPUs split each
+  // transformer block's GEMMs inside a node; sequence_parallel splits the norms and residuals along the sequence too.
+  // The data-parallel degree is the rest of the world (Scenario::data_parallel; parallelism.data is checked).
+  int tensor = 1;
+  bool sequence_parallel = false;
+  int pipeline = 1;
 };
 
 // FSDP's knobs that change the step's timing, with PyTorch's defaults (FullyShardedDataParallel.__init__).
@@ -353,6 +359,12 @@ struct Scenario {
   double tolerance = 0.10;                   // relative, for validate
   std::optional<double> price_per_gpu_hour;  // cluster.price_per_gpu_hour, in the user's currency
   int world_size() const { return topology.world_size(); }
+  // Data-parallel replicas: the GPUs that tensor and pipeline parallelism leave.
+  int data_parallel() const { return world_size() / (parallelism.tensor * parallelism.pipeline); }
+  // Samples one step trains on: micro-batch x accumulation on each data-parallel replica.
+  int64_t samples_per_step() const {
+    return static_cast<int64_t>(data_parallel()) * training.micro_batch * training.gradient_accumulation;
+  }
 };
 
 }  // namespace dpsim

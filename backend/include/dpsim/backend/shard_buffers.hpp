@@ -9,6 +9,8 @@
 // - DeepSpeed's stage 2: the whole weights, the gradients only in DeepSpeed's contiguous bucket buffers (two with
 //   overlap_comm, taken in turn: stage_1_and_2.py:945-948, :2048-2060) and the rank's gradient partition, which the
 //   optimizer reads.
+// - Tensor parallelism: each tensor-group collective in place in `tensor_comm` (an all-gather's input is the rank's
+//   slice of it, a reduce-scatter's output likewise).
 // - FSDP zero2/zero3 (units): per unit, a flat parameter padded to a multiple of the N ranks (FlatParameter's
 //   padding), of which each rank holds a 1/N shard of the weights and of the gradients; the weights are gathered into
 //   `gathered` (zero2: every unit at once, kept from its forward to its backward; zero3: the root's region, kept, and
@@ -26,7 +28,7 @@
 
 namespace dpsim::backend {
 
-enum class Buffer { none, weights, grads, weight_shard, grad_shard, gathered, unit_grads };
+enum class Buffer { none, weights, grads, weight_shard, grad_shard, gathered, unit_grads, tensor_comm };
 const char* to_string(Buffer buffer);
 
 struct Span {
@@ -56,6 +58,7 @@ struct ShardBuffers {
   int64_t weights_numel = 0, grads_numel = 0;            // DDP, zero1, DeepSpeed
   int64_t weight_shard_numel = 0, grad_shard_numel = 0;  // FSDP (DeepSpeed stage 2: its gradient partition)
   int64_t gathered_numel = 0, unit_grads_numel = 0;      // FSDP
+  int64_t tensor_comm_numel = 0;  // tensor parallelism: the largest activation an operator f or g reduces or gathers
   std::vector<int64_t> bucket_base;  // [bucket] -> where its gradients live in `grads` (flat: bucket_offset)
   std::vector<UnitShard> units;
   std::vector<int> unit_of_grad;        // [plan grad] -> unit (FSDP)
@@ -66,14 +69,17 @@ struct ShardBuffers {
   std::vector<int64_t> gathered_at;  // [comm id] -> where an FSDP all-gather lands in `gathered`, -1 other
 
   int64_t numel_held() const {
-    return weights_numel + grads_numel + weight_shard_numel + grad_shard_numel + gathered_numel + unit_grads_numel;
+    return weights_numel + grads_numel + weight_shard_numel + grad_shard_numel + gathered_numel + unit_grads_numel +
+           tensor_comm_numel;
   }
   const CallBuffers& call(const CommCall& c) const;
 };
 
 // `layout` is make_layout's for the same plan; `rank` is the rank's index in the data group of the program's
-// `group_size` ranks (1: a world of one, nothing is sharded away).
-ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, int rank);
+// `group_size` ranks (1: a world of one, nothing is sharded away), `tensor_rank` its index in its tensor group. The
+// tensor group's collectives (Megatron's f and g) run in place in one activation-sized buffer, `tensor_comm`.
+ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, int rank,
+                                int tensor_rank = 0);
 
 // Where a gradient's weights are read and its gradient written, given where each unit was last gathered
 // (`unit_base[u]`: its start in `gathered`; the executor updates it as it issues each unit's all-gather).
