@@ -51,6 +51,8 @@ check measure-sharded 1 "no CUDA device is usable here|this build has no GPU bac
 check inspect-topology-nvls 0 "^2MiB +2097152 +nvls/simple" -- "$dpsim" inspect topology h200-8x-nvswitch --min-bytes 1MiB --max-bytes 4MiB
 check inspect-topology-a100 0 "^8GiB .*ring/simple .* 23[0-4]\.[0-9]{2}$" -- "$dpsim" inspect topology a100-8x-nvswitch --min-bytes 8GiB --max-bytes 8GiB
 check inspect-topology-nodes 0 "4 nodes x 8 = 32" -- "$dpsim" inspect topology h100-ib-rail --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
+# The Megatron-LM 2019 cluster: 32 DGX-2H of 16 V100 SXM3, the 8 EDR NICs bounding it at 100 GB/s per node.
+check inspect-topology-dgx2h 0 "32 nodes x 16 = 512 x Tesla V100-SXM3-32GB-H" -- "$dpsim" inspect topology dgx2h-v100 --min-bytes 1GiB --max-bytes 1GiB
 check inspect-topology-json 0 '"busbw_GBps"' -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 4 --json
 check inspect-topology-too-many 2 "GPU 8 is behind 0 PCIe switches" -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 12
 check inspect-topology-unknown 2 'no topology named "h900" \(shipped: a100-40gb-roce-cluster, a100-4xhdr-cluster' -- "$dpsim" inspect topology h900

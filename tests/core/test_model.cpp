@@ -32,6 +32,16 @@ TEST_CASE("model zoo parameter counts match the published ones") {
   CHECK(count_parameters(load_model(src("models/resnet-50.yaml"))) == 25557032);
 }
 
+TEST_CASE("Megatron-LM's GPT models count the papers' parameters (their equation plus the final LayerNorm)") {
+  // Shoeybi et al. 2019 Table 1: 1.2 and 8.3 billion (V 51,200 padded, 1024 positions).
+  CHECK(count_parameters(load_model(src("models/megatron-lm-2019-1.2b.yaml"))) == 1213479936);
+  CHECK(count_parameters(load_model(src("models/megatron-lm-2019-8.3b.yaml"))) == 8317040640);
+  // Narayanan et al. 2021 equation (2), P = 12lh^2 (1 + 13/(12h) + (V+s)/(12lh)), + 2h:
+  // Table 2's 174.6B, Table 1's 1008.0B.
+  CHECK(count_parameters(load_model(src("models/megatron-gpt3-175b.yaml"))) == 174615846912);
+  CHECK(count_parameters(load_model(src("models/megatron-gpt-1t.yaml"))) == 1008038758400);
+}
+
 TEST_CASE("training FLOPs of a dense transformer are ~6N per token plus attention") {
   const ModelSpec m = load_model(src("models/llama-3.1-8b.yaml"));
   const int64_t T = 2048;
