@@ -43,6 +43,7 @@ CommTiming comm_timing(const CommCall& call, const std::string& stream, double r
 AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program)
     : s_(s),
       plan_(plan),
+      dims_(program.dims),
       cm_(compute_model(s)),
       fabric_(program.classes.empty() ? std::map<GroupKind, FabricSummary>{}
                                       : call_fabrics(s, program, program.classes.front())) {
@@ -71,12 +72,13 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
         fmt::format("{} over the {} group: not a call of this program", to_string(call.kind), to_string(call.group)));
   CallTiming t;
   t.stream = in.stream;
-  t.cost = call_cost(s_, call, it->second);
+  t.moves = group_of(0, call.group, dims_).ranks.size() > 1;  // a group of one rank moves nothing
+  if (t.moves) t.cost = call_cost(s_, call, it->second);
   const auto ready = event_s_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
   double& clock = clock_[static_cast<size_t>(in.stream)];
   t.ready_s = call.inputs_ready.kind == EventKind::none ? clock : ready == event_s_.end() ? 0.0 : ready->second;
   t.start_s = clock;
-  const double seconds = t.cost.time_s + s_.nccl.framework_launch_overhead_s;
+  const double seconds = t.moves ? t.cost.time_s + s_.nccl.framework_launch_overhead_s : 0.0;
   clock += seconds;
   t.end_s = clock;
   (in.stream == StepProgram::kCompute ? blocking_comm_ : comm_busy_) += seconds;

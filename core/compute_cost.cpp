@@ -92,10 +92,16 @@ double score_elements(const PlanOp& op) {
   return static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.batch);
 }
 
+// Eager attention's dropout on the probabilities: forward reads them and writes the result and a one-byte (bool)
+// mask; backward reads the gradient and the mask and writes the gradient. FlashAttention fuses it into its kernel.
+double score_dropout_bytes(const PlanOp& op, const ComputeModel& m) {
+  return op.score_dropout ? 2.0 * m.element_bytes + 1.0 : 0.0;
+}
+
 double attention_forward_seconds(const PlanOp& op, const ComputeModel& m) {
   if (m.attention == AttentionImpl::eager) {
     // Eager computes the whole score matrix (the mask does not skip work) and moves it through HBM.
-    double t = memory_seconds(score_elements(op) * m.eager_score_bytes[0], m);
+    double t = memory_seconds(score_elements(op) * (m.eager_score_bytes[0] + score_dropout_bytes(op, m)), m);
     for (const GemmShape& g : op.gemms) t += gemm_seconds(g, m);
     return t;
   }
@@ -105,7 +111,7 @@ double attention_forward_seconds(const PlanOp& op, const ComputeModel& m) {
 
 double attention_backward_seconds(const PlanOp& op, const ComputeModel& m) {
   if (m.attention == AttentionImpl::eager) {
-    double t = memory_seconds(score_elements(op) * m.eager_score_bytes[1], m);
+    double t = memory_seconds(score_elements(op) * (m.eager_score_bytes[1] + score_dropout_bytes(op, m)), m);
     for (const GemmShape& g : op.gemms)
       for (const GemmShape& b : backward_gemms(g)) t += gemm_seconds(b, m);
     return t;
@@ -172,6 +178,18 @@ double backward_seconds(const PlanOp& op, const ComputeModel& m) {
   }
   const double own = launch_floor(t, 2 * forward_kernels(op), m);
   return op.recompute_forward ? own + forward_seconds(op, m) : own;  // activation checkpointing (core/plan.cpp)
+}
+
+double executed_flops(const PlanOp& op, const ComputeModel& m) {
+  if (op.kind != OpKind::matmul && op.kind != OpKind::attention) return 0;
+  double forward = op.forward_flops;
+  if (op.kind == OpKind::attention && m.attention == AttentionImpl::eager) {  // the whole score matrix, masked or not
+    forward = 0;
+    for (const GemmShape& g : op.gemms) forward += gemm_flops(g);
+  }
+  const double backward = op.kind == OpKind::attention && m.attention == AttentionImpl::eager ? 2 * forward
+                                                                                              : op.backward_flops;
+  return forward * (op.recompute_forward ? 2 : 1) + backward;
 }
 
 double optimizer_seconds(const OptimizerStep& step, const ComputeModel& m) {

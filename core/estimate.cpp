@@ -40,7 +40,11 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.data_parallel = plan.dims.data;
   r.tensor_parallel = plan.dims.tensor;
   r.sequence_parallel = s.parallelism.sequence_parallel;
-  r.peak_flops_per_s = compute_model(s).peak_flops_per_s;
+  const ComputeModel cm = compute_model(s);
+  r.peak_flops_per_s = cm.peak_flops_per_s;
+  r.hardware_flops_per_step_per_gpu = 0;
+  for (const PlanOp& op : plan.ops) r.hardware_flops_per_step_per_gpu += executed_flops(op, cm);
+  r.hardware_flops_per_step_per_gpu *= static_cast<double>(std::max<int64_t>(1, plan.gradient_accumulation));
   r.sharding = to_string(plan.sharded.sharding);
   r.shard_group = plan.sharded.replicas > 1 ? plan.sharded.shards : 0;
   r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
@@ -94,6 +98,8 @@ void fill_throughput(const StepPlan& plan, StepResult& r) {
   r.tokens_per_s = r.samples_per_s * static_cast<double>(plan.sequence_length);
   r.model_flops_per_s_per_gpu = r.samples_per_s * plan.model_flops_per_sample / plan.world_size;
   r.mfu = r.peak_flops_per_s > 0 ? r.model_flops_per_s_per_gpu / r.peak_flops_per_s : 0;
+  r.hardware_flops_per_s_per_gpu = ran ? r.hardware_flops_per_step_per_gpu / r.step_time_s : 0;
+  r.hfu = r.peak_flops_per_s > 0 ? r.hardware_flops_per_s_per_gpu / r.peak_flops_per_s : 0;
 }
 
 Estimate estimate(const Scenario& s, const StepPlan& plan) {
@@ -122,7 +128,7 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   for (size_t i = 0; i < run.calls().size(); ++i) {
     const CallTiming& t = run.calls()[i];
     r.comm.push_back(comm_timing(rank.comms[i], program.streams[static_cast<size_t>(t.stream)], t.ready_s, t.start_s,
-                                 t.end_s, plan.world_size > 1 ? &t.cost : nullptr));
+                                 t.end_s, t.moves ? &t.cost : nullptr));
   }
   e.perfect_overlap_step_s = e.compute_s + r.tensor_comm_s + r.exposed_comm_s;
   e.no_overlap_step_s = e.compute_s + r.tensor_comm_s + r.comm_busy_s;

@@ -45,7 +45,7 @@ ModelFamily parse_family(const YNode& n) {
 TransformerConfig parse_transformer(const YNode& n) {
   n.allow_only({"model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "intermediate_size", "max_position_embeddings", "tie_word_embeddings",
-                "type_vocab_size"});
+                "type_vocab_size", "hidden_dropout", "attention_dropout"});
   TransformerConfig c;
   c.family = parse_family(n.at("model_type"));
   read_hf_dims(n, c);
@@ -56,6 +56,11 @@ TransformerConfig parse_transformer(const YNode& n) {
     if (c.family != ModelFamily::bert)
       v->fail(fmt::format("token-type embeddings are bert's; a {} model has none", n.at("model_type").as_string()));
   }
+  for (auto [key, p] : {std::pair{"hidden_dropout", &c.hidden_dropout}, {"attention_dropout", &c.attention_dropout}})
+    if (auto v = n.get(key)) {
+      *p = v->as_number();
+      if (!(*p >= 0 && *p < 1)) v->fail(fmt::format("a dropout probability is in [0, 1), got {}", *p));
+    }
   if (c.family != ModelFamily::llama && c.max_position_embeddings == 0) {
     n.fail("gpt2 and bert models need max_position_embeddings (learned position embeddings)");
   }

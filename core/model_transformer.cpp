@@ -108,6 +108,22 @@ struct Builder {
     ops.back().backward_bytes_per_sample = ops.back().forward_bytes_per_sample;
   }
 
+  // Dropout over the hidden width (hidden_dropout > 0; Megatron-LM 93ab4bea mpu/transformer.py: after the attention
+  // output projection and the MLP, and on the embedding output): forward reads x and writes the result and a one-byte
+  // (bool) mask, which it keeps for the backward (Korthikanti et al. 2022, Section 4.1: a mask of sbh bytes); backward
+  // reads dY and the mask and writes dX. Replicated over the tensor group, like the residual it feeds.
+  void dropout(const std::string& name) {
+    if (!(c.hidden_dropout > 0)) return;
+    Op op;
+    op.name = name;
+    op.kind = OpKind::elementwise;
+    const double elements = tokens * d() * seq_share();
+    op.forward_bytes_per_sample = elements * (2.0 * act_bytes + 1.0);
+    op.backward_bytes_per_sample = op.forward_bytes_per_sample;
+    op.activation_bytes_per_sample = elements;
+    ops.push_back(std::move(op));
+  }
+
   // A norm over the hidden width: replicated over the tensor group (its weight too), split along the sequence with
   // sequence parallelism.
   void norm(const std::string& name, bool bias) { norm(name, bias, c.hidden_size, c.hidden_size, seq_share()); }
@@ -134,6 +150,7 @@ struct Builder {
     op.gemms.push_back({n, hd, n, heads});  // out = P V per head
     const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
     op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
+    op.score_dropout = c.attention_dropout > 0;
     ops.push_back(std::move(op));
   }
 
@@ -195,6 +212,7 @@ void llama_layer(Builder& b, int64_t i) {
   }
   b.attention_core(p + "self_attn.core", true);
   b.linear(p + "self_attn.o_proj", q, c.hidden_size, c.o_bias, true, Split::row);
+  b.dropout(p + "self_attn.dropout");
   b.norm(p + "post_attention_layernorm", false);  // gemma2: on the attention output; else before the MLP
   b.residual(p + "attn_residual");
   if (c.sandwich_norms) b.norm(p + "pre_feedforward_layernorm", false);
@@ -202,6 +220,7 @@ void llama_layer(Builder& b, int64_t i) {
   b.linear(p + "mlp.up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, false, Split::column);
   b.elementwise(p + "mlp.act_fn", c.intermediate_size / b.t(), {}, 2, 1, 2);  // SiLU(gate) * up (GELU for gemma)
   b.linear(p + "mlp.down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, true, Split::row);
+  b.dropout(p + "mlp.dropout");
   if (c.sandwich_norms) b.norm(p + "post_feedforward_layernorm", false);
   b.residual(p + "mlp_residual");
 }
@@ -213,11 +232,13 @@ void gpt2_layer(Builder& b, int64_t i) {
   b.linear(p + "attn.c_attn", c.hidden_size, 3 * c.hidden_size, true, true, Split::column_entry);
   b.attention_core(p + "attn.core", true);
   b.linear(p + "attn.c_proj", c.hidden_size, c.hidden_size, true, true, Split::row);
+  b.dropout(p + "attn.resid_dropout");
   b.residual(p + "attn_residual");
   b.norm(p + "ln_2", true);
   b.linear(p + "mlp.c_fc", c.hidden_size, c.intermediate_size, true, true, Split::column_entry);
   b.elementwise(p + "mlp.act", c.intermediate_size / b.t(), {}, 1, 1, 1);
   b.linear(p + "mlp.c_proj", c.intermediate_size, c.hidden_size, true, true, Split::row);
+  b.dropout(p + "mlp.dropout");
   b.residual(p + "mlp_residual");
 }
 
@@ -229,11 +250,13 @@ void bert_layer(Builder& b, int64_t i) {
   b.linear(p + "attention.self.value", c.hidden_size, c.hidden_size, true, false, Split::column);
   b.attention_core(p + "attention.self.core", false);
   b.linear(p + "attention.output.dense", c.hidden_size, c.hidden_size, true, true, Split::row);
+  b.dropout(p + "attention.output.dropout");
   b.residual(p + "attention.output.residual");
   b.norm(p + "attention.output.LayerNorm", true);
   b.linear(p + "intermediate.dense", c.hidden_size, c.intermediate_size, true, true, Split::column_entry);
   b.elementwise(p + "intermediate.act", c.intermediate_size / b.t(), {}, 1, 1, 1);
   b.linear(p + "output.dense", c.intermediate_size, c.hidden_size, true, true, Split::row);
+  b.dropout(p + "output.dropout");
   b.residual(p + "output.residual");
   b.norm(p + "output.LayerNorm", true);
 }
@@ -247,11 +270,13 @@ std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_len
   switch (c.family) {
     case ModelFamily::llama:
       b.embedding("embed_tokens", {{"embed_tokens.weight", V * d}}, {});
+      b.dropout("embed_dropout");
       for (int64_t i = 0; i < c.num_layers; ++i) llama_layer(b, i);
       b.norm("norm", false);
       break;
     case ModelFamily::gpt2:
       b.embedding("wte+wpe", {{"wte.weight", V * d}}, {{"wpe.weight", c.max_position_embeddings * d}});
+      b.dropout("drop");
       for (int64_t i = 0; i < c.num_layers; ++i) gpt2_layer(b, i);
       b.norm("ln_f", true);
       break;

@@ -105,6 +105,8 @@ json to_json(const StepResult& r) {
                      {"tokens_per_s", r.tokens_per_s},
                      {"model_flops_per_s_per_gpu", r.model_flops_per_s_per_gpu},
                      {"mfu", r.mfu},
+                     {"hardware_flops_per_s_per_gpu", r.hardware_flops_per_s_per_gpu},
+                     {"hfu", r.hfu},
                      {"peak_flops_per_s", r.peak_flops_per_s}};
   j["scaling_efficiency"] = r.scaling_efficiency;
   cost_to_json(r.cost, j);
@@ -197,6 +199,8 @@ StepResult result_from_json(const json& j) {
     r.tokens_per_s = need(j, "throughput", "tokens_per_s").get<double>();
     r.model_flops_per_s_per_gpu = j.at("throughput").value("model_flops_per_s_per_gpu", 0.0);
     r.mfu = j.at("throughput").value("mfu", 0.0);
+    r.hardware_flops_per_s_per_gpu = j.at("throughput").value("hardware_flops_per_s_per_gpu", 0.0);
+    r.hfu = j.at("throughput").value("hfu", 0.0);
     r.peak_flops_per_s = j.at("throughput").value("peak_flops_per_s", 0.0);
     r.scaling_efficiency = need(j, nullptr, "scaling_efficiency").get<double>();
     r.cost = cost_from_json(j);

@@ -75,6 +75,7 @@ struct CallRun {
   const AlgorithmDescriptor* algorithm = nullptr;
   std::vector<const FlowSpace*> spaces;  // every group of the call's kind runs it at once (all ranks run the program)
   double wire_factor = 1;                // wire bytes per payload byte: 1 / protocol efficiency
+  bool moves = false;                    // its group has more than one rank
   double ready = -1, start = 0, end = 0;
   int stream = 0;
   const CommCall* call = nullptr;
@@ -180,6 +181,7 @@ struct Run final : StepExecutor {
   void probe_patterns() {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CallRun& c = calls[i];
+      if (!c.moves) continue;
       const auto key = probe_key(c, rank->comms[i]);
       if (seconds_per_byte.count(key)) continue;
       const double start = sg4::Engine::get_clock();
@@ -233,7 +235,7 @@ struct Run final : StepExecutor {
     c.start = now();
     c.stream = in.stream;
     const bool blocking = in.stream == StepProgram::kCompute;  // tensor parallelism's: nothing computes beside it
-    if (plan->world_size > 1) {
+    if (c.moves) {
       sg4::Host* cpu = platform->compute_host();
       if (!blocking) ++active_collectives;
       if (!blocking && !synced_backward_done) cpu->set_pstate(1);  // the collective slows the compute beside it
@@ -313,6 +315,7 @@ struct Run final : StepExecutor {
     for (const Instr& in : rank->instrs) {
       if (in.type != Instr::Type::collective) continue;
       const CallRun& c = calls[static_cast<size_t>(in.comm)];
+      if (!c.moves) continue;
       const auto [algorithm, kind, group] = probe_key(c, *c.call);
       if (!seen.insert({in.stream, algorithm, kind, group}).second) continue;
       for (const Flow& f : pattern(c, false, 1.0)) {
@@ -436,7 +439,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   for (const CommCall& call : rank.comms) {
     CallRun c;
     c.kind = call.kind;
-    if (plan.world_size > 1) {
+    c.moves = group_of(0, call.group, program.dims).ranks.size() > 1;  // a group of one rank moves nothing
+    if (c.moves) {
       c.cost = call_cost(scenario, call, fabrics.at(call.group));
       c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
       c.spaces = run.spaces_for(call.group);
@@ -485,12 +489,11 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     const CommCall& call = rank.comms[i];
     if (c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
     r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
-                                 plan.world_size > 1 ? &c.cost : nullptr));
+                                 c.moves ? &c.cost : nullptr));
     if (call.bucket < 0) continue;
     const auto& pb = plan.buckets[static_cast<size_t>(call.bucket)];
     r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
-                         plan.world_size > 1 ? to_string(c.cost.algorithm) : "none",
-                         plan.world_size > 1 ? to_string(c.cost.protocol) : "none"});
+                         c.moves ? to_string(c.cost.algorithm) : "none", c.moves ? to_string(c.cost.protocol) : "none"});
   }
   const double single_gpu_s =
       k * micro + optimizer_seconds(plan.optimizer, run.cm) + memory_seconds(plan.final_copy_bytes, run.cm);

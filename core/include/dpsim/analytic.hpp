@@ -29,6 +29,7 @@ struct CallTiming {
   double start_s = 0;
   double end_s = 0;
   CollectiveCost cost;
+  bool moves = true;  // its group has more than one rank (else nothing is sent and it takes no time)
 };
 
 // A call's entry in the result's comm[]; `cost` null when nothing moves (one GPU): algorithm and protocol "none".
@@ -59,6 +60,7 @@ class AnalyticExecutor final : public StepExecutor {
   void advance(const Instr& instr, double seconds);
   const Scenario& s_;
   const StepPlan& plan_;
+  ParallelDims dims_;
   ComputeModel cm_;
   std::map<GroupKind, FabricSummary> fabric_;  // call_fabrics of the program's first rank class
   std::vector<double> clock_;

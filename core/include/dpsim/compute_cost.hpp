@@ -34,6 +34,10 @@ struct ComputeModel {
 ComputeModel compute_model(const Scenario& scenario);
 double forward_seconds(const PlanOp& op, const ComputeModel& model);
 double backward_seconds(const PlanOp& op, const ComputeModel& model);
+// The FLOPs a GPU runs for one micro-batch of the op's matmuls and attention, forward, recomputed forward and
+// backward, with the attention as its kernel computes it (eager: the whole score matrix): hardware FLOPs, the count
+// Megatron-LM's papers report (Narayanan et al. 2021 eq. 3 counts the recomputed forward).
+double executed_flops(const PlanOp& op, const ComputeModel& model);
 double memory_seconds(double bytes, const ComputeModel& model);
 // One GEMM {m, n, k, batch}: a calibrated efficiency for its shape where measured, else the shape model.
 double gemm_seconds(const GemmShape& gemm, const ComputeModel& model);

@@ -46,6 +46,7 @@ struct Op {
   double activation_bytes_per_sample = 0;  // saved for backward
   std::vector<GemmShape> gemms;            // forward GEMMs per sample
   std::vector<TensorComm> tensor_comms;    // tensor parallelism's collectives around it, in issue order
+  bool score_dropout = false;              // attention: dropout on the probabilities (a pass over them when eager)
 };
 
 // Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations.

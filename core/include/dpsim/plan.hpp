@@ -32,6 +32,7 @@ struct PlanOp {
   std::vector<int> grads;          // indices into StepPlan::grads made ready by this op's backward
   bool recompute_forward = false;  // activation_checkpointing full: its forward runs again before its backward
   std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
+  bool score_dropout = false;            // attention: dropout on its probabilities (model.hpp Op)
 };
 
 struct Grad {

@@ -124,6 +124,11 @@ struct StepResult {
   double model_flops_per_s_per_gpu = 0;  // Megatron-LM's model FLOPs (docs/metrics.md) per second, per GPU
   double mfu = 0;                        // model_flops_per_s_per_gpu / the GPU's peak in the training dtype
   double peak_flops_per_s = 0;           // that peak
+  // The FLOPs each GPU runs in matmuls and attention (recomputation included) per second: Megatron-LM's papers'
+  // "achieved teraFLOP/s per GPU" (compute_cost.hpp executed_flops), and its share of the peak (PaLM's HFU).
+  double hardware_flops_per_s_per_gpu = 0;
+  double hfu = 0;
+  double hardware_flops_per_step_per_gpu = 0;  // not serialized: fill_common's, for fill_throughput
   double scaling_efficiency = 0;
   TrainingCost cost;
 

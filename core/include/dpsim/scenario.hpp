@@ -231,6 +231,10 @@ struct TransformerConfig {
   bool mlp_bias = false;        // biases on gate, up and down projections (llama's mlp_bias)
   bool qk_norm = false;         // qwen3: RMSNorm over head_dim on queries and keys
   bool sandwich_norms = false;  // gemma2: norms after attention and after the MLP too (4 per layer)
+  // Dropout probabilities (Megatron-LM's --hidden-dropout and --attention-dropout): hidden on the embedding output and
+  // on each attention and MLP output, attention on the attention probabilities. 0: no dropout op.
+  double hidden_dropout = 0;
+  double attention_dropout = 0;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
 };
