@@ -1,6 +1,7 @@
 #include "dpsim/sweep/plot.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -272,15 +273,22 @@ std::vector<fs::path> memory(const Table& t, const fs::path& out) {
 }
 
 std::vector<fs::path> breakdown(const Table& t, const fs::path& out) {
-  std::string data = "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits\n";
+  // Tensor-parallel communication is a bar of its own where the sweep has any (results.csv files from before it
+  // have no tensor_comm_s column: none).
+  bool tensor = false;
+  for (const auto& r : t.rows) tensor |= r.count("tensor_comm_s") && !r.at("tensor_comm_s").empty() && ms(r.at("tensor_comm_s")) > 0;
+  std::string data = "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits tensor_comm_ms\n";
   for (const auto& r : t.rows) {
-    data += fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {}\n", quoted(values(r, t.axes)), ms(r.at("forward_s")),
-                        ms(r.at("backward_s")), ms(r.at("exposed_comm_s")), ms(r.at("optimizer_s")),
-                        ms(r.at("step_time_s")), fits(r));
+    data += fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {} {:.6g}\n", quoted(values(r, t.axes)),
+                        ms(r.at("forward_s")), ms(r.at("backward_s")), ms(r.at("exposed_comm_s")),
+                        ms(r.at("optimizer_s")), ms(r.at("step_time_s")), fits(r),
+                        tensor ? ms(r.at("tensor_comm_s")) : 0.0);
   }
   write_file_atomic(out / "breakdown.dat", data);
   std::string plot =
-      "plot 'breakdown.dat' using 2:xtic(1) title 'forward (forward_s)', '' using 3 title 'backward (backward_s)', "
+      "plot 'breakdown.dat' using 2:xtic(1) title 'forward (forward_s)', '' using 3 title 'backward (backward_s)', ";
+  if (tensor) plot += "'' using 8 title 'tensor-parallel communication, blocking (tensor_comm_s)', ";
+  plot +=
       "'' using 4 title 'exposed communication, not hidden by the backward (exposed_comm_s)', "
       "'' using 5 title 'optimizer (optimizer_s)'";
   if (any_misfit(t)) plot += misfit_series("breakdown.dat", "0", "$6", 7);
@@ -335,10 +343,17 @@ std::vector<fs::path> plot_sweep(const fs::path& results_csv, const fs::path& ou
                             std::find(t.axes.begin(), t.axes.end(), "parallelism.shard_group") != t.axes.end();
   const bool has_memory = !t.rows.empty() && t.rows.front().count("memory_bytes_per_gpu") &&
                           !t.rows.front().at("memory_bytes_per_gpu").empty();
+  // The scaling plot's x axis is the world size: a sweep at one world size (a tensor-degree sweep on one cluster) gets
+  // no scaling plot unless asked for.
+  std::set<std::string> worlds;
+  for (const auto& r : t.rows)
+    if (r.count("world_size") && !r.at("world_size").empty()) worlds.insert(r.at("world_size"));
   std::vector<std::string> want = kinds;
-  if (want.empty())
-    want = has_buckets ? std::vector<std::string>{"scaling", "breakdown", "buckets"}
-                       : std::vector<std::string>{"scaling", "breakdown"};
+  if (want.empty()) {
+    if (worlds.size() != 1) want.push_back("scaling");
+    want.push_back("breakdown");
+    if (has_buckets) want.push_back("buckets");
+  }
   if (kinds.empty() && has_sharding && has_memory) want.push_back("memory");
   if (kinds.empty() && has_cost) want.push_back("cost");
   std::vector<fs::path> files;

@@ -39,6 +39,10 @@ const std::vector<std::pair<const char*, const char*>> kFigures = {
     {"cost_per_million_tokens", "/cost/per_million_tokens"},
     {"cost_to_train", "/cost/to_train"},
     {"time_to_train_s", "/time_to_train_s"},
+    {"tensor", "/parallelism/tensor"},
+    {"tensor_comm_s", "/step/tensor_comm_s"},
+    {"model_flops_per_s_per_gpu", "/throughput/model_flops_per_s_per_gpu"},
+    {"mfu", "/throughput/mfu"},
 };
 
 std::string csv_field(std::string text) {
