@@ -129,11 +129,46 @@ int parse_tensor(const YNode& v, const Topology& t, const ModelSpec& model) {
   return degree;
 }
 
+// parallelism.pipeline, schedule, virtual_stages, pipeline_layers: the stages must hold the world and the blocks
+// (core/pipeline_schedule.cpp split_layers, Megatron's rules; the micro-batch rule is checked with the training block).
+void parse_pipeline(const YNode& n, const Topology& t, const ModelSpec& model, Parallelism& p) {
+  if (auto v = n.get("pipeline")) {
+    const auto stages = static_cast<int>(v->as_int(-(1 << 24), 1 << 24));
+    if (stages < 1) v->fail(fmt::format("the pipeline needs at least 1 stage, got {}", stages));
+    if (t.world_size() % (stages * p.tensor) != 0)
+      v->fail(fmt::format("{} stages x tensor {} do not divide the cluster's {} GPUs", stages, p.tensor,
+                          t.world_size()));
+    if (stages > 1 && !model.transformer)
+      v->fail(fmt::format("{} is given as explicit layers; pipeline stages split a transformer's blocks", model.name));
+    p.pipeline = stages;
+  }
+  if (auto v = n.get("schedule"))
+    p.schedule = v->as_enum<PipelineSchedule>({{"gpipe", PipelineSchedule::gpipe},
+                                               {"1f1b", PipelineSchedule::one_f_one_b},
+                                               {"interleaved_1f1b", PipelineSchedule::interleaved_one_f_one_b}});
+  if (auto v = n.get("virtual_stages")) p.virtual_stages = static_cast<int>(v->as_int(1, 1 << 16));
+  if (auto v = n.get("pipeline_layers")) {
+    if (!v->is_sequence()) v->fail("a list of transformer blocks per virtual stage, in model order");
+    for (size_t i = 0; i < v->size(); ++i) p.pipeline_layers.push_back(static_cast<int>((*v)[i].as_int(0, 1 << 20)));
+  }
+  if (p.pipeline == 1 && (n.has("schedule") || n.has("virtual_stages") || n.has("pipeline_layers"))) {
+    const char* key = n.has("schedule") ? "schedule" : n.has("virtual_stages") ? "virtual_stages" : "pipeline_layers";
+    n.at(key).fail("applies to pipeline parallelism: give parallelism.pipeline > 1");
+  }
+  if (p.pipeline == 1) return;
+  try {
+    split_layers(static_cast<int>(model.transformer->num_layers), p.pipeline, p.virtual_stages, p.pipeline_layers);
+  } catch (const InputError& e) {
+    n.at(n.has("pipeline_layers") ? "pipeline_layers" : "pipeline").fail(e.what());
+  }
+}
+
 // parallelism: data-parallel sharding. The FSDP names map to the ZeRO stage they implement (api.py docstring);
 // HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are zero3 and zero2 inside each shard group, replicated across the groups.
 // Tensor parallelism takes `tensor` GPUs of each node; the data-parallel degree is the rest of the world.
 Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec& model) {
-  n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "pipeline"});
+  n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "pipeline", "schedule",
+                "virtual_stages", "pipeline_layers"});
   Parallelism p;
   if (auto v = n.get("tensor")) p.tensor = parse_tensor(*v, t, model);
   if (auto v = n.get("sequence_parallel")) {
@@ -142,10 +177,8 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
       v->fail("sequence parallelism splits the tensor-parallel group's norms along the sequence; it needs "
               "parallelism.tensor > 1");
   }
-  if (auto v = n.get("pipeline")) {
-    if (v->as_int(-(1 << 24), 1 << 24) != 1) v->fail("pipeline parallelism is not modelled yet; give 1");
-  }
-  const int world = t.world_size() / p.tensor;
+  parse_pipeline(n, t, model, p);
+  const int world = t.world_size() / (p.tensor * p.pipeline);
   if (auto v = n.get("data")) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
       v->fail(p.tensor == 1 ? fmt::format("data-parallel GPUs must be the cluster's {}; give auto or {}", world, world)
@@ -427,7 +460,17 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
                           s.model.name));
   s.topology = load_cluster(root.at("cluster"), dir);
   if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();
-  if (auto v = root.get("parallelism")) s.parallelism = parse_parallelism(*v, s.topology, s.model);
+  if (auto v = root.get("parallelism")) {
+    s.parallelism = parse_parallelism(*v, s.topology, s.model);
+    if (s.parallelism.pipeline > 1) {  // micro-batches per pipeline: training.gradient_accumulation
+      try {
+        check_pipeline_schedule(s.parallelism.schedule, s.parallelism.pipeline,
+                                static_cast<int>(s.training.gradient_accumulation), s.parallelism.virtual_stages);
+      } catch (const InputError& e) {
+        v->at(v->has("schedule") ? "schedule" : "pipeline").fail(e.what());
+      }
+    }
+  }
   if (auto v = root.get("fsdp")) {
     s.fsdp = parse_fsdp(*v, s.parallelism.sharding);
     check_fsdp_wrap(s, *v);

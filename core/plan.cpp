@@ -175,11 +175,25 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.overlap_comm = sh.deepspeed && s.zero_optimization->overlap_comm;
   if (!sh.deepspeed && (sh.sharding == Sharding::zero2 || sh.sharding == Sharding::zero3))
     sh.units = fsdp_units(s, ops);
-  // Each rank updates its 1/N of the optimizer state and master weights.
-  const auto n = static_cast<double>(sh.shards);
-  plan.optimizer.parameters = static_cast<int64_t>(std::ceil(static_cast<double>(plan.optimizer.parameters) / n));
-  plan.optimizer.bytes /= n;
 }
+
+// The optimizer step over `parameters` in `tensors` tensors; sharded, each rank updates its 1/N of the optimizer state
+// and master weights.
+OptimizerStep optimizer_step(const Scenario& s, int64_t parameters, int64_t tensors, const Sharded& sh) {
+  const Training& t = s.training;
+  OptimizerStep o;
+  o.parameters = parameters;
+  o.tensors = tensors;
+  o.bytes = static_cast<double>(parameters) *
+            optimizer_bytes_per_parameter(t.optimizer, t.optimizer_impl, t.param_dtype, t.grad_dtype);
+  o.kernels = optimizer_kernels(t.optimizer, t.optimizer_impl, t.param_dtype, tensors);
+  if (sh.sharding == Sharding::none) return o;
+  const auto n = static_cast<double>(sh.shards);
+  o.parameters = static_cast<int64_t>(std::ceil(static_cast<double>(o.parameters) / n));
+  o.bytes /= n;
+  return o;
+}
+
 
 // zero3 holds at most two units' full weights at once (FSDP's limit_all_gathers: the one computing and the one
 // prefetched, three with forward_prefetch; without the limit, or with reshard_after_forward false, every unit may be
@@ -211,21 +225,27 @@ double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& pa
 // of fsdp_unit_of: layers.N, h.N, encoder.layer.N) keeps only its input, sequence x hidden activations per sample,
 // and runs its forward again at the start of its backward, so at most one block's own activations exist at once.
 // The ops outside the blocks (embedding, final norm, head, loss) keep theirs.
-double saved_activation_bytes(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan) {
+// What one micro-batch keeps for the backward of the ops `in` selects: `kept` per micro-batch in flight, and the
+// `largest` block's own activations, which full recomputation holds once (while that block recomputes).
+struct KeptActivations {
+  double kept = 0;
+  double largest = 0;
+};
+
+template <typename In>
+KeptActivations kept_activations(const Scenario& s, const std::vector<Op>& ops, const StepPlan& plan, In in) {
   const auto mb = static_cast<double>(s.training.micro_batch);
   double outside = 0;
   std::map<std::string, double> blocks;
   for (size_t i = 0; i < ops.size(); ++i) {
-    const std::string block =
-        s.training.activation_checkpointing == ActivationCheckpointing::full ? fsdp_unit_of(ops[i].name) : "";
-    if (block.empty()) {
+    if (!in(static_cast<int>(i))) continue;
+    if (!plan.ops[i].recompute_forward) {
       outside += ops[i].activation_bytes_per_sample;
       continue;
     }
-    blocks[block] += ops[i].activation_bytes_per_sample;
-    plan.ops[i].recompute_forward = true;
+    blocks[fsdp_unit_of(ops[i].name)] += ops[i].activation_bytes_per_sample;
   }
-  if (blocks.empty()) return outside * mb;
+  if (blocks.empty()) return {outside * mb, 0.0};
   // Each block's input: replicated over the tensor group, or split along the sequence with sequence parallelism
   // (Korthikanti et al. 2022, Section 4: full recomputation keeps 2sbh, or 2sbh/t).
   const double sequence_share = s.parallelism.sequence_parallel ? 1.0 / s.parallelism.tensor : 1.0;
@@ -234,7 +254,63 @@ double saved_activation_bytes(const Scenario& s, const std::vector<Op>& ops, Ste
                        sequence_share;
   double largest = 0;
   for (const auto& [name, bytes] : blocks) largest = std::max(largest, bytes);
-  return (outside + static_cast<double>(blocks.size()) * input + largest) * mb;
+  return {(outside + static_cast<double>(blocks.size()) * input) * mb, largest * mb};
+}
+
+// training.activation_checkpointing full marks each transformer block's ops to run their forward again at the start
+// of the block's backward (Korthikanti et al. 2022, arXiv 2205.05198, Section 4, "full activation recomputation";
+// torch.utils.checkpoint around each block, as Composer's fsdp_config.activation_checkpointing wraps every FSDP unit):
+// the blocks (the unit names of fsdp_unit_of: layers.N, h.N, encoder.layer.N) keep only their input. The ops outside
+// the blocks (embedding, final norm, head, loss) keep theirs.
+void mark_recomputation(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan) {
+  if (s.training.activation_checkpointing != ActivationCheckpointing::full) return;
+  for (size_t i = 0; i < ops.size(); ++i) plan.ops[i].recompute_forward = !fsdp_unit_of(ops[i].name).empty();
+}
+
+// The transformer block an op belongs to (layers.N, h.N, encoder.layer.N: N), or -1 outside the blocks.
+int block_index(const std::string& op_name) {
+  const std::string block = fsdp_unit_of(op_name);
+  return block.empty() ? -1 : std::stoi(block.substr(block.rfind('.') + 1));
+}
+
+// Each op's virtual stage: the blocks as split_layers splits them, what precedes the first block (the embedding) on
+// the first, what follows the last (final norm, head, loss) on the last.
+std::vector<int> virtual_stages_of(const Scenario& s, const std::vector<Op>& ops) {
+  const Parallelism& par = s.parallelism;
+  const int vstages = par.pipeline * par.virtual_stages;
+  const auto layers = split_layers(static_cast<int>(s.model.transformer->num_layers), par.pipeline,
+                                   par.virtual_stages, par.pipeline_layers);
+  std::vector<int> vstage_of_block;
+  for (int v = 0; v < vstages; ++v) vstage_of_block.insert(vstage_of_block.end(), static_cast<size_t>(layers[v]), v);
+  std::vector<int> out(ops.size(), 0);
+  bool past_blocks = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const int b = block_index(ops[i].name);
+    if (b >= 0) {
+      out[i] = vstage_of_block.at(static_cast<size_t>(b));
+      past_blocks = b == static_cast<int>(vstage_of_block.size()) - 1;
+    } else {
+      out[i] = past_blocks ? vstages - 1 : 0;
+    }
+  }
+  return out;
+}
+
+// The pipeline: each op's virtual stage, the schedule, the activations crossing a stage boundary.
+PipelinePlan pipeline_plan(const Scenario& s, const std::vector<Op>& ops) {
+  const Parallelism& par = s.parallelism;
+  PipelinePlan p;
+  p.schedule = par.schedule;
+  p.stages = par.pipeline;
+  p.virtual_stages = par.virtual_stages;
+  p.micro_batches = static_cast<int>(std::max<int64_t>(1, s.training.gradient_accumulation));
+  if (p.stages == 1) return p;
+  p.virtual_stage_of_op = virtual_stages_of(s, ops);
+  const double sequence = static_cast<double>(s.training.sequence_length) /
+                          (par.sequence_parallel ? static_cast<double>(par.tensor) : 1.0);
+  p.boundary_bytes = static_cast<double>(s.training.micro_batch) * sequence *
+                     static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype);
+  return p;
 }
 
 }  // namespace
@@ -253,11 +329,12 @@ StepPlan make_step_plan(const Scenario& s) {
   plan.sequence_length = s.training.sequence_length;
   plan.gradient_accumulation = s.training.gradient_accumulation;
   plan.samples_per_step = s.samples_per_step();
-  plan.dims = {s.data_parallel(), s.parallelism.tensor, 1, s.parallelism.hybrid ? s.parallelism.shard_group : 0};
+  plan.dims = {s.data_parallel(), s.parallelism.tensor, s.parallelism.pipeline,
+               s.parallelism.hybrid ? s.parallelism.shard_group : 0};
   check_dims(plan.dims);
   if (plan.dims.world() != plan.world_size)
-    throw InputError(fmt::format("{}: data {} x tensor {} is not the world of {}", s.name, plan.dims.data,
-                                 plan.dims.tensor, plan.world_size));
+    throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name,
+                                 plan.dims.data, plan.dims.tensor, plan.dims.pipeline, plan.world_size));
   const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype,
                              {s.parallelism.tensor, s.parallelism.sequence_parallel});
   for (const Op& op : build_ops(s.model, s.training.sequence_length, s.training.param_dtype)) {
@@ -267,7 +344,8 @@ StepPlan make_step_plan(const Scenario& s) {
   }
   const int grad_bytes = dtype_bytes(s.training.grad_dtype);
   for (const auto& op : ops) plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
-  const double activations = saved_activation_bytes(s, ops, plan);
+  mark_recomputation(s, ops, plan);
+  plan.pipeline = pipeline_plan(s, ops);
   for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) plan.backward_order.push_back(i);
 
   const Sharding sharding = s.parallelism.sharding;
@@ -298,20 +376,30 @@ StepPlan make_step_plan(const Scenario& s) {
   std::vector<int> position(ops.size());
   for (size_t k = 0; k < plan.backward_order.size(); ++k)
     position[static_cast<size_t>(plan.backward_order[k])] = static_cast<int>(k);
-  const auto groups = !bucketed   ? std::vector<std::vector<int>>{}
-                      : deepspeed ? deepspeed_bucket_grads(s, plan.grads)
-                      : s.ddp.first_iteration
-                          ? std::vector<std::vector<int>>{}
-                          : assign_buckets(ready_bytes, s.ddp.first_bucket_bytes, s.ddp.bucket_cap_bytes);
-  std::vector<std::vector<int>> bucket_grads = groups;
-  if (bucketed && !deepspeed && s.ddp.first_iteration &&
-      !plan.grads.empty()) {  // iteration 0: one bucket for everything
-    bucket_grads.emplace_back();
-    for (size_t i = 0; i < plan.grads.size(); ++i) bucket_grads.back().push_back(static_cast<int>(i));
+  // Each pipeline stage buckets its own gradients (its data-parallel groups reduce them), stage by stage.
+  std::vector<std::vector<int>> bucket_grads;
+  for (int stage = 0; stage < plan.pipeline.stages; ++stage) {
+    std::vector<int> mine;  // the stage's gradients, in ready order
+    for (size_t g = 0; g < plan.grads.size(); ++g)
+      if (plan.pipeline.stage_of(plan.grads[g].op) == stage) mine.push_back(static_cast<int>(g));
+    std::vector<int64_t> mine_bytes;
+    for (int g : mine) mine_bytes.push_back(ready_bytes[static_cast<size_t>(g)]);
+    const auto groups = !bucketed   ? std::vector<std::vector<int>>{}
+                        : deepspeed ? deepspeed_bucket_grads(s, plan.grads)
+                        : s.ddp.first_iteration
+                            ? std::vector<std::vector<int>>{}
+                            : assign_buckets(mine_bytes, s.ddp.first_bucket_bytes, s.ddp.bucket_cap_bytes);
+    for (const auto& group : groups) {
+      bucket_grads.emplace_back();
+      for (int i : group) bucket_grads.back().push_back(deepspeed ? i : mine[static_cast<size_t>(i)]);
+    }
+    if (bucketed && !deepspeed && s.ddp.first_iteration && !mine.empty())  // iteration 0: one bucket for everything
+      bucket_grads.push_back(mine);
   }
   for (const auto& members : bucket_grads) {
     Bucket b;
     b.index = static_cast<int>(plan.buckets.size());
+    b.stage = members.empty() ? 0 : plan.pipeline.stage_of(plan.grads[static_cast<size_t>(members.front())].op);
     b.grads = members;
     for (int g : members) {
       b.bytes += plan.grads[static_cast<size_t>(g)].bytes;
@@ -322,24 +410,55 @@ StepPlan make_step_plan(const Scenario& s) {
     plan.buckets.push_back(std::move(b));
   }
 
-  if (bucketed && !deepspeed && !s.ddp.gradient_as_bucket_view)
-    plan.final_copy_bytes = 2.0 * static_cast<double>(plan.gradient_bytes);
-  plan.optimizer.parameters = plan.parameters;
-  plan.optimizer.tensors = static_cast<int64_t>(plan.grads.size());
-  const Training& t = s.training;
-  plan.optimizer.bytes = static_cast<double>(plan.parameters) *
-                         optimizer_bytes_per_parameter(t.optimizer, t.optimizer_impl, t.param_dtype, t.grad_dtype);
-  plan.optimizer.kernels = optimizer_kernels(t.optimizer, t.optimizer_impl, t.param_dtype, plan.optimizer.tensors);
   plan_sharding(s, ops, plan);
+  // What each stage holds, updates and keeps; the plan's own figures are the stage that needs the most memory.
   const ModelStateParts parts = model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
-  plan.memory.model_state_bytes =
-      sharded_model_state_bytes(static_cast<double>(plan.parameters), parts, sharding, plan.sharded.shards);
-  plan.memory.ddp_buffer_bytes = deepspeed                                    ? deepspeed_bucket_buffer_bytes(s)
-                                 : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(plan.gradient_bytes)
-                                                                              : 0.0;
-  plan.memory.activation_bytes = s.training.activations ? activations : 0.0;
-  plan.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts);
+  const auto slots = pipeline_schedule(plan.pipeline.schedule, plan.pipeline.stages, plan.pipeline.micro_batches,
+                                       plan.pipeline.virtual_stages);
+  for (int stage = 0; stage < plan.pipeline.stages; ++stage) {
+    StageNeed need;
+    int64_t tensors = 0, grad_bytes_held = 0;
+    for (const Grad& g : plan.grads)
+      if (plan.pipeline.stage_of(g.op) == stage) need.parameters += g.numel, grad_bytes_held += g.bytes, ++tensors;
+    if (bucketed && !deepspeed && !s.ddp.gradient_as_bucket_view)
+      need.final_copy_bytes = 2.0 * static_cast<double>(grad_bytes_held);
+    need.optimizer = optimizer_step(s, need.parameters, tensors, plan.sharded);
+    need.memory.model_state_bytes =
+        sharded_model_state_bytes(static_cast<double>(need.parameters), parts, sharding, plan.sharded.shards);
+    need.memory.ddp_buffer_bytes = deepspeed ? deepspeed_bucket_buffer_bytes(s)
+                                   : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(grad_bytes_held)
+                                                                                : 0.0;
+    need.in_flight = plan.pipeline.stages > 1 ? max_in_flight(slots[static_cast<size_t>(stage)]) : 1;
+    double kept = 0, largest = 0;
+    for (int chunk = 0; chunk < plan.pipeline.virtual_stages; ++chunk) {
+      const auto a = kept_activations(s, ops, plan, [&](int o) {
+        return plan.pipeline.stage_of(o) == stage && plan.pipeline.chunk_of(o) == chunk;
+      });
+      kept = std::max(kept, a.kept);
+      largest = std::max(largest, a.largest);
+    }
+    need.memory.activation_bytes = s.training.activations ? kept * need.in_flight + largest : 0.0;
+    need.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts);
+    plan.pipeline.stage.push_back(need);
+  }
+  const auto most = std::max_element(plan.pipeline.stage.begin(), plan.pipeline.stage.end(),
+                                     [](const StageNeed& a, const StageNeed& b) {
+                                       return a.memory.total_bytes() < b.memory.total_bytes();
+                                     });
+  plan.optimizer = most->optimizer;
+  plan.final_copy_bytes = most->final_copy_bytes;
+  plan.memory = most->memory;
   return plan;
+}
+
+const OptimizerStep& optimizer_of(const StepPlan& plan, int stage) {
+  if (stage < 0 || plan.pipeline.stages == 1) return plan.optimizer;
+  return plan.pipeline.stage.at(static_cast<size_t>(stage)).optimizer;
+}
+
+double final_copy_bytes_of(const StepPlan& plan, int stage) {
+  if (stage < 0 || plan.pipeline.stages == 1) return plan.final_copy_bytes;
+  return plan.pipeline.stage.at(static_cast<size_t>(stage)).final_copy_bytes;
 }
 
 }  // namespace dpsim

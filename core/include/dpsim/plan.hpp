@@ -45,6 +45,7 @@ struct Grad {
 
 struct Bucket {
   int index = 0;
+  int stage = 0;  // the pipeline stage whose gradients it holds
   std::vector<int> grads;  // in ready order
   int64_t bytes = 0;
   int ready_after_backward_op = 0;  // position in StepPlan::backward_order after which it is complete
@@ -96,6 +97,36 @@ struct Sharded {
   double shard_bytes(const ShardUnit& u) const;  // HSDP: the reduce-scattered shard all-reduced across replicas
 };
 
+// One pipeline stage (a GPU's share of the pipeline): what it holds, updates and keeps in flight.
+struct StageNeed {
+  int64_t parameters = 0;  // of the stage's ops, on one GPU (1/t of the split tensors)
+  OptimizerStep optimizer;
+  MemoryNeed memory;
+  double final_copy_bytes = 0;  // its buckets copied back into the gradients (no bucket views)
+  int in_flight = 1;            // micro-batch chunks whose activations it holds at once (pipeline_schedule.hpp)
+};
+
+// Pipeline parallelism (Narayanan et al. 2021): the ops' virtual stages, the schedule, the activations sent between
+// stages. stages = 1: no pipeline (every op on the one stage).
+struct PipelinePlan {
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int stages = 1;
+  int virtual_stages = 1;
+  int micro_batches = 1;
+  std::vector<int> virtual_stage_of_op;  // per op: chunk x stages + stage (pipeline_schedule.hpp virtual_stage)
+  // Bytes one GPU sends to the next stage per micro-batch (and its gradient back): micro-batch x sequence x hidden in
+  // the activation dtype, the sequence split over the tensor group with sequence parallelism (Megatron-LM
+  // megatron/core/pipeline_parallel/schedules.py get_tensor_shapes, lines 2137-2143 at d98e8a6).
+  double boundary_bytes = 0;
+  std::vector<StageNeed> stage;  // per stage
+  int stage_of(int op) const {
+    return virtual_stage_of_op.empty() ? 0 : virtual_stage_of_op[static_cast<size_t>(op)] % stages;
+  }
+  int chunk_of(int op) const {
+    return virtual_stage_of_op.empty() ? 0 : virtual_stage_of_op[static_cast<size_t>(op)] / stages;
+  }
+};
+
 struct StepPlan {
   std::string scenario;
   int world_size = 1;
@@ -118,7 +149,12 @@ struct StepPlan {
   MemoryNeed memory;
   double final_copy_bytes = 0;  // bucket -> grad copy after the last all-reduce (no bucket views)
   Sharded sharded;
+  PipelinePlan pipeline;  // with pipeline stages, optimizer/memory/final_copy_bytes above are the largest stage's
 };
+
+// What stage `stage` of the plan updates and copies back (-1, or no pipeline: the plan's own).
+const OptimizerStep& optimizer_of(const StepPlan& plan, int stage);
+double final_copy_bytes_of(const StepPlan& plan, int stage);
 
 StepPlan make_step_plan(const Scenario& scenario);
 

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "dpsim/pipeline_schedule.hpp"
+
 namespace dpsim {
 
 enum class Dtype { bf16, fp16, fp32 };
@@ -314,7 +316,13 @@ struct Parallelism {
   // The data-parallel degree is the rest of the world (Scenario::data_parallel; parallelism.data is checked).
   int tensor = 1;
   bool sequence_parallel = false;
+  // Pipeline parallelism (Narayanan et al. 2021): `pipeline` stages, each `virtual_stages` model chunks (interleaved
+  // 1F1B), run in `schedule`'s order over training.gradient_accumulation micro-batches; transformer blocks split evenly
+  // or as `pipeline_layers` lists them (one entry per virtual stage, in model order).
   int pipeline = 1;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int virtual_stages = 1;
+  std::vector<int> pipeline_layers;
 };
 
 // FSDP's knobs that change the step's timing, with PyTorch's defaults (FullyShardedDataParallel.__init__).
