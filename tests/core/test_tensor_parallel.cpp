@@ -247,8 +247,8 @@ TEST_CASE("sequence parallelism: each all-reduce becomes an all-gather and a red
   using K = CollectiveKind;
   for (const char* entry : {"attn.c_attn", "mlp.c_fc"}) {
     INFO(entry);
-    CHECK(seen[{entry, K::all_gather, false, true}] == 1);       // forward: gather the sequence before the GEMM
-    CHECK(seen[{entry, K::reduce_scatter, true, false}] == 1);   // backward: reduce-scatter its input gradient
+    CHECK(seen[{entry, K::all_gather, false, true}] == 1);      // forward: gather the sequence before the GEMM
+    CHECK(seen[{entry, K::reduce_scatter, true, false}] == 1);  // backward: reduce-scatter its input gradient
   }
   for (const char* exit : {"attn.c_proj", "mlp.c_proj"}) {
     INFO(exit);
@@ -264,12 +264,41 @@ TEST_CASE("sequence parallelism: each all-reduce becomes an all-gather and a red
   for (const Placed& p : loss) CHECK(p.bytes == static_cast<double>(T) * 4);
 }
 
+TEST_CASE("sequence parallelism: the embedding's output is split along the sequence and its gradient gathered back") {
+  // Megatron-LM d98e8a6 megatron/core/models/common/embeddings/language_model_embedding.py: reduce_scatter_embeddings
+  // only without a position or token-type table; else an all-reduce, then scatter_to_sequence_parallel_region. Both
+  // backwards all-gather the sequence-split gradient (mappings.py, _ReduceScatterToSequenceParallelRegion.backward
+  // and _ScatterToSequenceParallelRegion.backward: _gather_along_first_dim).
+  struct Case {
+    const char* model;
+    const char* embedding;
+    int64_t seq, hidden;
+    int t;
+    CollectiveKind forward;
+  };
+  for (const Case& k : {Case{"models/llama-3.1-8b.yaml", "embed_tokens", 2048, 4096, 8, CollectiveKind::reduce_scatter},
+                        Case{"models/gpt2-1.5b.yaml", "wte+wpe", 1024, 1600, 5, CollectiveKind::all_reduce}}) {
+    INFO(k.model);
+    const auto ops = build_ops(load_model(src(k.model)), k.seq, Dtype::bf16, {k.t, true});
+    const auto c = comms_of(ops, k.embedding);
+    REQUIRE(c.size() == 2);
+    const double S = static_cast<double>(k.seq * k.hidden) * 2;
+    CHECK(c[0].kind == k.forward);
+    CHECK_FALSE(c[0].backward);
+    CHECK(c[0].bytes == S);
+    CHECK(c[1].kind == CollectiveKind::all_gather);
+    CHECK(c[1].backward);
+    CHECK(c[1].before);
+    CHECK(c[1].bytes == S);
+  }
+}
+
 TEST_CASE("activation bytes per GPT-2 layer scale as Korthikanti's terms, without the score matrix and dropout") {
   // Korthikanti et al. 2022 Section 4.1, per layer with 16-bit activations (units of s b h bytes):
   //   replicated over the tensor group: the two LayerNorm inputs (4), the QKV GEMM input (2), the MLP's first GEMM
   //   input (2), the two dropout masks (1 + 1): 10;
-  //   split 1/t: Q and K (4), V (2), the output projection's input (2), the MLP's inner GEMM and GeLU inputs (8 + 8): 24;
-  //   the score terms 5 a s / h (softmax output, its dropout mask and output): 1/t.
+  //   split 1/t: Q and K (4), V (2), the output projection's input (2), the MLP's inner GEMM and GeLU inputs (8 + 8):
+  //   24; the score terms 5 a s / h (softmax output, its dropout mask and output): 1/t.
   // dpsim keeps no score matrix (flash-style: 5as/h -> 0) and, as FlashAttention does, the attention output O
   // (2/t, which the output projection also saves as its input); without hidden_dropout no masks. So:
   //   t = 1: 34; tensor parallel: 8 + 26/t; tensor + sequence parallel: 34/t.
@@ -280,15 +309,15 @@ TEST_CASE("activation bytes per GPT-2 layer scale as Korthikanti's terms, withou
   for (const int t : {1, 5, 25}) {
     INFO("t = " << t);
     CHECK(layer_activation_bytes(build_ops(m, s, Dtype::bf16, {t, false}), "h.7.") == Approx((8 + 26.0 / t) * sh));
-    if (t > 1)
-      CHECK(layer_activation_bytes(build_ops(m, s, Dtype::bf16, {t, true}), "h.7.") == Approx(34.0 / t * sh));
+    if (t > 1) CHECK(layer_activation_bytes(build_ops(m, s, Dtype::bf16, {t, true}), "h.7.") == Approx(34.0 / t * sh));
   }
   // With Megatron's dropout (hidden_dropout 0.1: a one-byte mask after the attention projection and after the MLP,
   // replicated over the tensor group as the paper's 10 says): 10 + 26/t, and 36/t with sequence parallelism.
   const ModelSpec mega = load_model(src("models/megatron-lm-2019-1.2b.yaml"));
   const double sh2 = 1024.0 * 1536;
   CHECK(layer_activation_bytes(build_ops(mega, 1024, Dtype::fp16), "h.0.") == Approx(36 * sh2));
-  CHECK(layer_activation_bytes(build_ops(mega, 1024, Dtype::fp16, {8, false}), "h.0.") == Approx((10 + 26.0 / 8) * sh2));
+  CHECK(layer_activation_bytes(build_ops(mega, 1024, Dtype::fp16, {8, false}), "h.0.") ==
+        Approx((10 + 26.0 / 8) * sh2));
   CHECK(layer_activation_bytes(build_ops(mega, 1024, Dtype::fp16, {8, true}), "h.0.") == Approx(36.0 / 8 * sh2));
 }
 
@@ -301,6 +330,9 @@ Scenario llama_tp8(std::vector<Override> more = {}, const std::string& tensor = 
   more.push_back({"training.sequence_length", "2048"});
   return load_scenario(src("scenarios/llama3.1-8b-1024xh100-ib.yaml"), more);
 }
+
+// The row-parallel GEMMs of a Llama block, where operator g sits.
+bool row_parallel(const std::string& op) { return ends_with(op, "o_proj") || ends_with(op, "down_proj"); }
 
 // The previous (or next) instruction on the compute stream that is not a collective.
 const Instr& neighbour(const RankProgram& r, size_t i, int step) {
@@ -373,8 +405,7 @@ TEST_CASE("the program of tensor 8: the tensor all-reduces block the compute str
       const Instr& next = neighbour(r, i, +1);
       const std::string prev_op = prev.op >= 0 ? plan.ops[static_cast<size_t>(prev.op)].name : "";
       const std::string next_op = next.op >= 0 ? plan.ops[static_cast<size_t>(next.op)].name : "";
-      const bool row = [](const std::string& n) { return ends_with(n, "o_proj") || ends_with(n, "down_proj"); }(
-          in_forward ? prev_op : next_op);
+      const bool row = row_parallel(in_forward ? prev_op : next_op);
       if (in_forward) {
         REQUIRE(prev.type == Instr::Type::forward);  // g: after the op's forward
         if (prev_op == "loss") {
