@@ -358,6 +358,11 @@ TEST_CASE("a plan with parallelism.tensor 8: data = world / 8, 1/8-sized gradien
   CHECK(plan.model_parameters == 8030261248);
   CHECK(plan.gradient_bytes == 2 * local);
   CHECK(plan.memory.model_state_bytes == 16.0 * static_cast<double>(local));
+  // Each GPU runs 1/8 of the model's matmul and attention FLOPs (MFU's numerator stays the whole model's).
+  double local_flops = 0;
+  for (const PlanOp& op : plan.ops)
+    if (op.kind == OpKind::matmul || op.kind == OpKind::attention) local_flops += op.forward_flops + op.backward_flops;
+  CHECK(local_flops * t == Approx(plan.model_flops_per_sample * static_cast<double>(plan.micro_batch)).epsilon(1e-12));
   // The DDP buckets are PyTorch's assignment over these local gradients, in ready order.
   std::vector<int64_t> ready;
   int64_t numel = 0;
