@@ -114,7 +114,7 @@ int parse_tensor(const YNode& v, const Topology& t, const ModelSpec& model) {
   if (degree < 1) v.fail(fmt::format("the tensor-parallel degree must be >= 1, got {}", degree));
   if (degree == 1) return 1;
   if (degree > t.gpus_per_node || t.gpus_per_node % degree != 0)
-    v.fail(fmt::format("tensor parallelism stays inside a node: {} must divide the {} GPUs of a {} node", degree,
+    v.fail(fmt::format("tensor parallelism stays inside a node: {} must divide its {} GPUs ({})", degree,
                        t.gpus_per_node, t.name));
   if (!model.transformer)
     v.fail(fmt::format("{} is given as explicit layers; tensor parallelism splits a transformer's blocks",
