@@ -187,8 +187,8 @@ double executed_flops(const PlanOp& op, const ComputeModel& m) {
     forward = 0;
     for (const GemmShape& g : op.gemms) forward += gemm_flops(g);
   }
-  const double backward = op.kind == OpKind::attention && m.attention == AttentionImpl::eager ? 2 * forward
-                                                                                              : op.backward_flops;
+  const double backward =
+      op.kind == OpKind::attention && m.attention == AttentionImpl::eager ? 2 * forward : op.backward_flops;
   return forward * (op.recompute_forward ? 2 : 1) + backward;
 }
 

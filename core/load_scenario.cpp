@@ -114,11 +114,10 @@ int parse_tensor(const YNode& v, const Topology& t, const ModelSpec& model) {
   if (degree < 1) v.fail(fmt::format("the tensor-parallel degree must be >= 1, got {}", degree));
   if (degree == 1) return 1;
   if (degree > t.gpus_per_node || t.gpus_per_node % degree != 0)
-    v.fail(fmt::format("tensor parallelism stays inside a node: {} must divide the {} GPUs of a {} node", degree,
+    v.fail(fmt::format("tensor parallelism stays inside a node: {} must divide its {} GPUs ({})", degree,
                        t.gpus_per_node, t.name));
   if (!model.transformer)
-    v.fail(fmt::format("{} is given as explicit layers; tensor parallelism splits a transformer's blocks",
-                       model.name));
+    v.fail(fmt::format("{} is given as explicit layers; tensor parallelism splits a transformer's blocks", model.name));
   const TransformerConfig& c = *model.transformer;
   const std::pair<const char*, int64_t> sizes[] = {
       {"attention heads", c.num_heads}, {"key/value heads", c.num_kv_heads}, {"MLP width", c.intermediate_size}};
@@ -174,17 +173,19 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
   if (auto v = n.get("sequence_parallel")) {
     p.sequence_parallel = v->as_bool();
     if (p.sequence_parallel && p.tensor == 1)
-      v->fail("sequence parallelism splits the tensor-parallel group's norms along the sequence; it needs "
-              "parallelism.tensor > 1");
+      v->fail(
+          "sequence parallelism splits the tensor-parallel group's norms along the sequence; it needs "
+          "parallelism.tensor > 1");
   }
   parse_pipeline(n, t, model, p);
   const int world = t.world_size() / (p.tensor * p.pipeline);
   if (auto v = n.get("data")) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
-      v->fail(p.tensor == 1 ? fmt::format("data-parallel GPUs must be the cluster's {}; give auto or {}", world, world)
-                            : fmt::format("data-parallel GPUs must be the cluster's {} GPUs / tensor {} = {}; give auto "
-                                          "or {}",
-                                          t.world_size(), p.tensor, world, world));
+      v->fail(p.tensor == 1
+                  ? fmt::format("data-parallel GPUs must be the cluster's {}; give auto or {}", world, world)
+                  : fmt::format("data-parallel GPUs must be the cluster's {} GPUs / tensor {} = {}; give auto "
+                                "or {}",
+                                t.world_size(), p.tensor, world, world));
   }
   if (auto v = n.get("sharding")) {
     p.sharding = v->as_enum<Sharding>({{"none", Sharding::none},

@@ -62,8 +62,7 @@ struct Builder {
   // A linear layer Y = X W (+ b): saves its input for dW when `saves_input`. Split by columns, each GPU of the tensor
   // group holds out/t of the outputs' weights and bias; by rows, in/t of the inputs' weights and the whole bias (added
   // after the reduction).
-  void linear(const std::string& name, int64_t in, int64_t out, bool bias, bool saves_input,
-              Split how = Split::none) {
+  void linear(const std::string& name, int64_t in, int64_t out, bool bias, bool saves_input, Split how = Split::none) {
     const bool column = how == Split::column || how == Split::column_entry;
     const int64_t in_local = how == Split::row ? in / t() : in;
     const int64_t out_local = column ? div_up(out, t()) : out;
@@ -141,7 +140,7 @@ struct Builder {
     op.name = name;
     op.kind = OpKind::attention;
     const int64_t hd = c.head_size(), heads = c.num_heads / t();
-    const double q = static_cast<double>(heads * hd);  // query width: hidden_size unless head_dim says
+    const double q = static_cast<double>(heads * hd);     // query width: hidden_size unless head_dim says
     const double full_flops = 4.0 * tokens * tokens * q;  // QK^T and AV, per sample
     op.forward_flops_per_sample = causal ? full_flops / 2 : full_flops;
     op.backward_flops_per_sample = 2.0 * op.forward_flops_per_sample;
@@ -157,7 +156,8 @@ struct Builder {
   // The token embedding, vocabulary-parallel (Megatron's VocabParallelEmbedding: each GPU holds 1/t of the rows, padded
   // up, and the lookups are summed over the tensor group: an all-reduce, or a reduce-scatter into the sequence-split
   // layout with sequence parallelism). `split_rows` are split so; `other_rows` (position, token-type tables) are not.
-  void embedding(const std::string& name, std::vector<ParamTensor> split_tables, std::vector<ParamTensor> other_tables) {
+  void embedding(const std::string& name, std::vector<ParamTensor> split_tables,
+                 std::vector<ParamTensor> other_tables) {
     Op op;
     op.name = name;
     op.kind = OpKind::embedding;
@@ -172,12 +172,19 @@ struct Builder {
       op.params.push_back(p);
     }
     const double lookups = full(c.hidden_size);
-    op.forward_bytes_per_sample = 2.0 * lookups;        // gather: read rows, write activations
-    op.backward_bytes_per_sample = 2.0 * lookups;       // scatter-add of dY into the gradient rows
+    op.forward_bytes_per_sample = 2.0 * lookups;       // gather: read rows, write activations
+    op.backward_bytes_per_sample = 2.0 * lookups;      // scatter-add of dY into the gradient rows
     op.backward_fixed_bytes = rows * d() * act_bytes;  // dense gradient zero-fill, once per step
+    // Sequence parallelism: a reduce-scatter only without other tables (else an all-reduce, then a local split), and
+    // an all-gather of the gradient in the backward (Megatron-LM d98e8a6 language_model_embedding.py
+    // reduce_scatter_embeddings; mappings.py _ReduceScatterToSequenceParallelRegion /
+    // _ScatterToSequenceParallelRegion).
+    const bool scatter = split.sequence_parallel && other_tables.empty();
     if (t() > 1)
-      op.tensor_comms.push_back({split.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
-                                 false, false, lookups});
+      op.tensor_comms.push_back(
+          {scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, false, false, lookups});
+    if (t() > 1 && split.sequence_parallel)
+      op.tensor_comms.push_back({CollectiveKind::all_gather, true, true, lookups});
     ops.push_back(std::move(op));
   }
 

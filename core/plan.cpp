@@ -85,7 +85,8 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.forward_bytes = op.forward_bytes_per_sample * mb;
   p.backward_bytes = op.backward_bytes_per_sample * mb + op.backward_fixed_bytes;
   p.score_dropout = op.score_dropout;
-  for (const TensorComm& c : op.tensor_comms) p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb});
+  for (const TensorComm& c : op.tensor_comms)
+    p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb});
   for (GemmShape g : op.gemms) {
     if (g.batch > 1) {
       g.batch *= micro_batch;

@@ -107,10 +107,10 @@ StepProgram deepspeed_program(const StepPlan& plan, const ProgramOptions& option
     for (size_t pos = 0; pos < plan.backward_order.size(); ++pos) {
       compute_op(bld, plan,
                  {.type = Instr::Type::backward,
-                .stream = kCompute,
-                .op = backward_op(plan, pos),
-                .micro = micro,
-                .sync = reduces});
+                  .stream = kCompute,
+                  .op = backward_op(plan, pos),
+                  .micro = micro,
+                  .sync = reduces});
       while (reduces && flushed < nbuckets && flush_at[static_cast<size_t>(flushed)] == static_cast<int>(pos))
         flush_next();
     }

@@ -120,7 +120,8 @@ struct FsdpBuilder {
         issue(next++);  // this unit's gather (forward_prefetch: the next unit's, before this unit computes)
         if (gathered.count(u)) bld.wait(kCompute, {EventKind::gathered, gathered[u]});
       }
-      compute_op(bld, plan, {.type = Instr::Type::forward, .stream = kCompute, .op = static_cast<int>(o), .micro = micro});
+      compute_op(bld, plan,
+                 {.type = Instr::Type::forward, .stream = kCompute, .op = static_cast<int>(o), .micro = micro});
       if (last_op[static_cast<size_t>(u)] == static_cast<int>(o) && !is_root(u))
         bld.record(kCompute, {EventKind::unit_forward, key(u)});
     }

@@ -385,7 +385,8 @@ void CudaExecutor::allreduce_bucket(int bucket) {
 // by the world size while written into it, as DDP does), zero1's reduce-scatter into the rank's slice of its bucket
 // and its all-gathers in place in the weights; FSDP's all-gathers from the weight shard into the unit's gathered
 // buffer and its reduce-scatters (ncclAvg, as FSDP2 issues them) from the unit's gradients into the gradient
-// shard; the tensor group's (Megatron's f and g) summed in place in the tensor-comm buffer. Returns once enqueued; the watchdog thread watches it.
+// shard; the tensor group's (Megatron's f and g) summed in place in the tensor-comm buffer. Returns once enqueued; the
+// watchdog thread watches it.
 void CudaExecutor::collective(Stream on, const CommCall& c) {
   Impl& s = *impl_;
   cudaStream_t const stream = s.stream(on);

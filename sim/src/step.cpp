@@ -229,9 +229,9 @@ struct Run final : StepExecutor {
     CallRun& c = calls[static_cast<size_t>(in.comm)];
     const CommCall& call = rank->comms[static_cast<size_t>(in.comm)];
     const auto ready = events_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
-    c.ready = call.inputs_ready.kind == EventKind::none                 ? now()
+    c.ready = call.inputs_ready.kind == EventKind::none          ? now()
               : ready != events_.end() && ready->second.recorded ? ready->second.time
-                                                                  : -1;
+                                                                 : -1;
     c.start = now();
     c.stream = in.stream;
     const bool blocking = in.stream == StepProgram::kCompute;  // tensor parallelism's: nothing computes beside it
@@ -427,9 +427,10 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   run.progress = Progress(options.progress);
   run.queues.resize(program.streams.size());
   // One comm stream and no collective on the compute stream; otherwise see streams_disjoint below.
-  run.probe_shortcut = program.streams.size() == 2 && std::none_of(rank.instrs.begin(), rank.instrs.end(), [](const Instr& i) {
-                         return i.type == Instr::Type::collective && i.stream == StepProgram::kCompute;
-                       });
+  run.probe_shortcut =
+      program.streams.size() == 2 && std::none_of(rank.instrs.begin(), rank.instrs.end(), [](const Instr& i) {
+        return i.type == Instr::Type::collective && i.stream == StepProgram::kCompute;
+      });
   run.executed.resize(program.streams.size());
   for (const PlanOp& op : plan.ops) {
     run.forward_sum += forward_seconds(op, run.cm);
@@ -493,7 +494,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     if (call.bucket < 0) continue;
     const auto& pb = plan.buckets[static_cast<size_t>(call.bucket)];
     r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
-                         c.moves ? to_string(c.cost.algorithm) : "none", c.moves ? to_string(c.cost.protocol) : "none"});
+                         c.moves ? to_string(c.cost.algorithm) : "none",
+                         c.moves ? to_string(c.cost.protocol) : "none"});
   }
   const double single_gpu_s =
       k * micro + optimizer_seconds(plan.optimizer, run.cm) + memory_seconds(plan.final_copy_bytes, run.cm);

@@ -1,10 +1,10 @@
 #include "dpsim/sweep/plot.hpp"
 
 #include <algorithm>
-#include <set>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -276,13 +276,14 @@ std::vector<fs::path> breakdown(const Table& t, const fs::path& out) {
   // Tensor-parallel communication is a bar of its own where the sweep has any (results.csv files from before it
   // have no tensor_comm_s column: none).
   bool tensor = false;
-  for (const auto& r : t.rows) tensor |= r.count("tensor_comm_s") && !r.at("tensor_comm_s").empty() && ms(r.at("tensor_comm_s")) > 0;
+  for (const auto& r : t.rows)
+    tensor |= r.count("tensor_comm_s") && !r.at("tensor_comm_s").empty() && ms(r.at("tensor_comm_s")) > 0;
   std::string data = "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits tensor_comm_ms\n";
   for (const auto& r : t.rows) {
-    data += fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {} {:.6g}\n", quoted(values(r, t.axes)),
-                        ms(r.at("forward_s")), ms(r.at("backward_s")), ms(r.at("exposed_comm_s")),
-                        ms(r.at("optimizer_s")), ms(r.at("step_time_s")), fits(r),
-                        tensor ? ms(r.at("tensor_comm_s")) : 0.0);
+    data +=
+        fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {} {:.6g}\n", quoted(values(r, t.axes)),
+                    ms(r.at("forward_s")), ms(r.at("backward_s")), ms(r.at("exposed_comm_s")), ms(r.at("optimizer_s")),
+                    ms(r.at("step_time_s")), fits(r), tensor ? ms(r.at("tensor_comm_s")) : 0.0);
   }
   write_file_atomic(out / "breakdown.dat", data);
   std::string plot =

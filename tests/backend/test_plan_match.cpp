@@ -21,7 +21,7 @@ TEST_CASE("dry-run sequence follows the step plan (ops, backward order, buckets)
     const Scenario s = load_scenario(path);
     const StepPlan plan = make_step_plan(s);
     if (plan.sharded.sharding != Sharding::none) continue;  // its program: tests/sim/test_executors.cpp
-    if (plan.dims.tensor > 1) continue;                      // the tensor group's calls: test_executors.cpp too
+    if (plan.dims.tensor > 1) continue;                     // the tensor group's calls: test_executors.cpp too
     if (plan.dims.data == 1) continue;  // no bucket all-reduce on a group of one: test_walker.cpp's one-rank case
     const StepLayout layout = make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
     DryRunExecutor dry;

@@ -152,9 +152,10 @@ bool same_but_kernel_less_ops(const std::vector<std::string>& program, const std
     }
     const bool op = line.find(" forward op ") != std::string::npos || line.find(" backward op ") != std::string::npos;
     bool lone_call = false;
-    for (const std::string& g : lone) lone_call |= line.find(" collective ") != std::string::npos &&
-                                                   line.find(" " + g + " #") != std::string::npos;
-    if (!op && !lone_call && line.find(" unflatten") == std::string::npos) return false;  // a call, event or mark went missing
+    for (const std::string& g : lone)
+      lone_call |= line.find(" collective ") != std::string::npos && line.find(" " + g + " #") != std::string::npos;
+    if (!op && !lone_call && line.find(" unflatten") == std::string::npos)
+      return false;  // a call, event or mark went missing
   }
   return j == sub.size();
 }

@@ -26,11 +26,11 @@ struct PlanOp {
   double forward_flops = 0;  // for the whole micro-batch on one GPU
   double backward_flops = 0;
   double forward_bytes = 0;
-  double backward_bytes = 0;       // includes the DDP grad -> bucket copy of its gradients
-  double grad_copy_bytes = 0;      // that copy's part of backward_bytes: its own kernels, after the op's
-  std::vector<GemmShape> gemms;    // m already multiplied by the micro-batch
-  std::vector<int> grads;          // indices into StepPlan::grads made ready by this op's backward
-  bool recompute_forward = false;  // activation_checkpointing full: its forward runs again before its backward
+  double backward_bytes = 0;             // includes the DDP grad -> bucket copy of its gradients
+  double grad_copy_bytes = 0;            // that copy's part of backward_bytes: its own kernels, after the op's
+  std::vector<GemmShape> gemms;          // m already multiplied by the micro-batch
+  std::vector<int> grads;                // indices into StepPlan::grads made ready by this op's backward
+  bool recompute_forward = false;        // activation_checkpointing full: its forward runs again before its backward
   std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
   bool score_dropout = false;            // attention: dropout on its probabilities (model.hpp Op)
 };
@@ -135,8 +135,8 @@ struct StepPlan {
   int64_t sequence_length = 1;
   int64_t gradient_accumulation = 1;
   int64_t samples_per_step = 1;  // Scenario::samples_per_step
-  int64_t parameters = 0;      // what one GPU holds (1/t of the split tensors under tensor parallelism)
-  int64_t gradient_bytes = 0;  // of those parameters
+  int64_t parameters = 0;        // what one GPU holds (1/t of the split tensors under tensor parallelism)
+  int64_t gradient_bytes = 0;    // of those parameters
   int64_t model_parameters = 0;  // the whole model's
   // Model FLOPs of one sample, forward and backward, the whole model (Megatron-LM's count: no recomputation,
   // causal attention halved; megatron/training/training.py num_floating_point_operations).

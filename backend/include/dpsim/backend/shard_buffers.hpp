@@ -58,7 +58,7 @@ struct ShardBuffers {
   int64_t weights_numel = 0, grads_numel = 0;            // DDP, zero1, DeepSpeed
   int64_t weight_shard_numel = 0, grad_shard_numel = 0;  // FSDP (DeepSpeed stage 2: its gradient partition)
   int64_t gathered_numel = 0, unit_grads_numel = 0;      // FSDP
-  int64_t tensor_comm_numel = 0;  // tensor parallelism: the largest activation an operator f or g reduces or gathers
+  int64_t tensor_comm_numel = 0;     // tensor parallelism: the largest activation an operator f or g reduces or gathers
   std::vector<int64_t> bucket_base;  // [bucket] -> where its gradients live in `grads` (flat: bucket_offset)
   std::vector<UnitShard> units;
   std::vector<int> unit_of_grad;        // [plan grad] -> unit (FSDP)

@@ -1,0 +1,96 @@
+// Megatron-LM's weak-scaling figure (Shoeybi et al. 2019, arXiv 1909.08053, Figure 5 and Section 5.1) with the
+// shipped scenarios: the 1.2B baseline on one DGX-2H V100 ("39 TeraFLOPs per second"), the 8.3B model with tensor 8
+// on 8 GPUs ("77%" of linear scaling) and with tensor 8 x data 64 on 512 GPUs ("74%"). Weak-scaling efficiency as the
+// paper defines it: per-GPU FLOP/s over the baseline's (hardware FLOPs, recomputation counted, as its 39 TFLOP/s).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "../source_dir.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/sim/simulate.hpp"
+
+using namespace dpsim;
+
+namespace {
+
+Scenario shipped(const std::string& name) {
+  return load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios" / (name + ".yaml"));
+}
+
+StepResult predict(const Scenario& s) {
+  SimOptions o;
+  o.progress = false;
+  return simulate(s, make_step_plan(s), o);
+}
+
+// Shoeybi et al. 2019, Section 5.1 and Figure 5.
+constexpr double kBaselineFlopsPerS = 39e12;
+constexpr double kPaperEfficiency8 = 0.77;
+constexpr double kPaperEfficiency512 = 0.74;
+
+}  // namespace
+
+TEST_CASE("Megatron-LM 2019 baseline: the 1.2B model on one V100 runs near the paper's 39 TFLOP/s", "[sim]") {
+  const StepResult base = predict(shipped("megatron-1.2b-1xv100"));
+  std::printf("Megatron-LM 1.2B on 1 V100: %.2f TFLOP/s per GPU (paper: 39, Shoeybi et al. 2019 Section 5.1)\n",
+              base.hardware_flops_per_s_per_gpu / 1e12);
+  // gemm_efficiency of the V100 SXM3 is fitted to this one figure (data/gpus.yaml): 10% is the fit's tolerance.
+  CHECK(base.hardware_flops_per_s_per_gpu == Approx(kBaselineFlopsPerS).epsilon(0.10));
+  CHECK(base.tensor_comm_s == 0);  // one GPU: no tensor group
+  CHECK(base.comm_busy_s == 0);
+}
+
+// The paper's 77% and 74% are not met yet: dpsim predicts about 7 points more at both sizes. The test asserts what
+// holds (the order of the three points, the tensor all-reduces as the main loss) and prints both figures beside the
+// targets, so that the miss shows in the test log.
+TEST_CASE("Megatron-LM 2019 weak scaling, 8 and 512 GPUs: TARGET NOT YET MET (paper 77% and 74%)", "[sim]") {
+  const StepResult base = predict(shipped("megatron-1.2b-1xv100"));
+  const Scenario s8 = shipped("megatron-8.3b-8xv100-tp8");
+  const StepResult tp8 = predict(s8);
+  // Simulated, not estimated: the estimate's perfect-overlap bound hides the whole data-parallel all-reduce and has no
+  // slowdown of the compute beside it, so it puts the 512-GPU point on the 8-GPU one. (About 1.3 s in process.)
+  const Scenario s512 = shipped("megatron-8.3b-512xv100-tp8-dp64");
+  const StepResult dp64 = predict(s512);
+  const double base_rate = base.hardware_flops_per_s_per_gpu;
+  const double e8 = tp8.hardware_flops_per_s_per_gpu / base_rate;
+  const double e512 = dp64.hardware_flops_per_s_per_gpu / base_rate;
+  std::printf(
+      "Megatron-LM weak scaling (Shoeybi et al. 2019 Figure 5), per-GPU hardware FLOP/s / the 1.2B baseline's "
+      "(%.2f TFLOP/s):\n",
+      base_rate / 1e12);
+  std::printf("  8.3B, tensor 8, 8 GPUs:             %.1f%% (%.2f TFLOP/s)  paper %.0f%%  miss %+.1f points\n",
+              100 * e8, tp8.hardware_flops_per_s_per_gpu / 1e12, 100 * kPaperEfficiency8,
+              100 * (e8 - kPaperEfficiency8));
+  std::printf("  8.3B, tensor 8 x data 64, 512 GPUs: %.1f%% (%.2f TFLOP/s)  paper %.0f%%  miss %+.1f points\n",
+              100 * e512, dp64.hardware_flops_per_s_per_gpu / 1e12, 100 * kPaperEfficiency512,
+              100 * (e512 - kPaperEfficiency512));
+  std::printf("  8 GPUs: step %.3f s, tensor_comm %.3f s, exposed data-parallel comm %.3f s\n", tp8.step_time_s,
+              tp8.tensor_comm_s, tp8.exposed_comm_s);
+  std::printf("  512 GPUs: step %.3f s, tensor_comm %.3f s, exposed data-parallel comm %.3f s\n", dp64.step_time_s,
+              dp64.tensor_comm_s, dp64.exposed_comm_s);
+  CHECK(tp8.tensor_parallel == 8);
+  CHECK(tp8.data_parallel == 1);
+  CHECK(dp64.tensor_parallel == 8);
+  CHECK(dp64.data_parallel == 64);
+  CHECK(e512 < e8);
+  CHECK(e8 < 1.0);
+  // Within 10 points of the paper at both sizes (the miss is about 7 today).
+  CHECK(std::abs(e8 - kPaperEfficiency8) < 0.10);
+  CHECK(std::abs(e512 - kPaperEfficiency512) < 0.10);
+  // The tensor all-reduces are the largest loss: above the exposed data-parallel all-reduce and above what the compute
+  // takes beyond the baseline's rate.
+  for (const StepResult* r : {&tp8, &dp64}) {
+    const double compute_s = r->forward_s + r->backward_s + r->optimizer_s;
+    const double compute_loss_s = compute_s - r->hardware_flops_per_s_per_gpu * r->step_time_s / base_rate;
+    INFO("step " << r->step_time_s << " s, tensor_comm " << r->tensor_comm_s << " s, compute beyond the baseline rate "
+                 << compute_loss_s << " s, exposed comm " << r->exposed_comm_s << " s");
+    CHECK(r->tensor_comm_s > 0.1 * r->step_time_s);
+    CHECK(r->tensor_comm_s > r->exposed_comm_s);
+    CHECK(r->tensor_comm_s > compute_loss_s);
+  }
+  CHECK(dp64.exposed_comm_s > 0);  // the data-parallel all-reduce over 64 nodes is not wholly hidden
+}
