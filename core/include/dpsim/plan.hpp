@@ -45,10 +45,10 @@ struct Grad {
 
 struct Bucket {
   int index = 0;
-  int stage = 0;  // the pipeline stage whose gradients it holds
   std::vector<int> grads;  // in ready order
   int64_t bytes = 0;
   int ready_after_backward_op = 0;  // position in StepPlan::backward_order after which it is complete
+  int stage = 0;                    // the pipeline stage whose gradients it holds
 };
 
 struct OptimizerStep {
