@@ -121,7 +121,8 @@ Section tensor_comm_section(const StepResult& r) {
     k.seconds += t.end_s - t.start_s;
   }
   for (const auto& [name, sum] : by_choice)
-    c.add(name, fmt::format("{} calls, {} in all, {}", sum.calls, format_bytes(sum.bytes), format_seconds(sum.seconds)));
+    c.add(name,
+          fmt::format("{} calls, {} in all, {}", sum.calls, format_bytes(sum.bytes), format_seconds(sum.seconds)));
   c.add("in the step", format_seconds(r.tensor_comm_s));
   return c;
 }
@@ -173,9 +174,9 @@ Section step_section(const StepResult& r, const char* title) {
   st.add("without overlap", format_seconds(r.no_overlap_step_s));
   st.add("throughput", fmt::format("{:.1f} samples/s, {} tokens/s", r.samples_per_s, format_count(r.tokens_per_s)));
   add_flops_rows(st, r, "");
-  st.add(scaling_label(r), fmt::format("{:.1f}% {}", 100.0 * r.scaling_efficiency,
-                                       r.tensor_parallel > 1
-                                           ? "(the GPU's own compute over the step; not vs the whole model on 1 GPU)"
+  st.add(scaling_label(r),
+         fmt::format("{:.1f}% {}", 100.0 * r.scaling_efficiency,
+                     r.tensor_parallel > 1 ? "(the GPU's own compute over the step; not vs the whole model on 1 GPU)"
                                            : "of linear vs 1 GPU"));
   return st;
 }
@@ -197,9 +198,8 @@ void add_flops_rows(Section& st, const StepResult& r, const std::string& note) {
   const double peak = r.peak_flops_per_s;
   st.add("model FLOP/s per GPU", fmt::format("{:.1f} TFLOP/s, MFU {:.1f}% of the {:.0f} TFLOP/s peak{}",
                                              r.model_flops_per_s_per_gpu / 1e12, 100.0 * r.mfu, peak / 1e12, note));
-  st.add("hardware FLOP/s per GPU",
-         fmt::format("{:.1f} TFLOP/s, HFU {:.1f}%, recomputation counted{}", r.hardware_flops_per_s_per_gpu / 1e12,
-                     100.0 * r.hfu, note));
+  st.add("hardware FLOP/s per GPU", fmt::format("{:.1f} TFLOP/s, HFU {:.1f}%, recomputation counted{}",
+                                                r.hardware_flops_per_s_per_gpu / 1e12, 100.0 * r.hfu, note));
 }
 
 std::string scaling_label(const StepResult& r) {

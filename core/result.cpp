@@ -71,9 +71,8 @@ json to_json(const StepResult& r) {
   j["scenario"] = r.scenario;
   j["mode"] = r.mode;
   j["context"] = r.context;
-  j["model"] = {{"parameters", r.parameters},
-                {"parameters_per_gpu", r.parameters_per_gpu},
-                {"gradient_bytes", r.gradient_bytes}};
+  j["model"] = {
+      {"parameters", r.parameters}, {"parameters_per_gpu", r.parameters_per_gpu}, {"gradient_bytes", r.gradient_bytes}};
   j["memory"] = {{"model_state_bytes_per_gpu", r.model_state_bytes_per_gpu},
                  {"activation_bytes_per_gpu", r.activation_bytes_per_gpu},
                  {"ddp_buffer_bytes_per_gpu", r.ddp_buffer_bytes_per_gpu},
