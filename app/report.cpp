@@ -53,7 +53,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   else
     mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", to_string(s.training.optimizer), per_param,
                         s.parallelism.sharding_as_written,
-                        s.parallelism.hybrid ? s.parallelism.shard_group : s.world_size()),
+                        s.parallelism.hybrid ? s.parallelism.shard_group : r.data_parallel),
             format_bytes(r.model_state_bytes_per_gpu));
   if (r.unsharded_bytes_per_gpu > 0) mem.add("units gathered at once", format_bytes(r.unsharded_bytes_per_gpu));
   mem.add("activations",
