@@ -39,13 +39,18 @@ Section bounds_section(const StepResult& r) {
   st.add("forward", format_seconds(r.forward_s));
   st.add("backward", format_seconds(r.backward_s));
   st.add("optimizer", format_seconds(r.optimizer_s));
+  if (r.tensor_parallel > 1)
+    st.add("tensor-parallel communication",
+           fmt::format("{} ({:.1f}% of the step; on the compute stream: in both bounds)",
+                       format_seconds(r.tensor_comm_s), 100.0 * r.tensor_comm_s / lo.step_time_s));
   st.add("communication busy", format_seconds(r.comm_busy_s));
   st.add("step time", bracket(r, format_seconds(lo.step_time_s), format_seconds(hi.step_time_s)));
   st.add("exposed communication", bracket(r, format_seconds(lo.exposed_comm_s), format_seconds(hi.exposed_comm_s)));
   st.add("throughput", bracket(r, fmt::format("{:.1f} samples/s", lo.samples_per_s),
                                fmt::format("{:.1f} samples/s", hi.samples_per_s)));
-  st.add("scaling efficiency", bracket(r, fmt::format("{:.1f}%", 100.0 * lo.scaling_efficiency),
-                                       fmt::format("{:.1f}%", 100.0 * hi.scaling_efficiency)));
+  add_flops_rows(st, r, fmt::format(" ({})", lower_bound_label(r)));
+  st.add(scaling_label(r), bracket(r, fmt::format("{:.1f}%", 100.0 * lo.scaling_efficiency),
+                                   fmt::format("{:.1f}%", 100.0 * hi.scaling_efficiency)));
   return st;
 }
 
@@ -53,7 +58,8 @@ std::string render(const Scenario& s, const Estimate& e) {
   auto sections = common_sections(s, e.result);
   Section fit{"Largest model that fits", {}};
   fit.add(fmt::format("{} with {}", s.topology.gpu.name, to_string(s.training.optimizer)),
-          fmt::format("{:.2f}e9 parameters (model state only{})", e.largest_model_parameters / 1e9,
+          fmt::format("{:.2f}e9 parameters{} (model state only{})", e.largest_model_parameters / 1e9,
+                      e.result.tensor_parallel > 1 ? " held per GPU" : "",
                       s.parallelism.sharding == Sharding::none ? "" : ", " + s.parallelism.sharding_as_written));
   sections.push_back(std::move(fit));
   const ComputeModel cm = compute_model(s);

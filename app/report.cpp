@@ -25,13 +25,22 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   scen.add("model", s.model.name);
   scen.add("cluster", fmt::format("{} ({} node{} x {} GPUs = {} GPUs)", s.topology.name, s.topology.nodes,
                                   s.topology.nodes > 1 ? "s" : "", s.topology.gpus_per_node, s.world_size()));
-  scen.add("batch", fmt::format("micro-batch {} x sequence {} x accumulation {} per GPU", s.training.micro_batch,
-                                s.training.sequence_length, s.training.gradient_accumulation));
+  scen.add("parallelism", parallelism_label(s, r));
+  const bool tensor = r.tensor_parallel > 1;
+  scen.add("batch", fmt::format("micro-batch {} x sequence {} x accumulation {} per {}", s.training.micro_batch,
+                                s.training.sequence_length, s.training.gradient_accumulation,
+                                tensor ? fmt::format("data-parallel replica (its {} tensor-parallel GPUs share it)",
+                                                     r.tensor_parallel)
+                                       : std::string("GPU")));
   out.push_back(std::move(scen));
 
   Section model{"Model", {}};
   model.add("parameters", format_count(static_cast<double>(r.parameters)));
-  model.add(fmt::format("gradients ({})", to_string(s.training.grad_dtype)),
+  if (tensor)
+    model.add("parameters per GPU",
+              fmt::format("{} (the GEMM weights and the vocabulary / {}; norms, row-parallel biases, positions whole)",
+                          format_count(static_cast<double>(r.parameters_per_gpu)), r.tensor_parallel));
+  model.add(fmt::format("gradients{} ({})", tensor ? " per GPU" : "", to_string(s.training.grad_dtype)),
             format_bytes(static_cast<double>(r.gradient_bytes)));
   out.push_back(std::move(model));
 
@@ -44,7 +53,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   else
     mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", to_string(s.training.optimizer), per_param,
                         s.parallelism.sharding_as_written,
-                        s.parallelism.hybrid ? s.parallelism.shard_group : s.world_size()),
+                        s.parallelism.hybrid ? s.parallelism.shard_group : r.data_parallel),
             format_bytes(r.model_state_bytes_per_gpu));
   if (r.unsharded_bytes_per_gpu > 0) mem.add("units gathered at once", format_bytes(r.unsharded_bytes_per_gpu));
   mem.add("activations",
@@ -65,20 +74,57 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
                          : fmt::format("NO: short by {}", format_bytes(need - r.gpu_memory_bytes)));
   out.push_back(std::move(mem));
 
-  Section ar{"All-reduce of all gradients as one message", {}};
-  ar.add("ring traffic per GPU", fmt::format("{} sent, {} received", format_bytes(r.allreduce_bytes_sent_per_gpu),
-                                             format_bytes(r.allreduce_bytes_sent_per_gpu)));
-  if (s.world_size() > 1) {
+  out.push_back(allreduce_section(s, r));
+  if (tensor) out.push_back(tensor_comm_section(r));
+  if (s.parallelism.sharding != Sharding::none) out.push_back(sharded_comm_section(s, r));
+  return out;
+}
+
+// One all-reduce of a GPU's gradients over its data-parallel group, as a single message (estimate.cpp fill_common).
+Section allreduce_section(const Scenario& s, const StepResult& r) {
+  Section ar{r.tensor_parallel > 1 ? fmt::format("All-reduce of a GPU's gradients as one message (over its "
+                                                 "data-parallel group of {} GPU{})",
+                                                 r.data_parallel, r.data_parallel == 1 ? "" : "s")
+                                   : std::string("All-reduce of all gradients as one message"),
+             {}};
+  if (r.data_parallel > 1) {
+    ar.add("ring traffic per GPU", fmt::format("{} sent, {} received", format_bytes(r.allreduce_bytes_sent_per_gpu),
+                                               format_bytes(r.allreduce_bytes_sent_per_gpu)));
     ar.add(fmt::format("ideal ring at {}", format_bandwidth(r.allreduce_busbw_GBps * 1e9)),
            format_seconds(r.allreduce_time_s));
     ar.add(fmt::format("NCCL model ({}/{})", r.nccl_algorithm, r.nccl_protocol),
            fmt::format("{} (busbw {})", format_seconds(r.nccl_time_s), format_bandwidth(r.nccl_busbw_GBps * 1e9)));
+  } else if (s.world_size() > 1) {
+    ar.add("time", fmt::format("none: no data-parallel all-reduce (the {} GPUs are one tensor-parallel group)",
+                               s.world_size()));
   } else {
     ar.add("time", "none: one GPU");
   }
-  out.push_back(std::move(ar));
-  if (s.parallelism.sharding != Sharding::none) out.push_back(sharded_comm_section(s, r));
-  return out;
+  return ar;
+}
+
+// Tensor parallelism's collectives (Megatron-LM's f and g, on the compute stream): by kind and NCCL's choice.
+Section tensor_comm_section(const StepResult& r) {
+  Section c{fmt::format("Tensor-parallel collectives (group of {} GPUs, on the compute stream: none hidden)",
+                        r.tensor_parallel),
+            {}};
+  struct Sum {
+    int calls = 0;
+    double bytes = 0, seconds = 0;
+  };
+  std::map<std::string, Sum> by_choice;
+  for (const CommTiming& t : r.comm) {
+    if (t.group != "tensor") continue;
+    Sum& k = by_choice[fmt::format("{} {}/{}", t.kind, t.algorithm, t.protocol)];
+    ++k.calls;
+    k.bytes += t.bytes;
+    k.seconds += t.end_s - t.start_s;
+  }
+  for (const auto& [name, sum] : by_choice)
+    c.add(name,
+          fmt::format("{} calls, {} in all, {}", sum.calls, format_bytes(sum.bytes), format_seconds(sum.seconds)));
+  c.add("in the step", format_seconds(r.tensor_comm_s));
+  return c;
 }
 
 // The step's collectives by kind: how many, their bytes, what each rank moves, and how long they ran.
@@ -91,7 +137,7 @@ Section sharded_comm_section(const Scenario& s, const StepResult& r) {
     double bytes = 0, moved = 0, seconds = 0;
   };
   // The ranks of each group the calls run over (HSDP: the shard and replica groups split the data group).
-  const ParallelDims dims{s.world_size(), 1, 1, s.parallelism.hybrid ? s.parallelism.shard_group : 0};
+  const ParallelDims dims{r.data_parallel, r.tensor_parallel, 1, s.parallelism.hybrid ? s.parallelism.shard_group : 0};
   std::map<std::string, Sum> by_kind;
   for (const CommTiming& t : r.comm) {
     const std::string name = t.group == "data" ? t.kind : fmt::format("{} ({} group)", t.kind, t.group);
@@ -121,13 +167,43 @@ Section step_section(const StepResult& r, const char* title) {
   st.add("step time", format_seconds(r.step_time_s));
   st.add("  forward", format_seconds(r.forward_s));
   st.add("  backward", format_seconds(r.backward_s));
+  if (r.tensor_parallel > 1) st.add("  tensor-parallel communication", share_of_step(r.tensor_comm_s, r.step_time_s));
   st.add("  exposed communication", format_seconds(r.exposed_comm_s));
   st.add("  optimizer", format_seconds(r.optimizer_s));
   st.add("communication busy", format_seconds(r.comm_busy_s));
   st.add("without overlap", format_seconds(r.no_overlap_step_s));
   st.add("throughput", fmt::format("{:.1f} samples/s, {} tokens/s", r.samples_per_s, format_count(r.tokens_per_s)));
-  st.add("scaling efficiency", fmt::format("{:.1f}% of linear vs 1 GPU", 100.0 * r.scaling_efficiency));
+  add_flops_rows(st, r, "");
+  st.add(scaling_label(r),
+         fmt::format("{:.1f}% {}", 100.0 * r.scaling_efficiency,
+                     r.tensor_parallel > 1 ? "(the GPU's own compute over the step; not vs the whole model on 1 GPU)"
+                                           : "of linear vs 1 GPU"));
   return st;
+}
+
+std::string share_of_step(double seconds, double step_s) {
+  return fmt::format("{} ({:.1f}% of the step)", format_seconds(seconds), step_s > 0 ? 100.0 * seconds / step_s : 0.0);
+}
+
+std::string parallelism_label(const Scenario& s, const StepResult& r) {
+  std::string text = fmt::format("data {} x tensor {}", r.data_parallel, r.tensor_parallel);
+  if (r.tensor_parallel > 1)
+    text += fmt::format(" (tensor groups inside a node{})",
+                        r.sequence_parallel ? ", sequence parallel" : ", no sequence parallelism");
+  if (s.parallelism.sharding != Sharding::none) text += ", sharding " + s.parallelism.sharding_as_written;
+  return text;
+}
+
+void add_flops_rows(Section& st, const StepResult& r, const std::string& note) {
+  const double peak = r.peak_flops_per_s;
+  st.add("model FLOP/s per GPU", fmt::format("{:.1f} TFLOP/s, MFU {:.1f}% of the {:.0f} TFLOP/s peak{}",
+                                             r.model_flops_per_s_per_gpu / 1e12, 100.0 * r.mfu, peak / 1e12, note));
+  st.add("hardware FLOP/s per GPU", fmt::format("{:.1f} TFLOP/s, HFU {:.1f}%, recomputation counted{}",
+                                                r.hardware_flops_per_s_per_gpu / 1e12, 100.0 * r.hfu, note));
+}
+
+std::string scaling_label(const StepResult& r) {
+  return r.tensor_parallel > 1 ? "scaling efficiency (compute / step)" : "scaling efficiency";
 }
 
 Section advice_section(const StepResult& r) {

@@ -10,6 +10,17 @@ namespace dpsim::app {
 
 std::vector<Section> common_sections(const Scenario& scenario, const StepResult& result);
 Section step_section(const StepResult& result, const char* title);
+// "data 1 x tensor 8 (tensor groups inside a node, ...)": the scenario's parallelism as the result ran it.
+std::string parallelism_label(const Scenario& scenario, const StepResult& result);
+// "413.62 ms (18.7% of the step)".
+std::string share_of_step(double seconds, double step_s);
+// Model FLOP/s with the MFU, hardware FLOP/s with the HFU (docs/metrics.md); `note` ends both values.
+void add_flops_rows(Section& section, const StepResult& result, const std::string& note);
+// The scaling-efficiency row's label: with tensor parallelism it is compute / step, and the label says so.
+std::string scaling_label(const StepResult& result);
+Section allreduce_section(const Scenario& scenario, const StepResult& result);
+// Tensor parallelism's collectives by kind and NCCL's choice, and their time in the step.
+Section tensor_comm_section(const StepResult& result);
 // Sharded steps: the collectives by kind (calls, bytes, traffic per GPU against DDP's).
 Section sharded_comm_section(const Scenario& scenario, const StepResult& result);
 Section advice_section(const StepResult& result);

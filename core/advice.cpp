@@ -18,6 +18,16 @@ namespace {
 
 std::string gain(const StepResult& base, const StepResult& changed);
 
+// `s` with every intra-node link twice as fast.
+Scenario faster_intra_node(const Scenario& s) {
+  Scenario faster = s;
+  faster.topology.intra.gpu_link.bandwidth_bytes_per_s *= 2;
+  for (auto& sw : faster.topology.intra.switches) sw.uplink.bandwidth_bytes_per_s *= 2;
+  if (faster.topology.intra.inter_socket) faster.topology.intra.inter_socket->bandwidth_bytes_per_s *= 2;
+  for (auto& l : faster.topology.intra.mesh) l.link.bandwidth_bytes_per_s *= 2;
+  return faster;
+}
+
 // Memory per GPU of `t`, from its plan alone (no simulation).
 StepResult memory_of(const Scenario& t) {
   StepResult x;
@@ -70,8 +80,9 @@ std::string none_fits(const Scenario& s) {
     return text;
   }
   return text +
-         " More GPUs do not help (the activations per GPU stay): use a smaller micro-batch or sequence, or a "
-         "GPU with more memory; tensor and pipeline parallelism are not modelled yet.";
+         " More GPUs do not help (the activations per GPU stay): use a smaller micro-batch or sequence, a larger "
+         "parallelism.tensor (it splits the activations too), or a GPU with more memory; pipeline parallelism is not "
+         "modelled yet.";
 }
 
 // Each sharding strategy the scenario does not use, evaluated as the command evaluates the scenario itself; for an
@@ -98,8 +109,8 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
                         std::move(t)});
   }
   if (s.parallelism.hybrid)
-    for (int g = 2 * s.parallelism.shard_group; g < s.world_size(); g *= 2) {
-      if (s.world_size() % g != 0) continue;
+    for (int g = 2 * s.parallelism.shard_group; g < s.data_parallel(); g *= 2) {
+      if (s.data_parallel() % g != 0) continue;
       Scenario t = s;
       t.parallelism.shard_group = g;
       variants.push_back({fmt::format("{} over {} GPUs", s.parallelism.sharding_as_written, g),
@@ -136,8 +147,10 @@ std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate
       format_bytes(r.ddp_buffer_bytes_per_gpu),
       r.unsharded_bytes_per_gpu > 0 ? ", units gathered " + format_bytes(r.unsharded_bytes_per_gpu) : "",
       format_bytes(r.runtime_bytes_per_gpu()), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
-  if (s.world_size() > 1) text += " Sharded over the " + std::to_string(s.world_size()) + " data-parallel GPUs:";
-  if (s.world_size() > 1) text += sharding_alternatives(s, r, evaluate);
+  if (s.data_parallel() > 1) {
+    text += " Sharded over the " + std::to_string(s.data_parallel()) + " data-parallel GPUs:";
+    text += sharding_alternatives(s, r, evaluate);
+  }
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {
     text += " ddp.gradient_as_bucket_view: true alone would make it fit.";
   }
@@ -202,13 +215,63 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
     for (auto& nic : faster.topology.nics) nic.link.bandwidth_bytes_per_s *= 2;
     what = "NICs twice as fast";
   } else {
-    faster.topology.intra.gpu_link.bandwidth_bytes_per_s *= 2;
-    for (auto& sw : faster.topology.intra.switches) sw.uplink.bandwidth_bytes_per_s *= 2;
-    if (faster.topology.intra.inter_socket) faster.topology.intra.inter_socket->bandwidth_bytes_per_s *= 2;
-    for (auto& l : faster.topology.intra.mesh) l.link.bandwidth_bytes_per_s *= 2;
+    faster = faster_intra_node(s);
     what = "an intra-node fabric twice as fast";
   }
   out.push_back(fmt::format("With {}: {}.", what, gain(r, evaluate(faster))));
+  return out;
+}
+
+// Each smaller tensor-parallel degree (a divisor of the scenario's, so Megatron's even split still holds), with the
+// data-parallel degree that keeps the world: its memory, and where it fits its step, evaluated as the scenario is.
+std::string smaller_tensor_degrees(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  std::string text;
+  std::optional<std::pair<int, StepResult>> fastest;  // the highest throughput that fits, above the scenario's
+  for (int t = s.parallelism.tensor - 1; t >= 1; --t) {
+    if (s.parallelism.tensor % t != 0) continue;
+    Scenario v = s;
+    v.parallelism.tensor = t;
+    v.parallelism.sequence_parallel = t > 1 && s.parallelism.sequence_parallel;
+    if (v.parallelism.hybrid && v.data_parallel() % v.parallelism.shard_group != 0) continue;
+    StepResult x = memory_of(v);
+    if (x.fits) x = evaluate(v);
+    text += fmt::format(
+        " parallelism.tensor {} (data {}): {} per GPU, {};", t, v.data_parallel(), format_bytes(x.memory_need_bytes()),
+        x.fits ? fmt::format("fits, step {}, {}", format_seconds(x.step_time_s), gain(r, x)) : "does not fit");
+    // The data-parallel degree changes the samples per step: compare throughput, not step time.
+    if (x.fits && x.samples_per_s > r.samples_per_s && (!fastest || x.samples_per_s > fastest->second.samples_per_s))
+      fastest.emplace(t, std::move(x));
+  }
+  if (text.empty()) return text;
+  text.back() = '.';
+  if (fastest)
+    text += fmt::format(" Fastest that fits: parallelism.tensor: {}.", fastest->first);
+  else
+    text += fmt::format(" No smaller degree fits with more throughput: tensor {} stays.", s.parallelism.tensor);
+  return text;
+}
+
+// Tensor parallelism's collectives run on the compute stream (Megatron-LM's f and g): none of them is hidden.
+std::vector<std::string> tensor_comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  std::vector<std::string> out;
+  out.push_back(
+      fmt::format("Tensor-communication-bound: the tensor-parallel collectives of the {}-GPU groups are "
+                  "{:.0f}% of the step ({}), on the compute stream, so none is hidden.{}",
+                  s.parallelism.tensor, 100.0 * r.tensor_comm_s / r.step_time_s, format_seconds(r.tensor_comm_s),
+                  smaller_tensor_degrees(s, r, evaluate)));
+  if (!s.parallelism.sequence_parallel) {
+    Scenario sp = s;
+    sp.parallelism.sequence_parallel = true;
+    StepResult x = memory_of(sp);
+    const double activations = x.activation_bytes_per_gpu;
+    x = evaluate(sp);
+    out.push_back(fmt::format(
+        "parallelism.sequence_parallel: true does not cut these bytes (each all-reduce becomes a reduce-scatter and "
+        "an all-gather of the same buffer); it cuts the activations per GPU from {} to {}; evaluated: {}.",
+        format_bytes(r.activation_bytes_per_gpu), format_bytes(activations), gain(r, x)));
+  }
+  out.push_back(fmt::format("With an intra-node fabric twice as fast (the tensor groups' link): {}.",
+                            gain(r, evaluate(faster_intra_node(s)))));
   return out;
 }
 
@@ -235,15 +298,26 @@ std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Ev
   std::vector<std::string> out;
   if (!r.fits) out.push_back(memory_advice(s, r, evaluate));
   if (r.step_time_s <= 0) return out;
-  if (s.world_size() > 1 && r.exposed_comm_s > kCommBoundShare * r.step_time_s) {
+  const bool comm_bound = s.world_size() > 1 && r.exposed_comm_s > kCommBoundShare * r.step_time_s;
+  const bool tensor_bound = r.tensor_comm_s > kCommBoundShare * r.step_time_s;
+  if (comm_bound) {
     const auto more = comm_advice(s, r, evaluate);
     out.insert(out.end(), more.begin(), more.end());
-  } else {
+  }
+  if (tensor_bound) {
+    const auto more = tensor_comm_advice(s, r, evaluate);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  if (!comm_bound && !tensor_bound) {
     out.push_back(fmt::format(
-        "Compute-bound: forward {} + backward {} are {:.0f}% of the step; exposed communication {:.1f}%; scaling "
+        "Compute-bound: forward {} + backward {} are {:.0f}% of the step; exposed communication {:.1f}%{}; scaling "
         "efficiency {:.1f}%{}.",
         format_seconds(r.forward_s), format_seconds(r.backward_s), 100.0 * (r.forward_s + r.backward_s) / r.step_time_s,
-        100.0 * r.exposed_comm_s / r.step_time_s, 100.0 * r.scaling_efficiency, bound_note(r)));
+        100.0 * r.exposed_comm_s / r.step_time_s,
+        s.parallelism.tensor > 1
+            ? fmt::format("; tensor-parallel communication {:.1f}%", 100.0 * r.tensor_comm_s / r.step_time_s)
+            : "",
+        100.0 * r.scaling_efficiency, bound_note(r)));
   }
   if (s.topology.nodes > 1 && s.topology.network.transport == NetTransport::efa)
     out.push_back(efa_advice(s, r, evaluate));

@@ -31,7 +31,8 @@ void fill_common(const Scenario& s, const StepPlan& plan, StepResult& r) {
 
 void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& program, StepResult& r) {
   r.scenario = s.name;
-  r.parameters = plan.parameters;
+  r.parameters = plan.model_parameters;
+  r.parameters_per_gpu = plan.parameters;
   r.gradient_bytes = plan.gradient_bytes;
   r.model_state_bytes_per_gpu = plan.memory.model_state_bytes;
   r.activation_bytes_per_gpu = plan.memory.activation_bytes;

@@ -71,7 +71,8 @@ json to_json(const StepResult& r) {
   j["scenario"] = r.scenario;
   j["mode"] = r.mode;
   j["context"] = r.context;
-  j["model"] = {{"parameters", r.parameters}, {"gradient_bytes", r.gradient_bytes}};
+  j["model"] = {
+      {"parameters", r.parameters}, {"parameters_per_gpu", r.parameters_per_gpu}, {"gradient_bytes", r.gradient_bytes}};
   j["memory"] = {{"model_state_bytes_per_gpu", r.model_state_bytes_per_gpu},
                  {"activation_bytes_per_gpu", r.activation_bytes_per_gpu},
                  {"ddp_buffer_bytes_per_gpu", r.ddp_buffer_bytes_per_gpu},
@@ -166,6 +167,7 @@ StepResult result_from_json(const json& j) {
     r.mode = j.value("mode", "");
     r.context = j.value("context", json::object());
     r.parameters = need(j, "model", "parameters").get<long long>();
+    r.parameters_per_gpu = j.at("model").value("parameters_per_gpu", r.parameters);  // absent before tensor parallelism
     r.gradient_bytes = need(j, "model", "gradient_bytes").get<long long>();
     r.model_state_bytes_per_gpu = need(j, "memory", "model_state_bytes_per_gpu").get<double>();
     r.activation_bytes_per_gpu = need(j, "memory", "activation_bytes_per_gpu").get<double>();

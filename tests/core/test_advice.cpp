@@ -1,4 +1,5 @@
 // The compute- vs communication-bound threshold: one constant (kCommBoundShare), the one docs/guide.md states.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -81,4 +82,68 @@ TEST_CASE("when even zero3 does not fit, the advice says by how much and the sma
     fill_common(z, make_step_plan(z), m);
     CHECK(m.fits == fits);
   }
+}
+
+TEST_CASE("tensor parallelism's collectives above the threshold make the step tensor-communication-bound") {
+  const Scenario s = load_scenario(src("scenarios/megatron-8.3b-8xv100-tp8.yaml"));
+  StepResult r = evaluate(s);
+  REQUIRE(r.tensor_parallel == 8);
+  r.tensor_comm_s = kCommBoundShare * 0.99 * r.step_time_s;
+  const std::string below = advise(s, r, evaluate).at(0);
+  CHECK_THAT(below, Catch::StartsWith("Compute-bound") && Catch::Contains("tensor-parallel communication 9.9%"));
+  r.tensor_comm_s = kCommBoundShare * 1.01 * r.step_time_s;
+  CHECK_THAT(advise(s, r, evaluate).at(0), Catch::StartsWith("Tensor-communication-bound"));
+}
+
+TEST_CASE("tensor-communication advice: smaller degrees by their memory, sequence parallelism by its activations") {
+  const Scenario s = load_scenario(src("scenarios/megatron-8.3b-8xv100-tp8.yaml"));
+  const StepResult r = evaluate(s);
+  REQUIRE(r.tensor_comm_s > kCommBoundShare * r.step_time_s);  // 8.3B over 8 V100s: Megatron's f and g cost ~19%
+  const auto advice = advise(s, r, evaluate);
+  REQUIRE(advice.size() >= 3);
+  const std::string& first = advice.at(0);
+  CHECK_THAT(first, Catch::StartsWith("Tensor-communication-bound"));
+  // 8.3B's model state alone is 16 B x 2.1e9 per GPU at tensor 4: no smaller degree fits a 32 GiB V100.
+  for (int t : {4, 2, 1}) {
+    Scenario v = s;
+    v.parallelism.tensor = t;
+    StepResult m;
+    fill_common(v, make_step_plan(v), m);
+    CHECK_FALSE(m.fits);
+    CHECK_THAT(first, Catch::Contains(fmt::format("parallelism.tensor {} (data {}): {} per GPU, does not fit", t, 8 / t,
+                                                  format_bytes(m.memory_need_bytes()))));
+  }
+  CHECK_THAT(first, Catch::EndsWith("No smaller degree fits with more throughput: tensor 8 stays."));
+  // Sequence parallelism: the same bytes, fewer activations (the variant's own memory figure).
+  Scenario sp = s;
+  sp.parallelism.sequence_parallel = true;
+  StepResult m;
+  fill_common(sp, make_step_plan(sp), m);
+  REQUIRE(m.activation_bytes_per_gpu < r.activation_bytes_per_gpu);
+  CHECK_THAT(advice.at(1), Catch::StartsWith("parallelism.sequence_parallel: true does not cut these bytes") &&
+                               Catch::Contains("from " + format_bytes(r.activation_bytes_per_gpu) + " to " +
+                                               format_bytes(m.activation_bytes_per_gpu)));
+}
+
+TEST_CASE("tensor-communication advice names the smaller degree that fits with the highest throughput") {
+  // The 1.2B model fits one V100: on 8 GPUs with tensor 8, every smaller degree fits and data parallelism is faster.
+  const Scenario s = load_scenario(src("scenarios/megatron-1.2b-1xv100.yaml"),
+                                   {{"cluster.gpus_per_node", "8"}, {"parallelism.tensor", "8"}});
+  const StepResult r = evaluate(s);
+  REQUIRE(r.tensor_comm_s > kCommBoundShare * r.step_time_s);
+  int best = 0;
+  double best_rate = r.samples_per_s;
+  for (int t : {4, 2, 1}) {
+    Scenario v = s;
+    v.parallelism.tensor = t;
+    const StepResult x = evaluate(v);
+    REQUIRE(x.fits);
+    if (x.samples_per_s > best_rate) {
+      best = t;
+      best_rate = x.samples_per_s;
+    }
+  }
+  REQUIRE(best > 0);
+  CHECK_THAT(advise(s, r, evaluate).at(0),
+             Catch::EndsWith(fmt::format("Fastest that fits: parallelism.tensor: {}.", best)));
 }

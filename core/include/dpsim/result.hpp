@@ -79,8 +79,9 @@ struct StepResult {
   std::string mode;  // estimate | predict | measure
   nlohmann::json context = nlohmann::json::object();
 
-  long long parameters = 0;
-  long long gradient_bytes = 0;
+  long long parameters = 0;          // the whole model's (JSON model.parameters)
+  long long parameters_per_gpu = 0;  // what one GPU holds: 1/tensor of the split tensors (model.parameters_per_gpu)
+  long long gradient_bytes = 0;      // of one GPU's parameters: what it all-reduces over its data-parallel group
 
   double model_state_bytes_per_gpu = 0;
   double activation_bytes_per_gpu = 0;
