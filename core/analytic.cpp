@@ -9,7 +9,9 @@
 namespace dpsim {
 
 FabricSummary group_fabric(const Scenario& s, const StepProgram& program, GroupKind kind) {
-  const ProcessGroup g = group_of(0, kind, program.dims);
+  ProcessGroup g = group_of(0, kind, program.dims);
+  // A pipeline group's calls are sends between neighbouring stages: the fabric of a pair of them.
+  if (kind == GroupKind::pipeline && g.ranks.size() > 2) g.ranks.resize(2);
   const GroupPlacement p = placement(g, program.dims, s.topology.gpus_per_node);
   return summarize_fabric(group_topology(s.topology, p));
 }
@@ -23,6 +25,10 @@ std::map<GroupKind, FabricSummary> call_fabrics(const Scenario& s, const StepPro
 }
 
 CollectiveCost call_cost(const Scenario& s, const CommCall& call, const FabricSummary& fabric) {
+  // A send of S bytes to the neighbouring stage moves what each rank of a two-rank ring all-gather of 2S moves (S, one
+  // step, over the pair's fabric): NCCL runs its point-to-point over the same channels and protocols.
+  if (call.kind == CollectiveKind::send)
+    return collective_cost(CollectiveKind::all_gather, 2 * call.bytes, fabric, s.nccl, s.collective);
   return collective_cost(call.kind, call.bytes, fabric, s.nccl, s.collective);
 }
 
@@ -40,14 +46,24 @@ CommTiming comm_timing(const CommCall& call, const std::string& stream, double r
           cost ? to_string(cost->protocol) : "none"};
 }
 
-AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program)
+AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program, size_t rank_class,
+                                   std::map<std::pair<int, int>, double>* crossed)
     : s_(s),
       plan_(plan),
       dims_(program.dims),
       cm_(compute_model(s)),
-      fabric_(program.classes.empty() ? std::map<GroupKind, FabricSummary>{}
-                                      : call_fabrics(s, program, program.classes.front())) {
+      fabric_(rank_class < program.classes.size() ? call_fabrics(s, program, program.classes[rank_class])
+                                                  : std::map<GroupKind, FabricSummary>{}),
+      stage_(rank_class < program.classes.size() ? program.classes[rank_class].stage : -1),
+      crossed_(crossed) {
   clock_.assign(program.streams.size(), 0.0);
+}
+
+std::map<std::pair<int, int>, double>& AnalyticExecutor::events_of(EventKind kind) {
+  if (!crosses_classes(kind)) return event_s_;
+  if (!crossed_) throw RuntimeError(fmt::format("{}: a cross-class event, and no class shares this executor's events",
+                                                to_string(kind)));
+  return *crossed_;
 }
 
 void AnalyticExecutor::advance(const Instr& in, double seconds) {
@@ -81,23 +97,30 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
   const double seconds = t.moves ? t.cost.time_s + s_.nccl.framework_launch_overhead_s : 0.0;
   clock += seconds;
   t.end_s = clock;
-  (in.stream == StepProgram::kCompute ? blocking_comm_ : comm_busy_) += seconds;
+  if (in.stream != StepProgram::kCompute)
+    comm_busy_ += seconds;
+  else
+    (call.kind == CollectiveKind::send ? p2p_ : blocking_comm_) += seconds;
   calls_.push_back(t);
 }
 
 void AnalyticExecutor::record(const Instr& in) {
-  event_s_[{static_cast<int>(in.event.kind), in.event.index}] = clock_[static_cast<size_t>(in.stream)];
+  events_of(in.event.kind)[{static_cast<int>(in.event.kind), in.event.index}] = clock_[static_cast<size_t>(in.stream)];
 }
 
 void AnalyticExecutor::wait(const Instr& in) {
-  const double t = event_s_.at({static_cast<int>(in.event.kind), in.event.index});
+  const double t = events_of(in.event.kind).at({static_cast<int>(in.event.kind), in.event.index});
   double& clock = clock_[static_cast<size_t>(in.stream)];
+  if (in.stream == StepProgram::kCompute && t > clock)
+    (crosses_classes(in.event.kind) ? bubble_ : waited_comm_) += t - clock;
   clock = std::max(clock, t);
 }
 
-void AnalyticExecutor::unflatten(const Instr& in) { advance(in, memory_seconds(plan_.final_copy_bytes, cm_)); }
+void AnalyticExecutor::unflatten(const Instr& in) {
+  advance(in, memory_seconds(final_copy_bytes_of(plan_, stage_), cm_));
+}
 
-void AnalyticExecutor::optimizer(const Instr& in) { advance(in, optimizer_seconds(plan_.optimizer, cm_)); }
+void AnalyticExecutor::optimizer(const Instr& in) { advance(in, optimizer_seconds(optimizer_of(plan_, stage_), cm_)); }
 
 void AnalyticExecutor::mark(const Instr&) {}
 

@@ -1,6 +1,7 @@
 #include "dpsim/estimate.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "dpsim/analytic.hpp"
@@ -40,12 +41,17 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.unsharded_bytes_per_gpu = plan.memory.unsharded_bytes;
   r.data_parallel = plan.dims.data;
   r.tensor_parallel = plan.dims.tensor;
+  r.pipeline_parallel = plan.pipeline.stages;
+  r.pipeline_schedule = plan.pipeline.stages > 1 ? to_string(plan.pipeline.schedule) : "";
+  r.virtual_stages = plan.pipeline.virtual_stages;
   r.sequence_parallel = s.parallelism.sequence_parallel;
   const ComputeModel cm = compute_model(s);
   r.peak_flops_per_s = cm.peak_flops_per_s;
   r.hardware_flops_per_step_per_gpu = 0;
   for (const PlanOp& op : plan.ops) r.hardware_flops_per_step_per_gpu += executed_flops(op, cm);
-  r.hardware_flops_per_step_per_gpu *= static_cast<double>(std::max<int64_t>(1, plan.gradient_accumulation));
+  // Each GPU runs its stage's ops: 1/stages of them on average.
+  r.hardware_flops_per_step_per_gpu *=
+      static_cast<double>(std::max<int64_t>(1, plan.gradient_accumulation)) / plan.pipeline.stages;
   r.sharding = to_string(plan.sharded.sharding);
   r.shard_group = plan.sharded.replicas > 1 ? plan.sharded.shards : 0;
   r.gpu_memory_bytes = s.topology.gpu.memory_bytes;
@@ -103,12 +109,84 @@ void fill_throughput(const StepPlan& plan, StepResult& r) {
   r.hfu = r.peak_flops_per_s > 0 ? r.hardware_flops_per_s_per_gpu / r.peak_flops_per_s : 0;
 }
 
+void report_stages(const StepPlan& plan, StepResult& r) {
+  if (r.stages.empty()) return;
+  size_t most = 0;  // the stage with the most compute: what step.* describes
+  for (size_t k = 0; k < r.stages.size(); ++k) {
+    const StageTiming& t = r.stages[k];
+    if (t.forward_s + t.backward_s > r.stages[most].forward_s + r.stages[most].backward_s) most = k;
+    r.step_time_s = std::max(r.step_time_s, t.end_s);
+    r.stages[k].memory_need_bytes = plan.pipeline.stage.at(k).memory.total_bytes() + r.runtime_bytes_per_gpu();
+  }
+  const StageTiming& t = r.stages[most];
+  r.reported_stage = t.stage;
+  r.forward_s = t.forward_s;
+  r.backward_s = t.backward_s;
+  r.optimizer_s = t.optimizer_s;
+  r.tensor_comm_s = t.tensor_comm_s;
+  r.p2p_s = t.p2p_s;
+  r.exposed_comm_s = t.exposed_comm_s;
+  r.pipeline_bubble_s = t.bubble_s + (r.step_time_s - t.end_s);  // it also waits for the last stage to finish
+}
+
+namespace {
+
+// Pipeline stages: every stage's class through its own closed-form executor, walked together (the stages wait for
+// each other's sends); step.* describes the stage with the most compute, stages[] every stage.
+Estimate estimate_pipeline(const Scenario& s, const StepPlan& plan, const StepProgram& program, Estimate e) {
+  StepResult& r = e.result;
+  std::map<std::pair<int, int>, double> crossed;
+  std::vector<AnalyticExecutor> runs;
+  runs.reserve(program.classes.size());
+  for (size_t c = 0; c < program.classes.size(); ++c) runs.emplace_back(s, plan, program, c, &crossed);
+  std::vector<StepExecutor*> executors;
+  for (AnalyticExecutor& run : runs) executors.push_back(&run);
+  walk_classes(program, executors);
+  double hidden = 0;
+  for (size_t c = 0; c < runs.size(); ++c) {
+    const AnalyticExecutor& run = runs[c];
+    r.stages.push_back({program.classes[c].stage, run.phase_busy_s(Phase::forward), run.phase_busy_s(Phase::backward),
+                        run.phase_busy_s(Phase::optimizer), run.blocking_comm_s(), run.p2p_s(), run.waited_comm_s(),
+                        run.bubble_s(), run.step_s(), 0});
+    if (c == 0) {
+      r.comm_busy_s = run.comm_busy_s();
+      hidden = std::max(0.0, run.comm_busy_s() - run.waited_comm_s());
+      for (size_t i = 0; i < run.calls().size(); ++i) {
+        const CallTiming& t = run.calls()[i];
+        r.comm.push_back(comm_timing(program.classes[c].comms[i], program.streams[static_cast<size_t>(t.stream)],
+                                     t.ready_s, t.start_s, t.end_s, t.moves ? &t.cost : nullptr));
+      }
+    }
+  }
+  report_stages(plan, r);
+  const StageTiming& t = r.stages.at(static_cast<size_t>(r.reported_stage));
+  e.compute_s = t.forward_s + t.backward_s + t.optimizer_s;
+  e.single_gpu_step_s = e.compute_s;
+  e.perfect_overlap_step_s = r.step_time_s;
+  e.no_overlap_step_s = r.step_time_s + hidden;  // stage 0's reductions serialized after its backward
+  r.no_overlap_step_s = e.no_overlap_step_s;
+  r.bounds = StepBounds{bound(plan, e.single_gpu_step_s, e.perfect_overlap_step_s, r.exposed_comm_s),
+                        bound(plan, e.single_gpu_step_s, e.no_overlap_step_s, r.exposed_comm_s + hidden)};
+  fill_throughput(plan, r);
+  r.scaling_efficiency = r.bounds->perfect_overlap.scaling_efficiency;
+  fill_training_cost(s, r);
+  return e;
+}
+
+}  // namespace
+
 Estimate estimate(const Scenario& s, const StepPlan& plan) {
   Estimate e;
   StepResult& r = e.result;
   r.mode = "estimate";
   const StepProgram program = make_step_program(plan);
   fill_common(s, plan, program, r);
+  e.largest_model_parameters =
+      s.topology.gpu.memory_bytes /
+      sharded_model_state_bytes(1.0,
+                                model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer),
+                                plan.sharded.sharding, plan.sharded.shards);
+  if (plan.pipeline.stages > 1) return estimate_pipeline(s, plan, program, e);
   AnalyticExecutor run(s, plan, program);
   walk_program(program, program.classes.front(), run);
   r.forward_s = run.phase_busy_s(Phase::forward);
@@ -142,12 +220,6 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   fill_throughput(plan, r);
   r.scaling_efficiency = r.bounds->perfect_overlap.scaling_efficiency;
   fill_training_cost(s, r);
-  // Model state only, with the scenario's sharding over its data-parallel GPUs.
-  e.largest_model_parameters =
-      s.topology.gpu.memory_bytes /
-      sharded_model_state_bytes(1.0,
-                                model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer),
-                                plan.sharded.sharding, plan.sharded.shards);
   return e;
 }
 

@@ -468,7 +468,8 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
         check_pipeline_schedule(s.parallelism.schedule, s.parallelism.pipeline,
                                 static_cast<int>(s.training.gradient_accumulation), s.parallelism.virtual_stages);
       } catch (const InputError& e) {
-        v->at(v->has("schedule") ? "schedule" : "pipeline").fail(e.what());
+        v->at(v->has("schedule") ? "schedule" : "pipeline")
+            .fail(fmt::format("{} (micro-batches per pipeline: training.gradient_accumulation)", e.what()));
       }
     }
   }
@@ -478,6 +479,12 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   }
   if (auto v = root.get("zero_optimization"))
     s.zero_optimization = parse_zero_optimization(*v, s.parallelism.sharding, root.has("fsdp"));
+  if (s.parallelism.pipeline > 1 &&
+      (s.zero_optimization || s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3))
+    root.at(s.zero_optimization ? "zero_optimization" : "parallelism")
+        .fail(fmt::format("{} with pipeline parallelism is not modelled yet (zero1, Megatron's distributed optimizer, "
+                          "is)",
+                          s.zero_optimization ? "DeepSpeed's zero_optimization" : s.parallelism.sharding_as_written));
 
   if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
     root.at("training")

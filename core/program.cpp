@@ -39,6 +39,8 @@ const char* to_string(EventKind kind) {
     case EventKind::reduced: return "reduced";
     case EventKind::all_reduced: return "all_reduced";
     case EventKind::optimizer_done: return "optimizer_done";
+    case EventKind::activation_sent: return "activation_sent";
+    case EventKind::gradient_sent: return "gradient_sent";
   }
   return "?";
 }
@@ -64,6 +66,46 @@ Phase Instr::phase() const {
     default: return Phase::optimizer;
   }
 }
+
+namespace program_detail {
+
+// One DDP bucket on the comm stream: wait for its gradients, all-reduce over the data group, signal done.
+void bucket_allreduce(Builder& bld, const StepPlan& plan, int b, bool wait_backward) {
+  constexpr int comm = StepProgram::kComm;
+  bld.wait(comm, {EventKind::bucket_ready, b});
+  if (wait_backward) bld.wait(comm, {EventKind::backward_done, 0});
+  bld.mark(comm, Mark::bucket_start, b);
+  const bool sharded = plan.sharded.sharding == Sharding::zero1;
+  bld.call(comm, {.kind = sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                  .group = GroupKind::data,
+                  .bytes = static_cast<double>(plan.buckets[static_cast<size_t>(b)].bytes),
+                  .bucket = b,
+                  .inputs_ready = {EventKind::bucket_ready, b}});
+  bld.mark(comm, Mark::bucket_end, b);
+  bld.record(comm, {EventKind::bucket_done, b});
+}
+
+// zero1 after the sharded update: each bucket's updated weights all-gathered, in bucket order; the step ends when
+// the last is in (DeepSpeed stage 1 and Megatron's distributed optimizer gather the parameters after the step).
+void gather_updated_weights(Builder& bld, const StepPlan& plan, int stage) {
+  constexpr int compute = StepProgram::kCompute, comm = StepProgram::kComm;
+  bld.record(compute, {EventKind::optimizer_done, 0});
+  bld.wait(comm, {EventKind::optimizer_done, 0});
+  int last = -1;
+  for (const Bucket& b : plan.buckets) {
+    if (stage >= 0 && b.stage != stage) continue;
+    last = bld.call(comm, {.kind = CollectiveKind::all_gather,
+                           .group = GroupKind::data,
+                           .bytes = static_cast<double>(b.bytes) * plan.sharded.param_per_grad_bytes,
+                           .bucket = -1,
+                           .inputs_ready = {EventKind::optimizer_done, 0}});
+  }
+  if (last < 0) return;
+  bld.record(comm, {EventKind::gathered, last});
+  bld.wait(compute, {EventKind::gathered, last});
+}
+
+}  // namespace program_detail
 
 namespace {
 using namespace program_detail;
@@ -96,40 +138,6 @@ std::map<int, std::vector<int>> buckets_by_position(const StepPlan& plan) {
     }
   }
   return at;
-}
-
-// One DDP bucket on the comm stream: wait for its gradients, all-reduce over the data group, signal done.
-void bucket_allreduce(Builder& bld, const StepPlan& plan, int b, bool wait_backward) {
-  constexpr int comm = StepProgram::kComm;
-  bld.wait(comm, {EventKind::bucket_ready, b});
-  if (wait_backward) bld.wait(comm, {EventKind::backward_done, 0});
-  bld.mark(comm, Mark::bucket_start, b);
-  const bool sharded = plan.sharded.sharding == Sharding::zero1;
-  bld.call(comm, {.kind = sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
-                  .group = GroupKind::data,
-                  .bytes = static_cast<double>(plan.buckets[static_cast<size_t>(b)].bytes),
-                  .bucket = b,
-                  .inputs_ready = {EventKind::bucket_ready, b}});
-  bld.mark(comm, Mark::bucket_end, b);
-  bld.record(comm, {EventKind::bucket_done, b});
-}
-
-// zero1 after the sharded update: each bucket's updated weights all-gathered, in bucket order; the step ends when
-// the last is in (DeepSpeed stage 1 and Megatron's distributed optimizer gather the parameters after the step).
-void gather_updated_weights(Builder& bld, const StepPlan& plan) {
-  constexpr int compute = StepProgram::kCompute, comm = StepProgram::kComm;
-  bld.record(compute, {EventKind::optimizer_done, 0});
-  bld.wait(comm, {EventKind::optimizer_done, 0});
-  int last = -1;
-  for (const Bucket& b : plan.buckets)
-    last = bld.call(comm, {.kind = CollectiveKind::all_gather,
-                           .group = GroupKind::data,
-                           .bytes = static_cast<double>(b.bytes) * plan.sharded.param_per_grad_bytes,
-                           .bucket = -1,
-                           .inputs_ready = {EventKind::optimizer_done, 0}});
-  if (last < 0) return;
-  bld.record(comm, {EventKind::gathered, last});
-  bld.wait(compute, {EventKind::gathered, last});
 }
 
 // DDP, and zero1 (the same buckets reduce-scattered, the update on the shard, the weights all-gathered).
@@ -178,7 +186,7 @@ StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
   bld.mark(compute, Mark::optimizer_begin, 0);
   if (nbuckets > 0) bld.push({.type = Instr::Type::unflatten, .stream = compute});
   bld.push({.type = Instr::Type::optimizer, .stream = compute});
-  if (plan.sharded.sharding == Sharding::zero1) gather_updated_weights(bld, plan);
+  if (plan.sharded.sharding == Sharding::zero1) gather_updated_weights(bld, plan, -1);
   bld.mark(compute, Mark::optimizer_end, 0);
   program.classes.push_back(std::move(bld.rank));
   return program;
@@ -190,6 +198,7 @@ StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& option
   if (plan.sharded.deepspeed) return program_detail::deepspeed_program(plan, options);
   if (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3)
     return program_detail::fsdp_program(plan, options);
+  if (plan.pipeline.stages > 1) return program_detail::pipeline_program(plan, options);
   return ddp_program(plan, options);
 }
 
@@ -226,32 +235,66 @@ void check_instr(const StepProgram& program, const RankProgram& rank, const Inst
                                    to_string(in.type), in.stream));
   if (in.type == Instr::Type::collective && (in.comm < 0 || in.comm >= static_cast<int>(rank.comms.size())))
     throw RuntimeError(fmt::format("program ({}): collective {} out of range", rank.rank_class, in.comm));
-  if (in.type == Instr::Type::wait && !recorded.count({static_cast<int>(in.event.kind), in.event.index}))
+  if (in.type == Instr::Type::wait && !crosses_classes(in.event.kind) &&
+      !recorded.count({static_cast<int>(in.event.kind), in.event.index}))
     throw RuntimeError(fmt::format(
         "program ({}): stream {} waits for {}[{}] before it is recorded: no executor "
         "could run it",
         rank.rank_class, program.streams[static_cast<size_t>(in.stream)], to_string(in.event.kind), in.event.index));
 }
 
+void execute(const RankProgram& rank, const Instr& in, StepExecutor& ex, std::set<std::tuple<int, int>>& recorded) {
+  switch (in.type) {
+    case Instr::Type::forward: ex.forward(in); break;
+    case Instr::Type::backward: ex.backward(in); break;
+    case Instr::Type::collective: ex.collective(in, rank.comms[static_cast<size_t>(in.comm)]); break;
+    case Instr::Type::record:
+      recorded.insert({static_cast<int>(in.event.kind), in.event.index});
+      ex.record(in);
+      break;
+    case Instr::Type::wait: ex.wait(in); break;
+    case Instr::Type::unflatten: ex.unflatten(in); break;
+    case Instr::Type::optimizer: ex.optimizer(in); break;
+    case Instr::Type::mark: ex.mark(in); break;
+  }
+}
+
 }  // namespace
+
+void walk_classes(const StepProgram& program, const std::vector<StepExecutor*>& executors) {
+  if (executors.size() != program.classes.size())
+    throw RuntimeError(fmt::format("walk_classes: {} executors for {} rank classes", executors.size(),
+                                   program.classes.size()));
+  std::vector<size_t> at(program.classes.size(), 0);
+  std::vector<std::set<std::tuple<int, int>>> recorded(program.classes.size());
+  std::set<std::tuple<int, int>> crossed;  // cross-class events recorded so far, by any class
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t c = 0; c < program.classes.size(); ++c) {
+      const RankProgram& rank = program.classes[c];
+      for (; at[c] < rank.instrs.size(); ++at[c]) {
+        const Instr& in = rank.instrs[at[c]];
+        check_instr(program, rank, in, recorded[c]);
+        const std::tuple<int, int> key{static_cast<int>(in.event.kind), in.event.index};
+        if (in.type == Instr::Type::wait && crosses_classes(in.event.kind) && !crossed.count(key)) break;
+        execute(rank, in, *executors[c], recorded[c]);
+        if (in.type == Instr::Type::record && crosses_classes(in.event.kind)) crossed.insert(key);
+        progress = true;
+      }
+    }
+  }
+  for (size_t c = 0; c < program.classes.size(); ++c)
+    if (at[c] < program.classes[c].instrs.size())
+      throw RuntimeError(fmt::format("program ({}): waits for {} that no rank class records: the schedule deadlocks",
+                                     program.classes[c].rank_class, describe(program.classes[c].instrs[at[c]], program,
+                                                                             program.classes[c])));
+}
 
 void walk_program(const StepProgram& program, const RankProgram& rank, StepExecutor& ex) {
   std::set<std::tuple<int, int>> recorded;
   for (const Instr& in : rank.instrs) {
     check_instr(program, rank, in, recorded);
-    switch (in.type) {
-      case Instr::Type::forward: ex.forward(in); break;
-      case Instr::Type::backward: ex.backward(in); break;
-      case Instr::Type::collective: ex.collective(in, rank.comms[static_cast<size_t>(in.comm)]); break;
-      case Instr::Type::record:
-        recorded.insert({static_cast<int>(in.event.kind), in.event.index});
-        ex.record(in);
-        break;
-      case Instr::Type::wait: ex.wait(in); break;
-      case Instr::Type::unflatten: ex.unflatten(in); break;
-      case Instr::Type::optimizer: ex.optimizer(in); break;
-      case Instr::Type::mark: ex.mark(in); break;
-    }
+    execute(rank, in, ex, recorded);
   }
 }
 

@@ -40,7 +40,8 @@ inline void compute_op(Builder& bld, const StepPlan& plan, const Instr& in) {
   auto calls = [&](bool in_backward, bool before) {
     for (const TensorCall& c : op.tensor_calls)
       if (c.backward == in_backward && c.before == before)
-        bld.call(in.stream, {.kind = c.kind, .group = GroupKind::tensor, .bytes = c.bytes, .inputs_ready = {}});
+        bld.call(in.stream,
+                 {.kind = c.kind, .group = GroupKind::tensor, .bytes = c.bytes, .inputs_ready = {}, .backward = backward});
   };
   if (backward && op.recompute_forward) {
     calls(false, true);
@@ -80,6 +81,15 @@ inline int backward_op(const StepPlan& plan, size_t pos) {
     throw RuntimeError(fmt::format("plan backward_order names op {}, out of range", o));
   return o;
 }
+
+// One DDP bucket on the comm stream: wait for its gradients (and, without overlap, the whole backward), all-reduce
+// (zero1: reduce-scatter) over the data group, signal done (program.cpp).
+void bucket_allreduce(Builder& bld, const StepPlan& plan, int bucket, bool wait_backward);
+// zero1 after the sharded update: the updated weights of each bucket of `stage` (-1: every bucket) all-gathered.
+void gather_updated_weights(Builder& bld, const StepPlan& plan, int stage);
+
+// Pipeline stages: one rank class per stage running its schedule's slots (program_pipeline.cpp).
+StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options);
 
 // zero2/zero3: FSDP's step (program_fsdp.cpp).
 StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options);

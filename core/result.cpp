@@ -97,7 +97,9 @@ json to_json(const StepResult& r) {
   j["step"] = {{"time_s", r.step_time_s},          {"forward_s", r.forward_s},
                {"backward_s", r.backward_s},       {"exposed_comm_s", r.exposed_comm_s},
                {"optimizer_s", r.optimizer_s},     {"comm_busy_s", r.comm_busy_s},
-               {"tensor_comm_s", r.tensor_comm_s}, {"no_overlap_time_s", r.no_overlap_step_s}};
+               {"tensor_comm_s", r.tensor_comm_s},
+               {"p2p_s", r.p2p_s},
+               {"pipeline_bubble_s", r.pipeline_bubble_s}, {"no_overlap_time_s", r.no_overlap_step_s}};
   j["throughput"] = {{"samples_per_s", r.samples_per_s},
                      {"tokens_per_s", r.tokens_per_s},
                      {"model_flops_per_s_per_gpu", r.model_flops_per_s_per_gpu},
@@ -132,10 +134,27 @@ json to_json(const StepResult& r) {
   }
   j["parallelism"] = {{"data", r.data_parallel},
                       {"tensor", r.tensor_parallel},
-                      {"pipeline", 1},
+                      {"pipeline", r.pipeline_parallel},
                       {"sequence_parallel", r.sequence_parallel},
                       {"sharding", r.sharding}};
   if (r.shard_group > 0) j["parallelism"]["shard_group"] = r.shard_group;
+  if (r.pipeline_parallel > 1) {
+    j["parallelism"]["schedule"] = r.pipeline_schedule;
+    j["parallelism"]["virtual_stages"] = r.virtual_stages;
+    j["step"]["reported_stage"] = r.reported_stage;
+    j["stages"] = json::array();
+    for (const StageTiming& t : r.stages)
+      j["stages"].push_back({{"stage", t.stage},
+                             {"forward_s", t.forward_s},
+                             {"backward_s", t.backward_s},
+                             {"optimizer_s", t.optimizer_s},
+                             {"tensor_comm_s", t.tensor_comm_s},
+                             {"p2p_s", t.p2p_s},
+                             {"exposed_comm_s", t.exposed_comm_s},
+                             {"bubble_s", t.bubble_s},
+                             {"end_s", t.end_s},
+                             {"memory_needed_bytes_per_gpu", t.memory_need_bytes}});
+  }
   if (r.bounds)
     j["bounds"] = {{"perfect_overlap", bound_json(r.bounds->perfect_overlap)},
                    {"no_overlap", bound_json(r.bounds->no_overlap)}};
@@ -192,6 +211,15 @@ StepResult result_from_json(const json& j) {
     r.optimizer_s = need(j, "step", "optimizer_s").get<double>();
     r.comm_busy_s = j.at("step").value("comm_busy_s", 0.0);
     r.tensor_comm_s = j.at("step").value("tensor_comm_s", 0.0);
+    r.p2p_s = j.at("step").value("p2p_s", 0.0);
+    r.pipeline_bubble_s = j.at("step").value("pipeline_bubble_s", 0.0);
+    r.reported_stage = j.at("step").value("reported_stage", 0);
+    for (const auto& t : j.value("stages", json::array()))
+      r.stages.push_back({t.at("stage").get<int>(), t.at("forward_s").get<double>(), t.at("backward_s").get<double>(),
+                          t.at("optimizer_s").get<double>(), t.at("tensor_comm_s").get<double>(),
+                          t.at("p2p_s").get<double>(), t.at("exposed_comm_s").get<double>(),
+                          t.at("bubble_s").get<double>(), t.at("end_s").get<double>(),
+                          t.at("memory_needed_bytes_per_gpu").get<double>()});
     r.no_overlap_step_s = j.at("step").value("no_overlap_time_s", 0.0);
     r.samples_per_s = need(j, "throughput", "samples_per_s").get<double>();
     r.tokens_per_s = need(j, "throughput", "tokens_per_s").get<double>();
@@ -223,6 +251,9 @@ StepResult result_from_json(const json& j) {
       r.shard_group = j.at("parallelism").value("shard_group", 0);
       r.data_parallel = j.at("parallelism").value("data", 1);
       r.tensor_parallel = j.at("parallelism").value("tensor", 1);
+      r.pipeline_parallel = j.at("parallelism").value("pipeline", 1);
+      r.pipeline_schedule = j.at("parallelism").value("schedule", "");
+      r.virtual_stages = j.at("parallelism").value("virtual_stages", 1);
       r.sequence_parallel = j.at("parallelism").value("sequence_parallel", false);
     }
     if (j.contains("bounds"))

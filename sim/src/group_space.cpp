@@ -51,9 +51,11 @@ bool spans_world(GroupKind kind, const ParallelDims& dims) {
 }
 
 std::vector<GroupSpace> group_spaces(const Platform& platform, const Topology& topology, GroupKind kind,
-                                     const ParallelDims& dims) {
+                                     const ParallelDims& dims, int stage) {
   std::vector<GroupSpace> out;
-  for (const ProcessGroup& group : groups_of(kind, dims)) out.emplace_back(platform, topology, group);
+  for (const ProcessGroup& group : groups_of(kind, dims))
+    if (stage < 0 || coords_of(group.ranks.front(), dims).pipeline == stage)
+      out.emplace_back(platform, topology, group);
   return out;
 }
 

@@ -34,8 +34,9 @@ class GroupSpace final : public FlowSpace {
 
 // The spaces a call over groups of `kind` runs on: every group of that kind at once (all ranks run the same
 // program), or the platform itself where one group spans the whole world.
+// `stage` >= 0: only the groups of that pipeline stage (its rank class runs their calls).
 std::vector<GroupSpace> group_spaces(const Platform& platform, const Topology& topology, GroupKind kind,
-                                     const ParallelDims& dims);
+                                     const ParallelDims& dims, int stage = -1);
 // Whether every group of `kind` is the whole world (the platform itself is its space; a reduced platform serves).
 bool spans_world(GroupKind kind, const ParallelDims& dims);
 

@@ -102,7 +102,8 @@ struct Platform::Impl {
   void fabric_route(int node_a, int nic_a, int node_b, int nic_b, std::vector<LinkImpl*>& out) const;
 };
 
-Platform::Platform(const Scenario& scenario, bool reduced) : impl_(std::make_unique<Impl>()), reduced_(reduced) {
+Platform::Platform(const Scenario& scenario, bool reduced, int timelines)
+    : impl_(std::make_unique<Impl>()), reduced_(reduced), timelines_(std::max(1, timelines)) {
   const Topology& t = scenario.topology;
   check_topology(t);  // the one set of topology rules (core); what follows assumes them
   Impl& m = *impl_;
@@ -161,9 +162,12 @@ void Platform::add_hosts() {
   }
   // The compute timeline of a rank (all ranks are identical): pstate 0 alone, pstate 1 beside a collective.
   const double slow = m.scenario->nccl.overlap_slowdown > 0 ? m.scenario->nccl.overlap_slowdown : 1.0;
-  compute_host_ = m.zone->get_iface()->create_host(
-      "compute", std::vector<double>{kComputeOpsPerSecond, kComputeOpsPerSecond / slow});
-  m.hosts.push_back({HostKind::compute, 0, 0});
+  for (int k = 0; k < timelines_; ++k) {
+    compute_hosts_.push_back(m.zone->get_iface()->create_host(
+        k == 0 ? std::string("compute") : fmt::format("compute{}", k),
+        std::vector<double>{kComputeOpsPerSecond, kComputeOpsPerSecond / slow}));
+    m.hosts.push_back({HostKind::compute, 0, k});
+  }
 }
 
 // Intra-node links of every simulated node: GPU links (NVSwitch, PCIe), switch uplinks and the socket fabric
@@ -272,7 +276,7 @@ void Platform::seal() {
     m.zone->vertex_host[id] = index;
   };
   for (size_t i = 0; i < hosts_.size(); ++i) map_host(hosts_[i], static_cast<int>(i));
-  map_host(compute_host_, -1);
+  for (simgrid::s4u::Host* h : compute_hosts_) map_host(h, -1);
   m.zone->get_iface()->seal();
 }
 

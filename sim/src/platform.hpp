@@ -47,7 +47,8 @@ struct PlatformStats {
 class Platform final : public FlowSpace {
  public:
   // Builds the SimGrid platform in the current engine (call once per process, before running).
-  Platform(const Scenario& scenario, bool reduced);
+  // `timelines`: compute hosts, one per rank class whose compute runs at once (pipeline stages).
+  Platform(const Scenario& scenario, bool reduced, int timelines = 1);
   ~Platform();
   Platform(const Platform&) = delete;
   Platform& operator=(const Platform&) = delete;
@@ -65,7 +66,7 @@ class Platform final : public FlowSpace {
   int channel(int node, int c) const override;
 
   simgrid::s4u::Host* host(int index) const { return hosts_[static_cast<size_t>(index)]; }
-  simgrid::s4u::Host* compute_host() const { return compute_host_; }
+  simgrid::s4u::Host* compute_host(int timeline = 0) const { return compute_hosts_.at(static_cast<size_t>(timeline)); }
   PlatformStats stats() const;
 
   // NVSwitch / PCIe: the cycle 0 -> 1 -> ... -> 0, share 1. NVLink mesh: NCCL runs one ring per NVLink, so every
@@ -91,7 +92,8 @@ class Platform final : public FlowSpace {
   double channel_share_ = 1;
   bool reduced_ = true;
   std::vector<simgrid::s4u::Host*> hosts_;
-  simgrid::s4u::Host* compute_host_ = nullptr;
+  std::vector<simgrid::s4u::Host*> compute_hosts_;
+  int timelines_ = 1;
 };
 
 }  // namespace dpsim::sim

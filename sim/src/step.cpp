@@ -96,6 +96,9 @@ struct Run final : StepExecutor {
   const StepPlan* plan = nullptr;
   const StepProgram* program = nullptr;
   const RankProgram* rank = nullptr;
+  int host = 0;  // its compute host (pipeline stages compute at once, each on its own)
+  // Events that cross rank classes (pipeline sends), shared by every class's Run; the others are this Run's own.
+  std::map<std::pair<int, int>, EventState>* crossed = nullptr;
   SimOptions options;
   Platform* platform = nullptr;
   ComputeModel cm;
@@ -110,8 +113,9 @@ struct Run final : StepExecutor {
   int active_collectives = 0;                   // running now, on any comm stream
   double t0 = 0, comm_end = 0, optimizer_start = -1, step_end = 0;
   double forward_sum = 0, backward_sum = 0;
-  bool in_forward = true;                  // the compute stream is between forward_begin and forward_end
-  std::array<double, 2> blocking_s{0, 0};  // collectives on the compute stream (tensor parallelism's): forward, rest
+  std::array<double, 2> blocking_s{0, 0};  // tensor collectives on the compute stream: forward, backward
+  std::array<double, 3> busy_s{0, 0, 0};   // compute per Phase
+  double p2p_s = 0, bubble_s = 0, waited_comm_s = 0;  // the compute stream: sends; waits for other stages, own calls
   std::vector<TimelineEvent> timeline;
   std::vector<std::vector<const Instr*>> executed;  // per stream, in run order (SimOptions::record_program)
   int64_t events = 0, flows = 0;
@@ -127,9 +131,14 @@ struct Run final : StepExecutor {
   }
   void collective(const Instr& in, const CommCall&) override { queue(in); }
   void record(const Instr& in) override { queue(in); }
+  std::map<std::pair<int, int>, EventState>& events_of(EventKind kind) {
+    if (!crosses_classes(kind)) return events_;
+    if (!crossed) throw RuntimeError(fmt::format("{}: a cross-class event in a one-class run", to_string(kind)));
+    return *crossed;
+  }
   void wait(const Instr& in) override {
     queue(in);
-    ++events_[{static_cast<int>(in.event.kind), in.event.index}].waiters;
+    ++events_of(in.event.kind)[{static_cast<int>(in.event.kind), in.event.index}].waiters;
   }
   void unflatten(const Instr& in) override { queue(in); }
   void optimizer(const Instr& in) override { queue(in); }
@@ -137,11 +146,12 @@ struct Run final : StepExecutor {
 
   double now() const { return sg4::Engine::get_clock() - t0; }
 
-  void compute(const std::string& name, double seconds) {
+  void compute(const std::string& name, double seconds, Phase phase) {
     const double start = now();
     if (seconds > 0) sg4::this_actor::execute(seconds * kComputeOpsPerSecond);
     ++events;
-    timeline.push_back({0, "compute", name, start, now()});
+    busy_s[static_cast<size_t>(phase)] += now() - start;
+    timeline.push_back({rank->stage < 0 ? 0 : rank->stage, "compute", name, start, now()});
   }
 
   // Starts `pattern` (flows for one payload byte) scaled to `bytes` and waits for all of them.
@@ -195,6 +205,11 @@ struct Run final : StepExecutor {
     const double fill_s = c.cost.fill_s;
     const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
+    if (c.spaces.empty()) {  // a pipeline send: NCCL's cost over the pair's fabric, no flows laid (no contention)
+      sg4::this_actor::sleep_for(launch_s + c.cost.time_s);
+      ++events;
+      return;
+    }
     if (options.fidelity == Fidelity::fast && probe_shortcut) {
       const double alone_s = seconds_per_byte.at(probe_key(c, *c.call)) * bytes * c.wire_factor;
       sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, alone_s));
@@ -234,17 +249,19 @@ struct Run final : StepExecutor {
                                                                  : -1;
     c.start = now();
     c.stream = in.stream;
-    const bool blocking = in.stream == StepProgram::kCompute;  // tensor parallelism's: nothing computes beside it
+    const bool blocking = in.stream == StepProgram::kCompute;  // tensor/pipeline parallelism's: nothing beside it
     if (c.moves) {
-      sg4::Host* cpu = platform->compute_host();
+      sg4::Host* cpu = platform->compute_host(host);
       if (!blocking) ++active_collectives;
       if (!blocking && !synced_backward_done) cpu->set_pstate(1);  // the collective slows the compute beside it
       run_collective(c, call.bytes);
       if (!blocking && --active_collectives == 0) cpu->set_pstate(0);
     }
     c.end = now();
-    if (blocking)
-      blocking_s[in_forward ? 0 : 1] += c.end - c.start;
+    if (blocking && call.kind == CollectiveKind::send)
+      p2p_s += c.end - c.start;
+    else if (blocking)
+      blocking_s[call.backward ? 1 : 0] += c.end - c.start;
     else
       comm_end = std::max(comm_end, c.end);
     timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
@@ -255,20 +272,21 @@ struct Run final : StepExecutor {
   }
 
   void do_record(const Instr& in) {
-    EventState& e = events_[{static_cast<int>(in.event.kind), in.event.index}];
+    EventState& e = events_of(in.event.kind)[{static_cast<int>(in.event.kind), in.event.index}];
     e.recorded = true;
     e.time = now();
     for (int i = 0; i < e.waiters; ++i) e.sem->release();
   }
 
   void do_wait(const Instr& in) {
-    EventState& e = events_.at({static_cast<int>(in.event.kind), in.event.index});
+    EventState& e = events_of(in.event.kind).at({static_cast<int>(in.event.kind), in.event.index});
+    const double start = now();
     e.sem->acquire();  // released once per waiter when recorded (at once if it already was)
+    if (in.stream == StepProgram::kCompute) (crosses_classes(in.event.kind) ? bubble_s : waited_comm_s) += now() - start;
   }
 
   void do_mark(const Instr& in) {
     marks[{static_cast<int>(in.mark), in.mark_index}] = now();
-    if (in.mark == Mark::forward_begin || in.mark == Mark::forward_end) in_forward = in.mark == Mark::forward_begin;
     if (in.mark == Mark::backward_end && in.mark_index == program->micro_steps - 1) synced_backward_done = true;
     if (in.mark == Mark::optimizer_end) step_end = now();
   }
@@ -277,11 +295,11 @@ struct Run final : StepExecutor {
     switch (in.type) {
       case Instr::Type::forward:
         compute("fwd " + plan->ops[static_cast<size_t>(in.op)].name,
-                forward_seconds(plan->ops[static_cast<size_t>(in.op)], cm));
+                forward_seconds(plan->ops[static_cast<size_t>(in.op)], cm), Phase::forward);
         break;
       case Instr::Type::backward:
         compute("bwd " + plan->ops[static_cast<size_t>(in.op)].name,
-                backward_seconds(plan->ops[static_cast<size_t>(in.op)], cm));
+                backward_seconds(plan->ops[static_cast<size_t>(in.op)], cm), Phase::backward);
         progress.tick("backward op", ++backward_done_ops, backward_ops);
         break;
       case Instr::Type::collective: do_collective(in); break;
@@ -289,11 +307,12 @@ struct Run final : StepExecutor {
       case Instr::Type::wait: do_wait(in); break;
       case Instr::Type::unflatten:
         if (optimizer_start < 0) optimizer_start = now();
-        if (plan->final_copy_bytes > 0) compute("copy buckets back", memory_seconds(plan->final_copy_bytes, cm));
+        if (final_copy_bytes_of(*plan, rank->stage) > 0)
+          compute("copy buckets back", memory_seconds(final_copy_bytes_of(*plan, rank->stage), cm), Phase::optimizer);
         break;
       case Instr::Type::optimizer:
         if (optimizer_start < 0) optimizer_start = now();
-        compute("optimizer", optimizer_seconds(plan->optimizer, cm));
+        compute("optimizer", optimizer_seconds(optimizer_of(*plan, rank->stage), cm), Phase::optimizer);
         break;
       case Instr::Type::mark: do_mark(in); break;
     }
@@ -310,7 +329,11 @@ struct Run final : StepExecutor {
   // overlap in time are on different streams): the links of each (stream, algorithm, kind, group) pattern, from
   // the platform's routes.
   bool streams_disjoint() const {
-    std::map<simgrid::s4u::Link*, int> stream_of;
+    std::map<simgrid::s4u::Link*, std::pair<int, int>> owner;
+    return links_disjoint(owner);
+  }
+  // The same across rank classes: `owner` maps each link to the (class, stream) whose calls use it.
+  bool links_disjoint(std::map<simgrid::s4u::Link*, std::pair<int, int>>& owner) const {
     std::set<std::tuple<int, Algorithm, CollectiveKind, GroupKind>> seen;
     for (const Instr& in : rank->instrs) {
       if (in.type != Instr::Type::collective) continue;
@@ -323,8 +346,9 @@ struct Run final : StepExecutor {
         std::vector<simgrid::s4u::Link*> links;
         platform->host(f.src)->route_to(platform->host(f.dst), links, nullptr);
         for (simgrid::s4u::Link* l : links) {
-          const auto [it, added] = stream_of.emplace(l, in.stream);
-          if (!added && it->second != in.stream) return false;
+          const std::pair<int, int> mine{host, in.stream};
+          const auto [it, added] = owner.emplace(l, mine);
+          if (!added && it->second != mine) return false;
         }
       }
     }
@@ -335,7 +359,8 @@ struct Run final : StepExecutor {
     if (spans_world(kind, program->dims)) return {platform};
     auto it = group_spaces_.find(kind);
     if (it == group_spaces_.end())
-      it = group_spaces_.emplace(kind, group_spaces(*platform, scenario->topology, kind, program->dims)).first;
+      it = group_spaces_.emplace(kind, group_spaces(*platform, scenario->topology, kind, program->dims, rank->stage))
+               .first;
     std::vector<const FlowSpace*> out;
     for (const GroupSpace& g : it->second) out.push_back(&g);
     return out;
@@ -350,6 +375,80 @@ struct Run final : StepExecutor {
     return name;
   }
 };
+
+// The result of a one-class step (no pipeline): the phases from the compute stream's marks.
+void one_class_result(Run& run, const StepProgram& program, StepResult& r) {
+  const auto k = static_cast<double>(program.micro_steps);
+  const double micro = run.forward_sum + run.backward_sum;
+  for (int m = 0; m < program.micro_steps; ++m) {
+    r.forward_s += run.mark_at(Mark::forward_end, m) - run.mark_at(Mark::forward_begin, m);
+    r.backward_s += run.mark_at(Mark::backward_end, m) - run.mark_at(Mark::forward_end, m);
+  }
+  // Tensor parallelism's collectives are reported apart from the compute they interrupt.
+  r.tensor_comm_s = run.blocking_s[0] + run.blocking_s[1];
+  r.forward_s -= run.blocking_s[0];
+  r.backward_s -= run.blocking_s[1];
+  const double backward_end = run.mark_at(Mark::backward_end, program.micro_steps - 1);
+  r.optimizer_s = run.step_end - run.optimizer_start;
+  r.step_time_s = run.step_end;
+  for (size_t i = 0; i < run.rank->comms.size(); ++i) {
+    const CallRun& c = run.calls[i];
+    const CommCall& call = run.rank->comms[i];
+    if (c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
+    r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
+                                 c.moves ? &c.cost : nullptr));
+    if (call.bucket < 0) continue;
+    const auto& pb = run.plan->buckets[static_cast<size_t>(call.bucket)];
+    r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
+                         c.moves ? to_string(c.cost.algorithm) : "none",
+                         c.moves ? to_string(c.cost.protocol) : "none"});
+  }
+  const double single_gpu_s =
+      k * micro + optimizer_seconds(run.plan->optimizer, run.cm) + memory_seconds(run.plan->final_copy_bytes, run.cm);
+  // DDP: what the last all-reduce adds after the backward; sharded: everything the compute waited for (gathers in
+  // the forward and backward too), and what running beside collectives slowed it by.
+  r.exposed_comm_s = run.plan->sharded.sharding == Sharding::none
+                         ? std::max(0.0, run.comm_end - backward_end)
+                         : std::max(0.0, r.step_time_s - single_gpu_s - r.tensor_comm_s);
+  r.no_overlap_step_s = single_gpu_s + r.tensor_comm_s + r.comm_busy_s;
+  fill_throughput(*run.plan, r);
+  r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_s / r.step_time_s : 0;
+  fill_training_cost(*run.scenario, r);
+  r.timeline = std::move(run.timeline);
+}
+
+// The result of a pipeline step: each stage's Run as its compute stream spent the step (report_stages picks what
+// step.* shows); comm[] and buckets[] of every stage, stage 0's first.
+void pipeline_result(std::vector<std::unique_ptr<Run>>& runs, const StepProgram& program, StepResult& r) {
+  double hidden = 0;
+  for (auto& one : runs) {
+    Run& run = *one;
+    r.stages.push_back({run.rank->stage, run.busy_s[0], run.busy_s[1], run.busy_s[2],
+                        run.blocking_s[0] + run.blocking_s[1], run.p2p_s, run.waited_comm_s, run.bubble_s,
+                        run.step_end, 0});
+    for (size_t i = 0; i < run.rank->comms.size(); ++i) {
+      const CallRun& c = run.calls[i];
+      const CommCall& call = run.rank->comms[i];
+      if (run.rank->stage == 0 && c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
+      if (run.rank->stage == 0)
+        r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
+                                     c.moves ? &c.cost : nullptr));
+      if (call.bucket < 0) continue;
+      const auto& pb = run.plan->buckets[static_cast<size_t>(call.bucket)];
+      r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
+                           c.moves ? to_string(c.cost.algorithm) : "none", c.moves ? to_string(c.cost.protocol) : "none"});
+    }
+    if (run.rank->stage == 0) hidden = std::max(0.0, r.comm_busy_s - run.waited_comm_s);
+    r.timeline.insert(r.timeline.end(), run.timeline.begin(), run.timeline.end());
+  }
+  std::sort(r.buckets.begin(), r.buckets.end(), [](const BucketTiming& a, const BucketTiming& b) { return a.index < b.index; });
+  report_stages(*runs.front()->plan, r);
+  const StageTiming& t = r.stages.at(static_cast<size_t>(r.reported_stage));
+  r.no_overlap_step_s = r.step_time_s + hidden;
+  fill_throughput(*runs.front()->plan, r);
+  r.scaling_efficiency = r.step_time_s > 0 ? (t.forward_s + t.backward_s + t.optimizer_s) / r.step_time_s : 0;
+  fill_training_cost(*runs.front()->scenario, r);
+}
 
 void configure_engine() {
   // Exact alpha-beta sharing (see docs/simulator.md): CM02 without cross-traffic and without the
@@ -409,60 +508,85 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   po.overlap = options.overlap;
   const StepProgram built = options.program ? StepProgram{} : make_step_program(plan, po);
   const StepProgram& program = options.program ? *options.program : built;
-  const RankProgram& rank = program.classes.front();
   // The reduced platform (fast fidelity) serves calls whose one group is the whole world; groups of a kind that
   // has several (a data group beside tensor parallelism) need every GPU and NIC as they are.
   bool world_groups = true;
-  for (const CommCall& call : rank.comms) world_groups = world_groups && spans_world(call.group, program.dims);
-  Platform platform(scenario, options.fidelity == Fidelity::fast && world_groups);
+  for (const RankProgram& c : program.classes)
+    for (const CommCall& call : c.comms) world_groups = world_groups && spans_world(call.group, program.dims);
+  const auto classes = static_cast<int>(program.classes.size());
+  Platform platform(scenario, options.fidelity == Fidelity::fast && world_groups, classes);
 
-  Run run;
-  run.scenario = &scenario;
-  run.plan = &plan;
-  run.program = &program;
-  run.rank = &rank;
-  run.options = options;
-  run.platform = &platform;
-  run.cm = compute_model(scenario);
-  run.progress = Progress(options.progress);
-  run.queues.resize(program.streams.size());
-  // One comm stream and no collective on the compute stream; otherwise see streams_disjoint below.
-  run.probe_shortcut =
-      program.streams.size() == 2 && std::none_of(rank.instrs.begin(), rank.instrs.end(), [](const Instr& i) {
-        return i.type == Instr::Type::collective && i.stream == StepProgram::kCompute;
-      });
-  run.executed.resize(program.streams.size());
-  for (const PlanOp& op : plan.ops) {
-    run.forward_sum += forward_seconds(op, run.cm);
-    run.backward_sum += backward_seconds(op, run.cm);
-  }
-  const auto fabrics = call_fabrics(scenario, program, rank);
-  for (const CommCall& call : rank.comms) {
-    CallRun c;
-    c.kind = call.kind;
-    c.moves = group_of(0, call.group, program.dims).ranks.size() > 1;  // a group of one rank moves nothing
-    if (c.moves) {
-      c.cost = call_cost(scenario, call, fabrics.at(call.group));
-      c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
-      c.spaces = run.spaces_for(call.group);
-      const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
-      if (!(eff > 0)) throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));
-      c.wire_factor = 1.0 / eff;
+  // One Run per rank class (pipeline stages: each on its own compute host, their sends' events shared).
+  std::map<std::pair<int, int>, EventState> crossed;
+  std::vector<std::unique_ptr<Run>> runs;
+  for (int k = 0; k < classes; ++k) {
+    runs.push_back(std::make_unique<Run>());
+    Run& run = *runs.back();
+    const RankProgram& rank = program.classes[static_cast<size_t>(k)];
+    run.scenario = &scenario;
+    run.plan = &plan;
+    run.program = &program;
+    run.rank = &rank;
+    run.host = k;
+    run.crossed = &crossed;
+    run.options = options;
+    run.platform = &platform;
+    run.cm = compute_model(scenario);
+    run.progress = Progress(options.progress && k == 0);
+    run.queues.resize(program.streams.size());
+    // One comm stream, no collective on the compute stream, one class; otherwise see streams_disjoint below.
+    run.probe_shortcut = classes == 1 && program.streams.size() == 2 &&
+                         std::none_of(rank.instrs.begin(), rank.instrs.end(), [](const Instr& i) {
+                           return i.type == Instr::Type::collective && i.stream == StepProgram::kCompute;
+                         });
+    run.executed.resize(program.streams.size());
+    for (const PlanOp& op : plan.ops) {
+      run.forward_sum += forward_seconds(op, run.cm);
+      run.backward_sum += backward_seconds(op, run.cm);
     }
-    c.call = &call;
-    run.calls.push_back(c);
+    const auto fabrics = call_fabrics(scenario, program, rank);
+    for (const CommCall& call : rank.comms) {
+      CallRun c;
+      c.kind = call.kind;
+      c.moves = group_of(0, call.group, program.dims).ranks.size() > 1;  // a group of one rank moves nothing
+      if (c.moves) {
+        c.cost = call_cost(scenario, call, fabrics.at(call.group));
+        c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
+        if (call.kind != CollectiveKind::send) c.spaces = run.spaces_for(call.group);  // sends are timed, not laid
+        const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
+        if (!(eff > 0))
+          throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));
+        c.wire_factor = 1.0 / eff;
+      }
+      c.call = &call;
+      run.calls.push_back(c);
+    }
+    if (classes == 1 && !run.probe_shortcut && options.fidelity == Fidelity::fast && plan.world_size > 1)
+      run.probe_shortcut = run.streams_disjoint();
+    walk_program(program, rank, run);  // queues every instruction on its stream
   }
-  if (!run.probe_shortcut && options.fidelity == Fidelity::fast && plan.world_size > 1)
-    run.probe_shortcut = run.streams_disjoint();
-  walk_program(program, rank, run);  // queues every instruction on its stream
+  Run& run = *runs.front();
+  if (classes > 1 && options.fidelity == Fidelity::fast) {  // the stages' calls on links no other stage or stream uses
+    std::map<simgrid::s4u::Link*, std::pair<int, int>> owner;
+    bool disjoint = true;
+    for (auto& one : runs) disjoint = disjoint && one->links_disjoint(owner);
+    for (auto& one : runs) one->probe_shortcut = disjoint;
+  }
 
-  sg4::Actor::create("step", platform.compute_host(), [&run] {
-    if (run.options.fidelity == Fidelity::fast && run.probe_shortcut && run.plan->world_size > 1) run.probe_patterns();
-    run.t0 = sg4::Engine::get_clock();
-    for (size_t st = 1; st < run.queues.size(); ++st)
-      sg4::Actor::create(run.program->streams[st], run.platform->compute_host(),
-                         [&run, st] { run.stream_actor(static_cast<int>(st)); });
-    run.stream_actor(StepProgram::kCompute);
+  sg4::Actor::create("step", platform.compute_host(), [&runs] {
+    Run& first = *runs.front();
+    for (auto& one : runs)
+      if (one->options.fidelity == Fidelity::fast && one->probe_shortcut && one->plan->world_size > 1)
+        one->probe_patterns();
+    const double t0 = sg4::Engine::get_clock();
+    for (auto& one : runs) {
+      Run* r = one.get();
+      r->t0 = t0;
+      for (size_t st = r == &first ? 1 : 0; st < r->queues.size(); ++st)
+        sg4::Actor::create(fmt::format("{} {}", r->rank->rank_class, r->program->streams[st]),
+                           r->platform->compute_host(r->host), [r, st] { r->stream_actor(static_cast<int>(st)); });
+    }
+    first.stream_actor(StepProgram::kCompute);
   });
   const auto sim_start = Clock::now();
   engine.run();
@@ -472,43 +596,11 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   StepResult r;
   r.mode = "predict";
   fill_common(scenario, plan, program, r);
-  const auto k = static_cast<double>(program.micro_steps);
-  const double micro = run.forward_sum + run.backward_sum;
-  for (int m = 0; m < program.micro_steps; ++m) {
-    r.forward_s += run.mark_at(Mark::forward_end, m) - run.mark_at(Mark::forward_begin, m);
-    r.backward_s += run.mark_at(Mark::backward_end, m) - run.mark_at(Mark::forward_end, m);
+  if (classes > 1) {
+    pipeline_result(runs, program, r);
+  } else {
+    one_class_result(run, program, r);
   }
-  // Tensor parallelism's collectives are reported apart from the compute they interrupt.
-  r.tensor_comm_s = run.blocking_s[0] + run.blocking_s[1];
-  r.forward_s -= run.blocking_s[0];
-  r.backward_s -= run.blocking_s[1];
-  const double backward_end = run.mark_at(Mark::backward_end, program.micro_steps - 1);
-  r.optimizer_s = run.step_end - run.optimizer_start;
-  r.step_time_s = run.step_end;
-  for (size_t i = 0; i < rank.comms.size(); ++i) {
-    const CallRun& c = run.calls[i];
-    const CommCall& call = rank.comms[i];
-    if (c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
-    r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
-                                 c.moves ? &c.cost : nullptr));
-    if (call.bucket < 0) continue;
-    const auto& pb = plan.buckets[static_cast<size_t>(call.bucket)];
-    r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
-                         c.moves ? to_string(c.cost.algorithm) : "none",
-                         c.moves ? to_string(c.cost.protocol) : "none"});
-  }
-  const double single_gpu_s =
-      k * micro + optimizer_seconds(plan.optimizer, run.cm) + memory_seconds(plan.final_copy_bytes, run.cm);
-  // DDP: what the last all-reduce adds after the backward; sharded: everything the compute waited for (gathers in
-  // the forward and backward too), and what running beside collectives slowed it by.
-  r.exposed_comm_s = plan.sharded.sharding == Sharding::none
-                         ? std::max(0.0, run.comm_end - backward_end)
-                         : std::max(0.0, r.step_time_s - single_gpu_s - r.tensor_comm_s);
-  r.no_overlap_step_s = single_gpu_s + r.tensor_comm_s + r.comm_busy_s;
-  fill_throughput(plan, r);
-  r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_s / r.step_time_s : 0;
-  fill_training_cost(scenario, r);
-  r.timeline = std::move(run.timeline);
   int sg_major = 0, sg_minor = 0, sg_patch = 0;
   sg_version_get(&sg_major, &sg_minor, &sg_patch);  // the library this process runs, not the headers
   r.context["simulator"] = {{"engine", fmt::format("SimGrid {}.{}", sg_major, sg_minor)},
@@ -529,7 +621,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     getrusage(RUSAGE_SELF, &usage);
     stats->peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;
     for (const auto& ran : run.executed)
-      for (const Instr* in : ran) stats->executed.push_back(describe(*in, program, rank));
+      for (const Instr* in : ran) stats->executed.push_back(describe(*in, program, *run.rank));
   }
   return r;
 }

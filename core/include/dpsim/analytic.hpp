@@ -38,7 +38,10 @@ CommTiming comm_timing(const CommCall& call, const std::string& stream, double r
 
 class AnalyticExecutor final : public StepExecutor {
  public:
-  AnalyticExecutor(const Scenario& scenario, const StepPlan& plan, const StepProgram& program);
+  // Runs rank class `rank_class` of `program`; `crossed` holds the times of the events that cross classes (pipeline
+  // sends), shared by the executors of every class that walk_classes runs together.
+  AnalyticExecutor(const Scenario& scenario, const StepPlan& plan, const StepProgram& program, size_t rank_class = 0,
+                   std::map<std::pair<int, int>, double>* crossed = nullptr);
   void forward(const Instr& instr) override;
   void backward(const Instr& instr) override;
   void collective(const Instr& instr, const CommCall& call) override;
@@ -53,11 +56,15 @@ class AnalyticExecutor final : public StepExecutor {
   double comm_busy_s() const { return comm_busy_; }  // the collectives on comm streams, launch included
   // The collectives on the compute stream (tensor parallelism's), which the compute waits for whole.
   double blocking_comm_s() const { return blocking_comm_; }
+  double p2p_s() const { return p2p_; }                  // pipeline sends, on the compute stream
+  double bubble_s() const { return bubble_; }            // the compute stream waiting for another stage
+  double waited_comm_s() const { return waited_comm_; }  // the compute stream waiting for its own collectives
   double synced_backward_s() const { return synced_backward_; }  // the backward that can hide communication
   const std::vector<CallTiming>& calls() const { return calls_; }
 
  private:
   void advance(const Instr& instr, double seconds);
+  std::map<std::pair<int, int>, double>& events_of(EventKind kind);
   const Scenario& s_;
   const StepPlan& plan_;
   ParallelDims dims_;
@@ -66,7 +73,9 @@ class AnalyticExecutor final : public StepExecutor {
   std::vector<double> clock_;
   std::map<std::pair<int, int>, double> event_s_;
   std::array<double, 3> phase_busy_{};
-  double comm_busy_ = 0, blocking_comm_ = 0, synced_backward_ = 0;
+  int stage_ = -1;
+  std::map<std::pair<int, int>, double>* crossed_ = nullptr;
+  double comm_busy_ = 0, blocking_comm_ = 0, synced_backward_ = 0, p2p_ = 0, bubble_ = 0, waited_comm_ = 0;
   std::vector<CallTiming> calls_;
 };
 

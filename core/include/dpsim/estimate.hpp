@@ -27,4 +27,8 @@ void fill_common(const Scenario& scenario, const StepPlan& plan, StepResult& res
 // The throughput of a step of result.step_time_s: samples, tokens, and model FLOP/s per GPU with the MFU.
 void fill_throughput(const StepPlan& plan, StepResult& result);
 
+// With pipeline stages: step.time_s the last stage's end, step.* the stage with the most compute (result.stages[] as
+// the executor filled them), each stage's memory need.
+void report_stages(const StepPlan& plan, StepResult& result);
+
 }  // namespace dpsim

@@ -39,7 +39,15 @@ enum class EventKind {
   reduced,         // comm: an FSDP unit's reduce-scatter is done (index: the unit)
   all_reduced,     // all_reduce (HSDP): a unit's gradient shard is all-reduced across the replicas (index: the unit)
   optimizer_done,  // compute: the sharded optimizer step is done (zero1 gathers the updated weights after it)
+  // Pipeline parallelism, recorded by one stage's rank class and waited for by the next or previous stage's (index:
+  // micro-batch x virtual stages + the sending virtual stage):
+  activation_sent,  // compute: the virtual stage's output activations are sent to the next one
+  gradient_sent,    // compute: the virtual stage's input gradient is sent back to the previous one
 };
+// Whether an event crosses rank classes (a pipeline stage's send, another stage's wait).
+inline bool crosses_classes(EventKind kind) {
+  return kind == EventKind::activation_sent || kind == EventKind::gradient_sent;
+}
 const char* to_string(EventKind kind);
 struct EventRef {
   EventKind kind = EventKind::none;
@@ -55,6 +63,7 @@ struct CommCall {
   int bucket = -1;          // the DDP bucket reduced (index into StepPlan::buckets); -1: none
   int unit = -1;            // the FSDP unit gathered or reduced (index into StepPlan::sharded.units); -1: none
   EventRef inputs_ready{};  // the event that says its input is complete (its ready_s in results)
+  bool backward = false;    // a blocking call on the compute stream (tensor, pipeline) in the backward phase
 };
 
 // Which phase of the step a compute instruction's time counts towards.
@@ -78,6 +87,7 @@ const char* to_string(Instr::Type type);
 struct RankProgram {
   std::string rank_class;  // which ranks run it, in words ("every rank" for data parallelism)
   int ranks = 1;           // how many ranks run it
+  int stage = -1;          // the pipeline stage it runs (its ops, buckets, optimizer); -1: no pipeline
   std::vector<CommCall> comms;
   std::vector<Instr> instrs;  // issue order: one host thread can issue them so (every wait after its record)
 };
@@ -125,5 +135,10 @@ std::string describe(const Instr& instr, const StepProgram& program, const RankP
 // Runs `rank` of `program` through `executor`, instruction by instruction in issue order. Throws RuntimeError
 // for a program no executor could run (a wait before its record, an index out of range).
 void walk_program(const StepProgram& program, const RankProgram& rank, StepExecutor& executor);
+
+// Runs every rank class of `program` through its executor (executors[c] for classes[c]), interleaved: a class stops
+// at a wait for a cross-class event (crosses_classes) that no class has recorded yet and goes on once one has, so an
+// executor that needs its events in time order (the closed form) gets them so. Throws RuntimeError on a deadlock.
+void walk_classes(const StepProgram& program, const std::vector<StepExecutor*>& executors);
 
 }  // namespace dpsim

@@ -48,6 +48,19 @@ struct Spread {  // measured figures: median, p10, p90 over timed iterations
   double median = 0, p10 = 0, p90 = 0;
 };
 
+// One pipeline stage's step (result.stages[]): where its GPU's time goes. compute + tensor + p2p + exposed + bubble
+// = the stage's step time (the compute stream's), up to the optimizer's own collectives.
+struct StageTiming {
+  int stage = 0;
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // compute
+  double tensor_comm_s = 0;                               // blocking tensor-parallel collectives
+  double p2p_s = 0;                                       // blocking sends to the neighbouring stages
+  double exposed_comm_s = 0;                              // waiting for its data-parallel reductions
+  double bubble_s = 0;                                    // waiting for the other stages (the pipeline bubble)
+  double end_s = 0;                                       // when its step ends
+  double memory_need_bytes = 0;                           // as StepResult::memory_need_bytes, for this stage
+};
+
 // What the step costs and how long the whole run takes (core/training_cost.cpp). Each figure is present only when
 // its inputs are: price figures need cluster.price_per_gpu_hour, time needs training.total_tokens or total_samples.
 struct TrainingCost {
@@ -118,6 +131,10 @@ struct StepResult {
   double optimizer_s = 0;
   double comm_busy_s = 0;        // sum of the durations of the collectives on comm streams (data parallelism's)
   double tensor_comm_s = 0;      // tensor parallelism's collectives, on the compute stream: all of it exposed
+  double p2p_s = 0;              // pipeline parallelism's sends, on the compute stream
+  double pipeline_bubble_s = 0;  // the reported stage waiting for the others
+  int reported_stage = 0;        // the stage the step.* breakdown describes: the one with the most compute
+  std::vector<StageTiming> stages;  // per pipeline stage; empty without pipeline parallelism
   double no_overlap_step_s = 0;  // compute + all communication, serialized
 
   double samples_per_s = 0;
@@ -137,6 +154,9 @@ struct StepResult {
 
   int data_parallel = 1;
   int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  std::string pipeline_schedule;  // with pipeline stages: gpipe, 1f1b, interleaved_1f1b
+  int virtual_stages = 1;
   bool sequence_parallel = false;
   std::string sharding = "none";  // parallelism.sharding as dpsim names it (to_string(Sharding))
   int shard_group = 0;            // HSDP: GPUs per sharding group (parallelism.shard_group); 0: not hybrid
