@@ -46,8 +46,8 @@ CommTiming comm_timing(const CommCall& call, const std::string& stream, double r
           cost ? to_string(cost->protocol) : "none"};
 }
 
-AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program, size_t rank_class,
-                                   std::map<std::pair<int, int>, double>* crossed)
+AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program,
+                                   size_t rank_class, std::map<std::pair<int, int>, double>* crossed)
     : s_(s),
       plan_(plan),
       dims_(program.dims),
@@ -61,8 +61,9 @@ AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, cons
 
 std::map<std::pair<int, int>, double>& AnalyticExecutor::events_of(EventKind kind) {
   if (!crosses_classes(kind)) return event_s_;
-  if (!crossed_) throw RuntimeError(fmt::format("{}: a cross-class event, and no class shares this executor's events",
-                                                to_string(kind)));
+  if (!crossed_)
+    throw RuntimeError(
+        fmt::format("{}: a cross-class event, and no class shares this executor's events", to_string(kind)));
   return *crossed_;
 }
 

@@ -135,8 +135,8 @@ void parse_pipeline(const YNode& n, const Topology& t, const ModelSpec& model, P
     const auto stages = static_cast<int>(v->as_int(-(1 << 24), 1 << 24));
     if (stages < 1) v->fail(fmt::format("the pipeline needs at least 1 stage, got {}", stages));
     if (t.world_size() % (stages * p.tensor) != 0)
-      v->fail(fmt::format("{} stages x tensor {} do not divide the cluster's {} GPUs", stages, p.tensor,
-                          t.world_size()));
+      v->fail(
+          fmt::format("{} stages x tensor {} do not divide the cluster's {} GPUs", stages, p.tensor, t.world_size()));
     if (stages > 1 && !model.transformer)
       v->fail(fmt::format("{} is given as explicit layers; pipeline stages split a transformer's blocks", model.name));
     p.pipeline = stages;

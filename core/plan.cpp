@@ -195,7 +195,6 @@ OptimizerStep optimizer_step(const Scenario& s, int64_t parameters, int64_t tens
   return o;
 }
 
-
 // zero3 holds at most two units' full weights at once (FSDP's limit_all_gathers: the one computing and the one
 // prefetched, three with forward_prefetch; without the limit, or with reshard_after_forward false, every unit may be
 // gathered at once), the root's for the whole step, and one unit's full gradients while they are reduce-scattered.
@@ -279,8 +278,8 @@ int block_index(const std::string& op_name) {
 std::vector<int> virtual_stages_of(const Scenario& s, const std::vector<Op>& ops) {
   const Parallelism& par = s.parallelism;
   const int vstages = par.pipeline * par.virtual_stages;
-  const auto layers = split_layers(static_cast<int>(s.model.transformer->num_layers), par.pipeline,
-                                   par.virtual_stages, par.pipeline_layers);
+  const auto layers = split_layers(static_cast<int>(s.model.transformer->num_layers), par.pipeline, par.virtual_stages,
+                                   par.pipeline_layers);
   std::vector<int> vstage_of_block;
   for (int v = 0; v < vstages; ++v) vstage_of_block.insert(vstage_of_block.end(), static_cast<size_t>(layers[v]), v);
   std::vector<int> out(ops.size(), 0);
@@ -307,8 +306,8 @@ PipelinePlan pipeline_plan(const Scenario& s, const std::vector<Op>& ops) {
   p.micro_batches = static_cast<int>(std::max<int64_t>(1, s.training.gradient_accumulation));
   if (p.stages == 1) return p;
   p.virtual_stage_of_op = virtual_stages_of(s, ops);
-  const double sequence = static_cast<double>(s.training.sequence_length) /
-                          (par.sequence_parallel ? static_cast<double>(par.tensor) : 1.0);
+  const double sequence =
+      static_cast<double>(s.training.sequence_length) / (par.sequence_parallel ? static_cast<double>(par.tensor) : 1.0);
   p.boundary_bytes = static_cast<double>(s.training.micro_batch) * sequence *
                      static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype);
   return p;
@@ -334,8 +333,8 @@ StepPlan make_step_plan(const Scenario& s) {
                s.parallelism.hybrid ? s.parallelism.shard_group : 0};
   check_dims(plan.dims);
   if (plan.dims.world() != plan.world_size)
-    throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name,
-                                 plan.dims.data, plan.dims.tensor, plan.dims.pipeline, plan.world_size));
+    throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name, plan.dims.data,
+                                 plan.dims.tensor, plan.dims.pipeline, plan.world_size));
   const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype,
                              {s.parallelism.tensor, s.parallelism.sequence_parallel});
   for (const Op& op : build_ops(s.model, s.training.sequence_length, s.training.param_dtype)) {
@@ -426,7 +425,7 @@ StepPlan make_step_plan(const Scenario& s) {
     need.optimizer = optimizer_step(s, need.parameters, tensors, plan.sharded);
     need.memory.model_state_bytes =
         sharded_model_state_bytes(static_cast<double>(need.parameters), parts, sharding, plan.sharded.shards);
-    need.memory.ddp_buffer_bytes = deepspeed ? deepspeed_bucket_buffer_bytes(s)
+    need.memory.ddp_buffer_bytes = deepspeed                                    ? deepspeed_bucket_buffer_bytes(s)
                                    : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(grad_bytes_held)
                                                                                 : 0.0;
     need.in_flight = plan.pipeline.stages > 1 ? max_in_flight(slots[static_cast<size_t>(stage)]) : 1;
@@ -442,10 +441,9 @@ StepPlan make_step_plan(const Scenario& s) {
     need.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts);
     plan.pipeline.stage.push_back(need);
   }
-  const auto most = std::max_element(plan.pipeline.stage.begin(), plan.pipeline.stage.end(),
-                                     [](const StageNeed& a, const StageNeed& b) {
-                                       return a.memory.total_bytes() < b.memory.total_bytes();
-                                     });
+  const auto most = std::max_element(
+      plan.pipeline.stage.begin(), plan.pipeline.stage.end(),
+      [](const StageNeed& a, const StageNeed& b) { return a.memory.total_bytes() < b.memory.total_bytes(); });
   plan.optimizer = most->optimizer;
   plan.final_copy_bytes = most->final_copy_bytes;
   plan.memory = most->memory;

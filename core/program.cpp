@@ -263,8 +263,8 @@ void execute(const RankProgram& rank, const Instr& in, StepExecutor& ex, std::se
 
 void walk_classes(const StepProgram& program, const std::vector<StepExecutor*>& executors) {
   if (executors.size() != program.classes.size())
-    throw RuntimeError(fmt::format("walk_classes: {} executors for {} rank classes", executors.size(),
-                                   program.classes.size()));
+    throw RuntimeError(
+        fmt::format("walk_classes: {} executors for {} rank classes", executors.size(), program.classes.size()));
   std::vector<size_t> at(program.classes.size(), 0);
   std::vector<std::set<std::tuple<int, int>>> recorded(program.classes.size());
   std::set<std::tuple<int, int>> crossed;  // cross-class events recorded so far, by any class
@@ -286,8 +286,8 @@ void walk_classes(const StepProgram& program, const std::vector<StepExecutor*>& 
   for (size_t c = 0; c < program.classes.size(); ++c)
     if (at[c] < program.classes[c].instrs.size())
       throw RuntimeError(fmt::format("program ({}): waits for {} that no rank class records: the schedule deadlocks",
-                                     program.classes[c].rank_class, describe(program.classes[c].instrs[at[c]], program,
-                                                                             program.classes[c])));
+                                     program.classes[c].rank_class,
+                                     describe(program.classes[c].instrs[at[c]], program, program.classes[c])));
 }
 
 void walk_program(const StepProgram& program, const RankProgram& rank, StepExecutor& ex) {

@@ -40,8 +40,9 @@ inline void compute_op(Builder& bld, const StepPlan& plan, const Instr& in) {
   auto calls = [&](bool in_backward, bool before) {
     for (const TensorCall& c : op.tensor_calls)
       if (c.backward == in_backward && c.before == before)
-        bld.call(in.stream,
-                 {.kind = c.kind, .group = GroupKind::tensor, .bytes = c.bytes, .inputs_ready = {}, .backward = backward});
+        bld.call(
+            in.stream,
+            {.kind = c.kind, .group = GroupKind::tensor, .bytes = c.bytes, .inputs_ready = {}, .backward = backward});
   };
   if (backward && op.recompute_forward) {
     calls(false, true);

@@ -50,7 +50,8 @@ struct StageBuilder {
     const bool last = micro == plan.pipeline.micro_batches - 1;  // every chunk's last backward is the last micro's
     const auto& ops = ops_of[static_cast<size_t>(vstage)];
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
-      compute_op(bld, plan, {.type = Instr::Type::backward, .stream = compute, .op = *it, .micro = micro, .sync = last});
+      compute_op(bld, plan,
+                 {.type = Instr::Type::backward, .stream = compute, .op = *it, .micro = micro, .sync = last});
       if (!last || !buckets_after.count(*it)) continue;
       for (int b : buckets_after.at(*it)) {
         bld.record(compute, {EventKind::bucket_ready, b});
@@ -86,12 +87,13 @@ StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options
   program.micro_steps = pp.micro_batches;
   const auto slots = pipeline_schedule(pp.schedule, pp.stages, pp.micro_batches, pp.virtual_stages);
   for (int stage = 0; stage < pp.stages; ++stage) {
-    StageBuilder sb{plan, stage, {}, std::vector<std::vector<int>>(static_cast<size_t>(pp.stages * pp.virtual_stages)),
-                    {}};
+    StageBuilder sb{
+        plan, stage, {}, std::vector<std::vector<int>>(static_cast<size_t>(pp.stages * pp.virtual_stages)), {}};
     for (size_t o = 0; o < plan.ops.size(); ++o)
       sb.ops_of[static_cast<size_t>(pp.virtual_stage_of_op[o])].push_back(static_cast<int>(o));
     for (const Bucket& b : plan.buckets)
-      if (b.stage == stage) sb.buckets_after[backward_op(plan, static_cast<size_t>(b.ready_after_backward_op))].push_back(b.index);
+      if (b.stage == stage)
+        sb.buckets_after[backward_op(plan, static_cast<size_t>(b.ready_after_backward_op))].push_back(b.index);
     sb.bld.rank.rank_class = fmt::format("pipeline stage {}", stage);
     sb.bld.rank.ranks = plan.world_size / pp.stages;
     sb.bld.rank.stage = stage;

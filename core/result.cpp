@@ -94,12 +94,16 @@ json to_json(const StepResult& r) {
                       {"busbw_GBps", r.nccl_busbw_GBps},
                       {"algorithm", r.nccl_algorithm},
                       {"protocol", r.nccl_protocol}}}};
-  j["step"] = {{"time_s", r.step_time_s},          {"forward_s", r.forward_s},
-               {"backward_s", r.backward_s},       {"exposed_comm_s", r.exposed_comm_s},
-               {"optimizer_s", r.optimizer_s},     {"comm_busy_s", r.comm_busy_s},
+  j["step"] = {{"time_s", r.step_time_s},
+               {"forward_s", r.forward_s},
+               {"backward_s", r.backward_s},
+               {"exposed_comm_s", r.exposed_comm_s},
+               {"optimizer_s", r.optimizer_s},
+               {"comm_busy_s", r.comm_busy_s},
                {"tensor_comm_s", r.tensor_comm_s},
                {"p2p_s", r.p2p_s},
-               {"pipeline_bubble_s", r.pipeline_bubble_s}, {"no_overlap_time_s", r.no_overlap_step_s}};
+               {"pipeline_bubble_s", r.pipeline_bubble_s},
+               {"no_overlap_time_s", r.no_overlap_step_s}};
   j["throughput"] = {{"samples_per_s", r.samples_per_s},
                      {"tokens_per_s", r.tokens_per_s},
                      {"model_flops_per_s_per_gpu", r.model_flops_per_s_per_gpu},

@@ -413,7 +413,9 @@ void CudaExecutor::collective(Stream on, const CommCall& c) {
     case CollectiveKind::broadcast:
     case CollectiveKind::send:
     case CollectiveKind::recv:
-      throw RuntimeError(fmt::format("the GPU backend has no {} yet (no step program issues one)", to_string(c.kind)));
+      throw RuntimeError(fmt::format(
+          "the GPU backend has no {} yet: pipeline stages' sends are not measured (predict and estimate model them)",
+          to_string(c.kind)));
   }
   check(res, what.c_str());
   cudaEvent_t done =

@@ -163,9 +163,9 @@ void Platform::add_hosts() {
   // The compute timeline of a rank (all ranks are identical): pstate 0 alone, pstate 1 beside a collective.
   const double slow = m.scenario->nccl.overlap_slowdown > 0 ? m.scenario->nccl.overlap_slowdown : 1.0;
   for (int k = 0; k < timelines_; ++k) {
-    compute_hosts_.push_back(m.zone->get_iface()->create_host(
-        k == 0 ? std::string("compute") : fmt::format("compute{}", k),
-        std::vector<double>{kComputeOpsPerSecond, kComputeOpsPerSecond / slow}));
+    compute_hosts_.push_back(
+        m.zone->get_iface()->create_host(k == 0 ? std::string("compute") : fmt::format("compute{}", k),
+                                         std::vector<double>{kComputeOpsPerSecond, kComputeOpsPerSecond / slow}));
     m.hosts.push_back({HostKind::compute, 0, k});
   }
 }

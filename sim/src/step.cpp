@@ -113,8 +113,8 @@ struct Run final : StepExecutor {
   int active_collectives = 0;                   // running now, on any comm stream
   double t0 = 0, comm_end = 0, optimizer_start = -1, step_end = 0;
   double forward_sum = 0, backward_sum = 0;
-  std::array<double, 2> blocking_s{0, 0};  // tensor collectives on the compute stream: forward, backward
-  std::array<double, 3> busy_s{0, 0, 0};   // compute per Phase
+  std::array<double, 2> blocking_s{0, 0};             // tensor collectives on the compute stream: forward, backward
+  std::array<double, 3> busy_s{0, 0, 0};              // compute per Phase
   double p2p_s = 0, bubble_s = 0, waited_comm_s = 0;  // the compute stream: sends; waits for other stages, own calls
   std::vector<TimelineEvent> timeline;
   std::vector<std::vector<const Instr*>> executed;  // per stream, in run order (SimOptions::record_program)
@@ -282,7 +282,8 @@ struct Run final : StepExecutor {
     EventState& e = events_of(in.event.kind).at({static_cast<int>(in.event.kind), in.event.index});
     const double start = now();
     e.sem->acquire();  // released once per waiter when recorded (at once if it already was)
-    if (in.stream == StepProgram::kCompute) (crosses_classes(in.event.kind) ? bubble_s : waited_comm_s) += now() - start;
+    if (in.stream == StepProgram::kCompute)
+      (crosses_classes(in.event.kind) ? bubble_s : waited_comm_s) += now() - start;
   }
 
   void do_mark(const Instr& in) {
@@ -424,8 +425,8 @@ void pipeline_result(std::vector<std::unique_ptr<Run>>& runs, const StepProgram&
   for (auto& one : runs) {
     Run& run = *one;
     r.stages.push_back({run.rank->stage, run.busy_s[0], run.busy_s[1], run.busy_s[2],
-                        run.blocking_s[0] + run.blocking_s[1], run.p2p_s, run.waited_comm_s, run.bubble_s,
-                        run.step_end, 0});
+                        run.blocking_s[0] + run.blocking_s[1], run.p2p_s, run.waited_comm_s, run.bubble_s, run.step_end,
+                        0});
     for (size_t i = 0; i < run.rank->comms.size(); ++i) {
       const CallRun& c = run.calls[i];
       const CommCall& call = run.rank->comms[i];
@@ -436,12 +437,14 @@ void pipeline_result(std::vector<std::unique_ptr<Run>>& runs, const StepProgram&
       if (call.bucket < 0) continue;
       const auto& pb = run.plan->buckets[static_cast<size_t>(call.bucket)];
       r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
-                           c.moves ? to_string(c.cost.algorithm) : "none", c.moves ? to_string(c.cost.protocol) : "none"});
+                           c.moves ? to_string(c.cost.algorithm) : "none",
+                           c.moves ? to_string(c.cost.protocol) : "none"});
     }
     if (run.rank->stage == 0) hidden = std::max(0.0, r.comm_busy_s - run.waited_comm_s);
     r.timeline.insert(r.timeline.end(), run.timeline.begin(), run.timeline.end());
   }
-  std::sort(r.buckets.begin(), r.buckets.end(), [](const BucketTiming& a, const BucketTiming& b) { return a.index < b.index; });
+  std::sort(r.buckets.begin(), r.buckets.end(),
+            [](const BucketTiming& a, const BucketTiming& b) { return a.index < b.index; });
   report_stages(*runs.front()->plan, r);
   const StageTiming& t = r.stages.at(static_cast<size_t>(r.reported_stage));
   r.no_overlap_step_s = r.step_time_s + hidden;

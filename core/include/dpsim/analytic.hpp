@@ -56,9 +56,9 @@ class AnalyticExecutor final : public StepExecutor {
   double comm_busy_s() const { return comm_busy_; }  // the collectives on comm streams, launch included
   // The collectives on the compute stream (tensor parallelism's), which the compute waits for whole.
   double blocking_comm_s() const { return blocking_comm_; }
-  double p2p_s() const { return p2p_; }                  // pipeline sends, on the compute stream
-  double bubble_s() const { return bubble_; }            // the compute stream waiting for another stage
-  double waited_comm_s() const { return waited_comm_; }  // the compute stream waiting for its own collectives
+  double p2p_s() const { return p2p_; }                          // pipeline sends, on the compute stream
+  double bubble_s() const { return bubble_; }                    // the compute stream waiting for another stage
+  double waited_comm_s() const { return waited_comm_; }          // the compute stream waiting for its own collectives
   double synced_backward_s() const { return synced_backward_; }  // the backward that can hide communication
   const std::vector<CallTiming>& calls() const { return calls_; }
 

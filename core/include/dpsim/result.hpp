@@ -129,13 +129,13 @@ struct StepResult {
   double backward_s = 0;
   double exposed_comm_s = 0;
   double optimizer_s = 0;
-  double comm_busy_s = 0;        // sum of the durations of the collectives on comm streams (data parallelism's)
-  double tensor_comm_s = 0;      // tensor parallelism's collectives, on the compute stream: all of it exposed
-  double p2p_s = 0;              // pipeline parallelism's sends, on the compute stream
-  double pipeline_bubble_s = 0;  // the reported stage waiting for the others
-  int reported_stage = 0;        // the stage the step.* breakdown describes: the one with the most compute
+  double comm_busy_s = 0;           // sum of the durations of the collectives on comm streams (data parallelism's)
+  double tensor_comm_s = 0;         // tensor parallelism's collectives, on the compute stream: all of it exposed
+  double p2p_s = 0;                 // pipeline parallelism's sends, on the compute stream
+  double pipeline_bubble_s = 0;     // the reported stage waiting for the others
+  int reported_stage = 0;           // the stage the step.* breakdown describes: the one with the most compute
   std::vector<StageTiming> stages;  // per pipeline stage; empty without pipeline parallelism
-  double no_overlap_step_s = 0;  // compute + all communication, serialized
+  double no_overlap_step_s = 0;     // compute + all communication, serialized
 
   double samples_per_s = 0;
   double tokens_per_s = 0;

@@ -1,0 +1,117 @@
+// Pipeline parallelism end to end in the core: the plan's stages, the step program's classes and the closed form's
+// timing of the shipped 3D scenario (scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml) and its schedule variants.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../source_dir.hpp"
+#include "dpsim/estimate.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
+#include "dpsim/program.hpp"
+#include "dpsim/sweep_spec.hpp"
+
+using namespace dpsim;
+
+namespace {
+
+Scenario three_d(std::vector<Override> more = {}) {
+  return load_scenario(std::string(DPSIM_SOURCE_DIR) + "/scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml", more);
+}
+
+int count(const RankProgram& r, Instr::Type type, int op) {
+  int n = 0;
+  for (const Instr& in : r.instrs) n += in.type == type && in.op == op ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the 3D plan: 40 blocks per stage, the embedding first, the head last, each stage's own buckets") {
+  const StepPlan plan = make_step_plan(three_d());
+  CHECK(plan.dims.data == 4);
+  CHECK(plan.dims.tensor == 8);
+  CHECK(plan.dims.pipeline == 2);
+  REQUIRE(plan.pipeline.stage.size() == 2);
+  std::map<int, std::set<int>> blocks_of_stage;
+  for (size_t o = 0; o < plan.ops.size(); ++o) {
+    const std::string& name = plan.ops[o].name;
+    const int stage = plan.pipeline.stage_of(static_cast<int>(o));
+    if (name == "embed_tokens") CHECK(stage == 0);
+    if (name == "lm_head" || name == "loss" || name == "norm") CHECK(stage == 1);
+    if (name.rfind("layers.", 0) == 0) blocks_of_stage[stage].insert(std::stoi(name.substr(7)));
+  }
+  CHECK(blocks_of_stage[0].size() == 40);
+  CHECK(*blocks_of_stage[0].rbegin() == 39);
+  CHECK(*blocks_of_stage[1].begin() == 40);
+  // Buckets hold one stage's gradients, stage 0's first; each stage's parameters are its optimizer's (zero1: / 4).
+  int last_stage = 0;
+  for (const Bucket& b : plan.buckets) {
+    for (int g : b.grads) CHECK(plan.pipeline.stage_of(plan.grads[static_cast<size_t>(g)].op) == b.stage);
+    CHECK(b.stage >= last_stage);
+    last_stage = b.stage;
+  }
+  int64_t held = 0;
+  for (const StageNeed& s : plan.pipeline.stage) {
+    held += s.parameters;
+    CHECK(s.optimizer.parameters == (s.parameters + 3) / 4);
+  }
+  CHECK(held == plan.parameters);
+  // 1F1B: stage 0 keeps p = 2 micro-batches in flight, the last stage 1 (Narayanan et al. 2021, Section 2.2).
+  CHECK(plan.pipeline.stage[0].in_flight == 2);
+  CHECK(plan.pipeline.stage[1].in_flight == 1);
+  CHECK(three_d({{"parallelism.schedule", "gpipe"}}).training.gradient_accumulation == 16);
+  CHECK(make_step_plan(three_d({{"parallelism.schedule", "gpipe"}})).pipeline.stage[0].in_flight == 16);
+}
+
+TEST_CASE("the 3D program: a class per stage, every forward and backward once per micro-batch, sends paired") {
+  const StepPlan plan = make_step_plan(three_d());
+  const StepProgram p = make_step_program(plan);
+  REQUIRE(p.classes.size() == 2);
+  std::set<std::pair<int, int>> recorded, waited;
+  for (size_t c = 0; c < p.classes.size(); ++c) {
+    const RankProgram& r = p.classes[c];
+    CHECK(r.stage == static_cast<int>(c));
+    CHECK(r.ranks == 32);
+    for (size_t o = 0; o < plan.ops.size(); ++o) {
+      const bool mine = plan.pipeline.stage_of(static_cast<int>(o)) == r.stage;
+      CHECK(count(r, Instr::Type::forward, static_cast<int>(o)) == (mine ? 16 : 0));
+      CHECK(count(r, Instr::Type::backward, static_cast<int>(o)) == (mine ? 16 : 0));
+    }
+    int sends = 0;
+    for (const CommCall& call : r.comms) sends += call.kind == CollectiveKind::send ? 1 : 0;
+    CHECK(sends == 16);  // stage 0 its activations, stage 1 its input gradients
+    for (const Instr& in : r.instrs) {
+      if (!crosses_classes(in.event.kind)) continue;
+      if (in.type == Instr::Type::record) recorded.insert({static_cast<int>(in.event.kind), in.event.index});
+      if (in.type == Instr::Type::wait) waited.insert({static_cast<int>(in.event.kind), in.event.index});
+    }
+  }
+  CHECK(recorded == waited);
+  CHECK(recorded.size() == 32);
+}
+
+TEST_CASE("the 3D step: GPipe's bubble is 1F1B's, interleaving halves it, stage memory follows the schedule") {
+  const Estimate one = estimate(three_d(), make_step_plan(three_d()));
+  const auto gpipe_s = three_d({{"parallelism.schedule", "gpipe"}});
+  const Estimate gpipe = estimate(gpipe_s, make_step_plan(gpipe_s));
+  const auto inter_s = three_d({{"parallelism.schedule", "interleaved_1f1b"}, {"parallelism.virtual_stages", "2"}});
+  const Estimate inter = estimate(inter_s, make_step_plan(inter_s));
+  const StepResult& r = one.result;
+  REQUIRE(r.stages.size() == 2);
+  // Each stage's compute stream accounts for the whole step.
+  for (const StageTiming& t : r.stages)
+    CHECK(t.forward_s + t.backward_s + t.optimizer_s + t.tensor_comm_s + t.p2p_s + t.exposed_comm_s + t.bubble_s ==
+          Approx(t.end_s).epsilon(1e-9));
+  // The bubble: (p - 1) = 1 micro-batch's forward and backward of a stage (1F1B and GPipe alike), within the sends.
+  const StageTiming& s0 = r.stages[0];
+  const double per_micro = (s0.forward_s + s0.backward_s + s0.tensor_comm_s) / 16;
+  CHECK(r.pipeline_bubble_s == Approx(per_micro).epsilon(0.1));
+  CHECK(gpipe.result.step_time_s == Approx(r.step_time_s).epsilon(1e-9));
+  CHECK(inter.result.pipeline_bubble_s == Approx(r.pipeline_bubble_s / 2).epsilon(0.1));
+  CHECK(inter.result.p2p_s > 2.5 * r.p2p_s);  // v = 2: sends at twice the boundaries, more in the warm-up
+  CHECK(gpipe.result.memory_need_bytes() > r.memory_need_bytes() + 10e9);
+}
