@@ -377,6 +377,24 @@ struct Run final : StepExecutor {
   }
 };
 
+// A class's calls into the result: its DDP buckets into buckets[]; with `entries`, its calls into comm[] and its
+// comm streams' busy time into step.comm_busy_s.
+void collect_calls(const Run& run, const StepProgram& program, bool entries, StepResult& r) {
+  for (size_t i = 0; i < run.rank->comms.size(); ++i) {
+    const CallRun& c = run.calls[i];
+    const CommCall& call = run.rank->comms[i];
+    if (entries && c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
+    if (entries)
+      r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
+                                   c.moves ? &c.cost : nullptr));
+    if (call.bucket < 0) continue;
+    const auto& pb = run.plan->buckets[static_cast<size_t>(call.bucket)];
+    r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
+                         c.moves ? to_string(c.cost.algorithm) : "none",
+                         c.moves ? to_string(c.cost.protocol) : "none"});
+  }
+}
+
 // The result of a one-class step (no pipeline): the phases from the compute stream's marks.
 void one_class_result(Run& run, const StepProgram& program, StepResult& r) {
   const auto k = static_cast<double>(program.micro_steps);
@@ -392,18 +410,7 @@ void one_class_result(Run& run, const StepProgram& program, StepResult& r) {
   const double backward_end = run.mark_at(Mark::backward_end, program.micro_steps - 1);
   r.optimizer_s = run.step_end - run.optimizer_start;
   r.step_time_s = run.step_end;
-  for (size_t i = 0; i < run.rank->comms.size(); ++i) {
-    const CallRun& c = run.calls[i];
-    const CommCall& call = run.rank->comms[i];
-    if (c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
-    r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
-                                 c.moves ? &c.cost : nullptr));
-    if (call.bucket < 0) continue;
-    const auto& pb = run.plan->buckets[static_cast<size_t>(call.bucket)];
-    r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
-                         c.moves ? to_string(c.cost.algorithm) : "none",
-                         c.moves ? to_string(c.cost.protocol) : "none"});
-  }
+  collect_calls(run, program, true, r);
   const double single_gpu_s =
       k * micro + optimizer_seconds(run.plan->optimizer, run.cm) + memory_seconds(run.plan->final_copy_bytes, run.cm);
   // DDP: what the last all-reduce adds after the backward; sharded: everything the compute waited for (gathers in
@@ -427,19 +434,7 @@ void pipeline_result(std::vector<std::unique_ptr<Run>>& runs, const StepProgram&
     r.stages.push_back({run.rank->stage, run.busy_s[0], run.busy_s[1], run.busy_s[2],
                         run.blocking_s[0] + run.blocking_s[1], run.p2p_s, run.waited_comm_s, run.bubble_s, run.step_end,
                         0});
-    for (size_t i = 0; i < run.rank->comms.size(); ++i) {
-      const CallRun& c = run.calls[i];
-      const CommCall& call = run.rank->comms[i];
-      if (run.rank->stage == 0 && c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
-      if (run.rank->stage == 0)
-        r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
-                                     c.moves ? &c.cost : nullptr));
-      if (call.bucket < 0) continue;
-      const auto& pb = run.plan->buckets[static_cast<size_t>(call.bucket)];
-      r.buckets.push_back({pb.index, static_cast<long long>(pb.bytes), c.ready, c.start, c.end,
-                           c.moves ? to_string(c.cost.algorithm) : "none",
-                           c.moves ? to_string(c.cost.protocol) : "none"});
-    }
+    collect_calls(run, program, run.rank->stage == 0, r);
     if (run.rank->stage == 0) hidden = std::max(0.0, r.comm_busy_s - run.waited_comm_s);
     r.timeline.insert(r.timeline.end(), run.timeline.begin(), run.timeline.end());
   }

@@ -193,20 +193,6 @@ size_t check_same_program(const Scenario& s) {
   }
   walk_classes(p, executors);
   CHECK(logged.front()->log == expected);
-  // Pipeline stages: the dry run runs the first stage; its launches carry no micro-batch marks to map back by, so
-  // only that it runs with its buffer plan is checked here (tests/core/test_pipeline_program.cpp checks the program).
-  if (p.classes.size() > 1) {
-    const backend::StepLayout layout =
-        backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
-    const backend::ShardBuffers buffers = backend::plan_shard_buffers(plan, p, layout, 0);
-    backend::DryRunExecutor dry(&buffers);
-    backend::WalkOptions wo;
-    wo.gradient_accumulation = plan.gradient_accumulation;
-    backend::walk_step(plan, layout, wo, dry);
-    CHECK(!dry.launches().empty());
-    return p.streams.size();
-  }
-
   // The dry run: its launches, mapped back to instructions.
   const backend::StepLayout layout =
       backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
@@ -216,6 +202,12 @@ size_t check_same_program(const Scenario& s) {
   backend::WalkOptions wo;
   wo.gradient_accumulation = plan.gradient_accumulation;
   backend::walk_step(plan, layout, wo, dry);
+  // Pipeline stages: the dry run runs the first stage; its launches carry no micro-batch marks to map back by, so
+  // only that it runs with its buffer plan is checked here (tests/core/test_pipeline_program.cpp checks the program).
+  if (p.classes.size() > 1) {
+    CHECK(!dry.launches().empty());
+    return p.streams.size();
+  }
   const auto launched = from_launches(p, dry.launches());
   REQUIRE(launched.size() == expected.size());
   std::set<std::string> lone;
