@@ -43,6 +43,7 @@ Section bounds_section(const StepResult& r) {
     st.add("tensor-parallel communication",
            fmt::format("{} ({:.1f}% of the step; on the compute stream: in both bounds)",
                        format_seconds(r.tensor_comm_s), 100.0 * r.tensor_comm_s / lo.step_time_s));
+  add_pipeline_rows(st, r);
   st.add("communication busy", format_seconds(r.comm_busy_s));
   st.add("step time", bracket(r, format_seconds(lo.step_time_s), format_seconds(hi.step_time_s)));
   st.add("exposed communication", bracket(r, format_seconds(lo.exposed_comm_s), format_seconds(hi.exposed_comm_s)));

@@ -170,6 +170,7 @@ Section step_section(const StepResult& r, const char* title) {
   if (r.tensor_parallel > 1) st.add("  tensor-parallel communication", share_of_step(r.tensor_comm_s, r.step_time_s));
   st.add("  exposed communication", format_seconds(r.exposed_comm_s));
   st.add("  optimizer", format_seconds(r.optimizer_s));
+  add_pipeline_rows(st, r);
   st.add("communication busy", format_seconds(r.comm_busy_s));
   st.add("without overlap", format_seconds(r.no_overlap_step_s));
   st.add("throughput", fmt::format("{:.1f} samples/s, {} tokens/s", r.samples_per_s, format_count(r.tokens_per_s)));
@@ -190,8 +191,25 @@ std::string parallelism_label(const Scenario& s, const StepResult& r) {
   if (r.tensor_parallel > 1)
     text += fmt::format(" (tensor groups inside a node{})",
                         r.sequence_parallel ? ", sequence parallel" : ", no sequence parallelism");
+  if (r.pipeline_parallel > 1)
+    text += fmt::format(" x pipeline {} ({}{})", r.pipeline_parallel, r.pipeline_schedule,
+                        r.virtual_stages > 1 ? fmt::format(", {} chunks per stage", r.virtual_stages) : "");
   if (s.parallelism.sharding != Sharding::none) text += ", sharding " + s.parallelism.sharding_as_written;
   return text;
+}
+
+void add_pipeline_rows(Section& st, const StepResult& r) {
+  if (r.stages.empty()) return;
+  st.add("pipeline", fmt::format("the rows above are stage {} of {} (the most compute); its bubble {}, its sends {}",
+                                 r.reported_stage, r.stages.size(), share_of_step(r.pipeline_bubble_s, r.step_time_s),
+                                 format_seconds(r.p2p_s)));
+  for (const StageTiming& t : r.stages)
+    st.add(fmt::format("  stage {}", t.stage),
+           fmt::format("compute {}, tensor {}, sends {}, waits: data-parallel {}, other stages {}; ends at {}; "
+                       "{} per GPU",
+                       format_seconds(t.forward_s + t.backward_s + t.optimizer_s), format_seconds(t.tensor_comm_s),
+                       format_seconds(t.p2p_s), format_seconds(t.exposed_comm_s), format_seconds(t.bubble_s),
+                       format_seconds(t.end_s), format_bytes(t.memory_need_bytes)));
 }
 
 void add_flops_rows(Section& st, const StepResult& r, const std::string& note) {

@@ -15,6 +15,8 @@ std::string parallelism_label(const Scenario& scenario, const StepResult& result
 // "413.62 ms (18.7% of the step)".
 std::string share_of_step(double seconds, double step_s);
 // Model FLOP/s with the MFU, hardware FLOP/s with the HFU (docs/metrics.md); `note` ends both values.
+// Pipeline stages: which stage step.* shows, its bubble and sends, and a row per stage.
+void add_pipeline_rows(Section& st, const StepResult& r);
 void add_flops_rows(Section& section, const StepResult& result, const std::string& note);
 // The scaling-efficiency row's label: with tensor parallelism it is compute / step, and the label says so.
 std::string scaling_label(const StepResult& result);
