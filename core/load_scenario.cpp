@@ -150,9 +150,13 @@ void parse_pipeline(const YNode& n, const Topology& t, const ModelSpec& model, P
     if (!v->is_sequence()) v->fail("a list of transformer blocks per virtual stage, in model order");
     for (size_t i = 0; i < v->size(); ++i) p.pipeline_layers.push_back(static_cast<int>((*v)[i].as_int(0, 1 << 20)));
   }
-  if (p.pipeline == 1 && (n.has("schedule") || n.has("virtual_stages") || n.has("pipeline_layers"))) {
-    const char* key = n.has("schedule") ? "schedule" : n.has("virtual_stages") ? "virtual_stages" : "pipeline_layers";
-    n.at(key).fail("applies to pipeline parallelism: give parallelism.pipeline > 1");
+  // Without stages, a schedule other than the default, chunks or a layer split would be ignored: refused.
+  if (p.pipeline == 1) {
+    const char* key = p.schedule != PipelineSchedule::one_f_one_b ? "schedule"
+                      : p.virtual_stages != 1                     ? "virtual_stages"
+                      : n.has("pipeline_layers")                  ? "pipeline_layers"
+                                                                  : nullptr;
+    if (key) n.at(key).fail("applies to pipeline parallelism: give parallelism.pipeline > 1");
   }
   if (p.pipeline == 1) return;
   try {
