@@ -126,10 +126,22 @@ void report_stages(const StepPlan& plan, StepResult& r) {
   r.tensor_comm_s = t.tensor_comm_s;
   r.p2p_s = t.p2p_s;
   r.exposed_comm_s = t.exposed_comm_s;
+  r.comm_busy_s = t.comm_busy_s;
   r.pipeline_bubble_s = t.bubble_s + (r.step_time_s - t.end_s);  // it also waits for the last stage to finish
+  // Without overlap the stage's hidden reductions would run after its backward.
+  r.no_overlap_step_s = r.step_time_s + std::max(0.0, t.comm_busy_s - t.exposed_comm_s);
 }
 
 namespace {
+
+// The calls `run` ran into comm[].
+void append_comm(const AnalyticExecutor& run, const RankProgram& rank, const StepProgram& program, StepResult& r) {
+  for (size_t i = 0; i < run.calls().size(); ++i) {
+    const CallTiming& t = run.calls()[i];
+    r.comm.push_back(comm_timing(rank.comms[i], program.streams[static_cast<size_t>(t.stream)], t.ready_s, t.start_s,
+                                 t.end_s, t.moves ? &t.cost : nullptr));
+  }
+}
 
 // Pipeline stages: every stage's class through its own closed-form executor, walked together (the stages wait for
 // each other's sends); step.* describes the stage with the most compute, stages[] every stage.
@@ -142,31 +154,22 @@ Estimate estimate_pipeline(const Scenario& s, const StepPlan& plan, const StepPr
   std::vector<StepExecutor*> executors;
   for (AnalyticExecutor& run : runs) executors.push_back(&run);
   walk_classes(program, executors);
-  double hidden = 0;
   for (size_t c = 0; c < runs.size(); ++c) {
     const AnalyticExecutor& run = runs[c];
     r.stages.push_back({program.classes[c].stage, run.phase_busy_s(Phase::forward), run.phase_busy_s(Phase::backward),
                         run.phase_busy_s(Phase::optimizer), run.blocking_comm_s(), run.p2p_s(), run.waited_comm_s(),
-                        run.bubble_s(), run.step_s(), 0});
-    if (c == 0) {
-      r.comm_busy_s = run.comm_busy_s();
-      hidden = std::max(0.0, run.comm_busy_s() - run.waited_comm_s());
-      for (size_t i = 0; i < run.calls().size(); ++i) {
-        const CallTiming& t = run.calls()[i];
-        r.comm.push_back(comm_timing(program.classes[c].comms[i], program.streams[static_cast<size_t>(t.stream)],
-                                     t.ready_s, t.start_s, t.end_s, t.moves ? &t.cost : nullptr));
-      }
-    }
+                        run.comm_busy_s(), run.bubble_s(), run.step_s(), 0});
   }
+  append_comm(runs.front(), program.classes.front(), program, r);  // comm[]: the first stage's calls
   report_stages(plan, r);
   const StageTiming& t = r.stages.at(static_cast<size_t>(r.reported_stage));
   e.compute_s = t.forward_s + t.backward_s + t.optimizer_s;
   e.single_gpu_step_s = e.compute_s;
   e.perfect_overlap_step_s = r.step_time_s;
-  e.no_overlap_step_s = r.step_time_s + hidden;  // stage 0's reductions serialized after its backward
-  r.no_overlap_step_s = e.no_overlap_step_s;
-  r.bounds = StepBounds{bound(plan, e.single_gpu_step_s, e.perfect_overlap_step_s, r.exposed_comm_s),
-                        bound(plan, e.single_gpu_step_s, e.no_overlap_step_s, r.exposed_comm_s + hidden)};
+  e.no_overlap_step_s = r.no_overlap_step_s;
+  r.bounds =
+      StepBounds{bound(plan, e.single_gpu_step_s, e.perfect_overlap_step_s, r.exposed_comm_s),
+                 bound(plan, e.single_gpu_step_s, e.no_overlap_step_s, std::max(r.exposed_comm_s, r.comm_busy_s))};
   fill_throughput(plan, r);
   r.scaling_efficiency = r.bounds->perfect_overlap.scaling_efficiency;
   fill_training_cost(s, r);
@@ -203,12 +206,7 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
     // the compute waits for.
     r.exposed_comm_s = std::max(0.0, run.step_s() - e.compute_s - r.tensor_comm_s);
   }
-  const RankProgram& rank = program.classes.front();
-  for (size_t i = 0; i < run.calls().size(); ++i) {
-    const CallTiming& t = run.calls()[i];
-    r.comm.push_back(comm_timing(rank.comms[i], program.streams[static_cast<size_t>(t.stream)], t.ready_s, t.start_s,
-                                 t.end_s, t.moves ? &t.cost : nullptr));
-  }
+  append_comm(run, program.classes.front(), program, r);
   e.perfect_overlap_step_s = e.compute_s + r.tensor_comm_s + r.exposed_comm_s;
   e.no_overlap_step_s = e.compute_s + r.tensor_comm_s + r.comm_busy_s;
   e.single_gpu_step_s = e.compute_s;

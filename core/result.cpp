@@ -155,6 +155,7 @@ json to_json(const StepResult& r) {
                              {"tensor_comm_s", t.tensor_comm_s},
                              {"p2p_s", t.p2p_s},
                              {"exposed_comm_s", t.exposed_comm_s},
+                             {"comm_busy_s", t.comm_busy_s},
                              {"bubble_s", t.bubble_s},
                              {"end_s", t.end_s},
                              {"memory_needed_bytes_per_gpu", t.memory_need_bytes}});
@@ -222,7 +223,7 @@ StepResult result_from_json(const json& j) {
       r.stages.push_back({t.at("stage").get<int>(), t.at("forward_s").get<double>(), t.at("backward_s").get<double>(),
                           t.at("optimizer_s").get<double>(), t.at("tensor_comm_s").get<double>(),
                           t.at("p2p_s").get<double>(), t.at("exposed_comm_s").get<double>(),
-                          t.at("bubble_s").get<double>(), t.at("end_s").get<double>(),
+                          t.value("comm_busy_s", 0.0), t.at("bubble_s").get<double>(), t.at("end_s").get<double>(),
                           t.at("memory_needed_bytes_per_gpu").get<double>()});
     r.no_overlap_step_s = j.at("step").value("no_overlap_time_s", 0.0);
     r.samples_per_s = need(j, "throughput", "samples_per_s").get<double>();

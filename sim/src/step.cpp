@@ -377,13 +377,19 @@ struct Run final : StepExecutor {
   }
 };
 
-// A class's calls into the result: its DDP buckets into buckets[]; with `entries`, its calls into comm[] and its
-// comm streams' busy time into step.comm_busy_s.
+// The time a class's comm streams spent in collectives.
+double comm_streams_busy_s(const Run& run) {
+  double busy = 0;
+  for (const CallRun& c : run.calls)
+    if (c.stream != StepProgram::kCompute) busy += c.end - c.start;
+  return busy;
+}
+
+// A class's calls into the result: its DDP buckets into buckets[]; with `entries`, its calls into comm[].
 void collect_calls(const Run& run, const StepProgram& program, bool entries, StepResult& r) {
   for (size_t i = 0; i < run.rank->comms.size(); ++i) {
     const CallRun& c = run.calls[i];
     const CommCall& call = run.rank->comms[i];
-    if (entries && c.stream != StepProgram::kCompute) r.comm_busy_s += c.end - c.start;
     if (entries)
       r.comm.push_back(comm_timing(call, program.streams[static_cast<size_t>(c.stream)], c.ready, c.start, c.end,
                                    c.moves ? &c.cost : nullptr));
@@ -411,6 +417,7 @@ void one_class_result(Run& run, const StepProgram& program, StepResult& r) {
   r.optimizer_s = run.step_end - run.optimizer_start;
   r.step_time_s = run.step_end;
   collect_calls(run, program, true, r);
+  r.comm_busy_s = comm_streams_busy_s(run);
   const double single_gpu_s =
       k * micro + optimizer_seconds(run.plan->optimizer, run.cm) + memory_seconds(run.plan->final_copy_bytes, run.cm);
   // DDP: what the last all-reduce adds after the backward; sharded: everything the compute waited for (gathers in
@@ -428,21 +435,18 @@ void one_class_result(Run& run, const StepProgram& program, StepResult& r) {
 // The result of a pipeline step: each stage's Run as its compute stream spent the step (report_stages picks what
 // step.* shows); comm[] and buckets[] of every stage, stage 0's first.
 void pipeline_result(std::vector<std::unique_ptr<Run>>& runs, const StepProgram& program, StepResult& r) {
-  double hidden = 0;
   for (auto& one : runs) {
     Run& run = *one;
     r.stages.push_back({run.rank->stage, run.busy_s[0], run.busy_s[1], run.busy_s[2],
-                        run.blocking_s[0] + run.blocking_s[1], run.p2p_s, run.waited_comm_s, run.bubble_s, run.step_end,
-                        0});
-    collect_calls(run, program, run.rank->stage == 0, r);
-    if (run.rank->stage == 0) hidden = std::max(0.0, r.comm_busy_s - run.waited_comm_s);
+                        run.blocking_s[0] + run.blocking_s[1], run.p2p_s, run.waited_comm_s, comm_streams_busy_s(run),
+                        run.bubble_s, run.step_end, 0});
+    collect_calls(run, program, run.rank->stage == 0, r);  // comm[]: the first stage's calls
     r.timeline.insert(r.timeline.end(), run.timeline.begin(), run.timeline.end());
   }
   std::sort(r.buckets.begin(), r.buckets.end(),
             [](const BucketTiming& a, const BucketTiming& b) { return a.index < b.index; });
   report_stages(*runs.front()->plan, r);
   const StageTiming& t = r.stages.at(static_cast<size_t>(r.reported_stage));
-  r.no_overlap_step_s = r.step_time_s + hidden;
   fill_throughput(*runs.front()->plan, r);
   r.scaling_efficiency = r.step_time_s > 0 ? (t.forward_s + t.backward_s + t.optimizer_s) / r.step_time_s : 0;
   fill_training_cost(*runs.front()->scenario, r);

@@ -56,6 +56,7 @@ struct StageTiming {
   double tensor_comm_s = 0;                               // blocking tensor-parallel collectives
   double p2p_s = 0;                                       // blocking sends to the neighbouring stages
   double exposed_comm_s = 0;                              // waiting for its data-parallel reductions
+  double comm_busy_s = 0;                                 // its comm streams' collectives (data parallelism's)
   double bubble_s = 0;                                    // waiting for the other stages (the pipeline bubble)
   double end_s = 0;                                       // when its step ends
   double memory_need_bytes = 0;                           // as StepResult::memory_need_bytes, for this stage
