@@ -198,12 +198,12 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.comm_busy_s = run.comm_busy_s();
   r.tensor_comm_s = run.blocking_comm_s();
   e.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
-  if (plan.sharded.sharding == Sharding::none) {
+  if (plan.sharded.sharding == Sharding::none && plan.overlap_grad_reduce) {
     // Only the synchronized micro-step's backward can hide communication.
     r.exposed_comm_s = std::max(0.0, r.comm_busy_s - run.synced_backward_s());
   } else {
-    // Sharded: gathers wait on the forward and backward too; the program's order (a clock per stream) says what
-    // the compute waits for.
+    // Sharded: gathers wait on the forward and backward too; without overlap the buckets wait for the backward. The
+    // program's order (a clock per stream) says what the compute waits for.
     r.exposed_comm_s = std::max(0.0, run.step_s() - e.compute_s - r.tensor_comm_s);
   }
   append_comm(run, program.classes.front(), program, r);

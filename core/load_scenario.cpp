@@ -80,13 +80,15 @@ Training parse_training(const YNode& n) {
 }
 
 Ddp parse_ddp(const YNode& n) {
-  n.allow_only({"bucket_cap", "first_bucket", "gradient_as_bucket_view", "static_graph", "first_iteration"});
+  n.allow_only({"bucket_cap", "first_bucket", "gradient_as_bucket_view", "static_graph", "first_iteration",
+                "overlap_grad_reduce"});
   Ddp d;
   if (auto v = n.get("bucket_cap")) d.bucket_cap_bytes = v->as_bytes();
   if (auto v = n.get("first_bucket")) d.first_bucket_bytes = v->as_bytes();
   if (auto v = n.get("gradient_as_bucket_view")) d.gradient_as_bucket_view = v->as_bool();
   if (auto v = n.get("static_graph")) d.static_graph = v->as_bool();
   if (auto v = n.get("first_iteration")) d.first_iteration = v->as_bool();
+  if (auto v = n.get("overlap_grad_reduce")) d.overlap_grad_reduce = v->as_bool();
   return d;
 }
 
@@ -489,6 +491,14 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
         .fail(fmt::format("{} with pipeline parallelism is not modelled yet (zero1, Megatron's distributed optimizer, "
                           "is)",
                           s.zero_optimization ? "DeepSpeed's zero_optimization" : s.parallelism.sharding_as_written));
+
+  if (!s.ddp.overlap_grad_reduce &&
+      (s.zero_optimization || s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3))
+    root.at("ddp")
+        .at("overlap_grad_reduce")
+        .fail(fmt::format("applies to DDP buckets (parallelism.sharding none or zero1); {} orders its own reductions{}",
+                          s.zero_optimization ? "DeepSpeed's zero_optimization" : s.parallelism.sharding_as_written,
+                          s.zero_optimization ? " (zero_optimization.overlap_comm)" : ""));
 
   if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
     root.at("training")

@@ -6,6 +6,8 @@
 // megatron/core/pipeline_parallel/p2p_communication.py); the receiving stage waits for the send's event. The
 // stage's gradients are bucketed as DDP's (plan.cpp, per stage) and reduced over the stage's data-parallel group as
 // the last micro-batch's backward completes each bucket (Megatron's overlap_grad_reduce), then the stage's optimizer.
+// Without overlap (ddp.overlap_grad_reduce false, Megatron's local DDP, or predict --no-overlap) the stage's buckets
+// are reduced after its last slot (megatron/training.py train_step: allreduce_gradients() after forward_backward).
 #include <fmt/format.h>
 
 #include <map>
@@ -20,6 +22,8 @@ struct StageBuilder {
   const StepPlan& plan;
   int stage = 0;
   Builder bld;
+  bool overlap = true;                            // reduce each bucket as the last backward completes it
+  std::vector<int> deferred;                      // without overlap: the buckets, reduced after the last slot
   std::vector<std::vector<int>> ops_of;           // per virtual stage: op indices, forward order
   std::map<int, std::vector<int>> buckets_after;  // op -> the stage's buckets its backward completes
 
@@ -55,10 +59,19 @@ struct StageBuilder {
       if (!last || !buckets_after.count(*it)) continue;
       for (int b : buckets_after.at(*it)) {
         bld.record(compute, {EventKind::bucket_ready, b});
-        bucket_allreduce(bld, plan, b, false);
+        if (overlap)
+          bucket_allreduce(bld, plan, b, false);
+        else
+          deferred.push_back(b);
       }
     }
     if (vstage > 0) send(micro, vstage, EventKind::gradient_sent);
+  }
+
+  void reduce_deferred() {
+    if (deferred.empty()) return;
+    bld.record(StepProgram::kCompute, {EventKind::backward_done, 0});
+    for (int b : deferred) bucket_allreduce(bld, plan, b, b == deferred.front());
   }
 
   void optimizer() {
@@ -78,8 +91,6 @@ struct StageBuilder {
 }  // namespace
 
 StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options) {
-  if (!options.overlap)
-    throw RuntimeError("--no-overlap: the pipeline's data-parallel reductions always overlap the last backward");
   const PipelinePlan& pp = plan.pipeline;
   StepProgram program;
   program.streams = {"compute", "comm"};
@@ -87,8 +98,10 @@ StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options
   program.micro_steps = pp.micro_batches;
   const auto slots = pipeline_schedule(pp.schedule, pp.stages, pp.micro_batches, pp.virtual_stages);
   for (int stage = 0; stage < pp.stages; ++stage) {
-    StageBuilder sb{
-        plan, stage, {}, std::vector<std::vector<int>>(static_cast<size_t>(pp.stages * pp.virtual_stages)), {}};
+    StageBuilder sb{plan, stage,
+                    {},   options.overlap,
+                    {},   std::vector<std::vector<int>>(static_cast<size_t>(pp.stages * pp.virtual_stages)),
+                    {}};
     for (size_t o = 0; o < plan.ops.size(); ++o)
       sb.ops_of[static_cast<size_t>(pp.virtual_stage_of_op[o])].push_back(static_cast<int>(o));
     for (const Bucket& b : plan.buckets)
@@ -105,6 +118,7 @@ StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options
       else
         sb.backward(slot.micro, vstage);
     }
+    sb.reduce_deferred();
     sb.optimizer();
     program.classes.push_back(std::move(sb.bld.rank));
   }

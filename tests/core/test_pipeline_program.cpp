@@ -2,6 +2,7 @@
 // timing of the shipped 3D scenario (scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml) and its schedule variants.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -114,4 +115,44 @@ TEST_CASE("the 3D step: GPipe's bubble is 1F1B's, interleaving halves it, stage 
   CHECK(inter.result.pipeline_bubble_s == Approx(r.pipeline_bubble_s / 2).epsilon(0.1));
   CHECK(inter.result.p2p_s > 2.5 * r.p2p_s);  // v = 2: sends at twice the boundaries, more in the warm-up
   CHECK(gpipe.result.memory_need_bytes() > r.memory_need_bytes() + 10e9);
+}
+
+// ddp.overlap_grad_reduce false (Megatron-LM's local DDP, megatron/training.py train_step @6985e589): each stage
+// reduces its buckets after its last slot, so none of the data-parallel all-reduce hides behind the backward; the
+// same key on a plain DDP step puts every bucket after the backward.
+TEST_CASE("ddp.overlap_grad_reduce false: the buckets wait for the whole forward-backward, with and without stages") {
+  const Scenario over = three_d();
+  const Scenario local = three_d({{"ddp.overlap_grad_reduce", "false"}});
+  const StepPlan local_plan = make_step_plan(local);
+  const StepProgram program = make_step_program(local_plan);
+  for (const RankProgram& r : program.classes) {
+    size_t last_backward = 0, first_bucket = r.instrs.size();
+    for (size_t i = 0; i < r.instrs.size(); ++i) {
+      if (r.instrs[i].type == Instr::Type::backward) last_backward = i;
+      if (r.instrs[i].type == Instr::Type::collective &&
+          r.comms[static_cast<size_t>(r.instrs[i].comm)].group == GroupKind::data)
+        first_bucket = std::min(first_bucket, i);
+    }
+    INFO(r.rank_class);
+    CHECK(first_bucket > last_backward);
+    CHECK(first_bucket < r.instrs.size());
+  }
+  const StepResult a = estimate(over, make_step_plan(over)).result;
+  const StepResult b = estimate(local, local_plan).result;
+  CHECK(b.comm_busy_s == Approx(a.comm_busy_s).epsilon(1e-9));  // the same buckets, the same bytes
+  CHECK(b.exposed_comm_s == Approx(b.comm_busy_s).epsilon(1e-6));
+  // Stage 0 ends the step: it now also waits for the part of its reduction the last backward used to hide.
+  REQUIRE(a.stages.size() == 2);
+  CHECK(b.step_time_s == Approx(a.step_time_s + a.stages[0].comm_busy_s - a.stages[0].exposed_comm_s).epsilon(1e-4));
+  CHECK(a.stages[0].comm_busy_s - a.stages[0].exposed_comm_s > 0.1);
+
+  const auto ddp = [](const char* overlap) {
+    return load_scenario(std::string(DPSIM_SOURCE_DIR) + "/scenarios/llama3.1-8b-8xh100.yaml",
+                         {{"ddp.overlap_grad_reduce", overlap}});
+  };
+  const StepResult d1 = estimate(ddp("true"), make_step_plan(ddp("true"))).result;
+  const StepResult d0 = estimate(ddp("false"), make_step_plan(ddp("false"))).result;
+  CHECK(d0.exposed_comm_s == Approx(d0.comm_busy_s).epsilon(1e-6));
+  CHECK(d0.step_time_s == Approx(d1.no_overlap_step_s).epsilon(1e-6));
+  CHECK(d1.exposed_comm_s < 0.5 * d1.comm_busy_s);
 }

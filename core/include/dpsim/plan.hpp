@@ -149,6 +149,7 @@ struct StepPlan {
   MemoryNeed memory;
   double final_copy_bytes = 0;  // bucket -> grad copy after the last all-reduce (no bucket views)
   Sharded sharded;
+  bool overlap_grad_reduce = true;  // ddp.overlap_grad_reduce: buckets reduced as the last backward fills them
   PipelinePlan pipeline;  // with pipeline stages, optimizer/memory/final_copy_bytes above are the largest stage's
 };
 

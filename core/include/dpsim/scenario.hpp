@@ -291,6 +291,9 @@ struct Ddp {
   bool gradient_as_bucket_view = false;
   bool static_graph = false;
   bool first_iteration = false;  // simulate iteration 0: one bucket for everything
+  // false: every bucket is reduced after the whole forward-backward, the optimizer waiting for it (Megatron-LM's
+  // local DDP; its DistributedDataParallelConfig.overlap_grad_reduce, default False); true: as PyTorch DDP's hooks.
+  bool overlap_grad_reduce = true;
 };
 
 // Sharded data parallelism (ZeRO stages, Rajbhandari et al. 2019; PyTorch FSDP's ShardingStrategy): what each
