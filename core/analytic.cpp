@@ -101,7 +101,7 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
   if (in.stream != StepProgram::kCompute)
     comm_busy_ += seconds;
   else
-    (call.kind == CollectiveKind::send ? p2p_ : blocking_comm_) += seconds;
+    (between_stages(call) ? p2p_ : blocking_comm_) += seconds;
   calls_.push_back(t);
 }
 

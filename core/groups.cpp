@@ -16,12 +16,14 @@ const char* to_string(GroupKind kind) {
     case GroupKind::pipeline: return "pipeline";
     case GroupKind::shard: return "shard";
     case GroupKind::replica: return "replica";
+    case GroupKind::embedding: return "embedding";
   }
   return "?";
 }
 
 std::optional<GroupKind> group_kind_named(std::string_view name) {
-  for (GroupKind k : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline, GroupKind::shard, GroupKind::replica})
+  for (GroupKind k : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline, GroupKind::shard, GroupKind::replica,
+                      GroupKind::embedding})
     if (name == to_string(k)) return k;
   return std::nullopt;
 }
@@ -58,15 +60,19 @@ int degree(GroupKind kind, const ParallelDims& d) {
     case GroupKind::pipeline: return d.pipeline;
     case GroupKind::shard: return d.shard_size();
     case GroupKind::replica: return d.data / d.shard_size();
+    case GroupKind::embedding: return d.pipeline > 1 ? 2 : 1;
   }
   return 1;
 }
 int& coordinate(GroupKind kind, RankCoords& c) {
-  return kind == GroupKind::tensor ? c.tensor : kind == GroupKind::pipeline ? c.pipeline : c.data;
+  return kind == GroupKind::tensor                                     ? c.tensor
+         : kind == GroupKind::pipeline || kind == GroupKind::embedding ? c.pipeline
+                                                                       : c.data;
 }
 // The data coordinate of member i of the group of `kind` through data coordinate `data`: a shard group is
 // shard_size consecutive data coordinates, a replica group every shard_size-th one from the same position.
 int member(GroupKind kind, int data, int i, const ParallelDims& d) {
+  if (kind == GroupKind::embedding) return i == 0 ? 0 : d.pipeline - 1;  // the first and the last stage
   const int s = d.shard_size();
   if (kind == GroupKind::shard) return data / s * s + i;
   if (kind == GroupKind::replica) return data % s + i * s;
@@ -92,6 +98,7 @@ std::vector<ProcessGroup> groups_of(GroupKind kind, const ParallelDims& d) {
   for (int r = 0; r < d.world(); ++r) {
     if (seen[static_cast<size_t>(r)]) continue;
     ProcessGroup g = group_of(r, kind, d);
+    if (!std::binary_search(g.ranks.begin(), g.ranks.end(), r)) continue;  // embedding: a middle stage is in none
     for (int m : g.ranks) seen[static_cast<size_t>(m)] = true;
     out.push_back(std::move(g));
   }

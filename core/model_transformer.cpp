@@ -300,10 +300,12 @@ std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_len
       break;
   }
   // Output projection over the vocabulary, column-parallel (each GPU its vocabulary shard's logits, never gathered:
-  // the loss is vocab-parallel); tied models reuse the embedding, so it owns no tensor.
+  // the loss is vocab-parallel); tied models reuse the embedding, so it owns no tensor, unless pipeline stages put it
+  // on another stage than the embedding (split.tied_head_copy: then its weight is the copy).
   const bool tied = c.tie_embeddings || c.family != ModelFamily::llama;
   b.linear("lm_head", d, V, false, true, Split::column_entry);
-  if (tied) b.ops.back().params.clear();
+  if (tied && !b.split.tied_head_copy) b.ops.back().params.clear();
+  b.ops.back().tied_copy = tied && b.split.tied_head_copy;
   b.loss("loss");
   return std::move(b.ops);
 }

@@ -310,6 +310,10 @@ PipelinePlan pipeline_plan(const Scenario& s, const std::vector<Op>& ops) {
       static_cast<double>(s.training.sequence_length) / (par.sequence_parallel ? static_cast<double>(par.tensor) : 1.0);
   p.boundary_bytes = static_cast<double>(s.training.micro_batch) * sequence *
                      static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype);
+  for (const Op& op : ops)
+    if (op.tied_copy)
+      for (const ParamTensor& t : op.params)
+        p.embedding_grad_bytes += static_cast<double>(t.numel) * dtype_bytes(s.training.grad_dtype);
   return p;
 }
 
@@ -337,7 +341,7 @@ StepPlan make_step_plan(const Scenario& s) {
     throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name, plan.dims.data,
                                  plan.dims.tensor, plan.dims.pipeline, plan.world_size));
   const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype,
-                             {s.parallelism.tensor, s.parallelism.sequence_parallel});
+                             {s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1});
   for (const Op& op : build_ops(s.model, s.training.sequence_length, s.training.param_dtype)) {
     if (op.kind == OpKind::matmul || op.kind == OpKind::attention)
       plan.model_flops_per_sample += op.forward_flops_per_sample + op.backward_flops_per_sample;

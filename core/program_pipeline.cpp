@@ -80,6 +80,15 @@ struct StageBuilder {
     for (const Bucket& b : plan.buckets)
       if (b.stage == stage) last_bucket = b.index;
     if (last_bucket >= 0) bld.wait(compute, {EventKind::bucket_done, last_bucket});
+    // A tied word embedding: the first and the last stage all-reduce its gradient, blocking, after the data-parallel
+    // reductions (plan.hpp PipelinePlan::embedding_grad_bytes). Each stage times its own call: the last stage, done
+    // with its backward earlier, would wait for the first in a real run, but the first ends the step either way.
+    if (plan.pipeline.embedding_grad_bytes > 0 && (stage == 0 || stage == plan.pipeline.stages - 1))
+      bld.call(compute, {.kind = CollectiveKind::all_reduce,
+                         .group = GroupKind::embedding,
+                         .bytes = plan.pipeline.embedding_grad_bytes,
+                         .inputs_ready = {},
+                         .backward = true});
     bld.mark(compute, Mark::optimizer_begin, 0);
     if (last_bucket >= 0) bld.push({.type = Instr::Type::unflatten, .stream = compute});
     bld.push({.type = Instr::Type::optimizer, .stream = compute});

@@ -71,7 +71,7 @@ void plan_flat(ShardBuffers& b, const StepPlan& plan, const RankProgram& r, cons
   }
   int gathers = 0;  // dpsim's zero1 gathers bucket k's weights in its k-th all-gather (program.cpp)
   for (const CommCall& c : r.comms) {
-    if (c.group == GroupKind::tensor || c.group == GroupKind::pipeline) continue;  // plan_tensor's
+    if (c.group == GroupKind::tensor || between_stages(c)) continue;  // plan_tensor's
     CallBuffers cb;
     if (c.bucket >= 0) {
       const auto bk = static_cast<size_t>(c.bucket);
@@ -175,7 +175,7 @@ void plan_units(ShardBuffers& b, const StepPlan& plan, const RankProgram& r) {
 // Tensor parallelism: every collective over the tensor group in place in one buffer of the largest one's size.
 void plan_tensor(ShardBuffers& b, const RankProgram& r, const StepLayout& layout, int tensor, int tensor_rank) {
   for (const CommCall& c : r.comms) {
-    if (c.group == GroupKind::pipeline && c.kind == CollectiveKind::send) {  // a stage's activations, sent from there
+    if (between_stages(c)) {  // a stage's activations sent from there, or the tied embedding's gradient
       const auto numel = std::max<int64_t>(1, static_cast<int64_t>(c.bytes) / layout.element_bytes);
       b.tensor_comm_numel = std::max(b.tensor_comm_numel, numel);
       b.calls[key_of(c)] = {{Buffer::tensor_comm, 0, numel}, {Buffer::tensor_comm, 0, numel}, numel};

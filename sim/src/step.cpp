@@ -205,7 +205,7 @@ struct Run final : StepExecutor {
     const double fill_s = c.cost.fill_s;
     const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
-    if (c.spaces.empty()) {  // a pipeline send: NCCL's cost over the pair's fabric, no flows laid (no contention)
+    if (c.spaces.empty()) {  // between stages: NCCL's cost over the pair's fabric, no flows laid (no contention)
       sg4::this_actor::sleep_for(launch_s + c.cost.time_s);
       ++events;
       return;
@@ -258,7 +258,7 @@ struct Run final : StepExecutor {
       if (!blocking && --active_collectives == 0) cpu->set_pstate(0);
     }
     c.end = now();
-    if (blocking && call.kind == CollectiveKind::send)
+    if (blocking && between_stages(call))
       p2p_s += c.end - c.start;
     else if (blocking)
       blocking_s[call.backward ? 1 : 0] += c.end - c.start;
@@ -553,8 +553,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
       c.moves = group_of(0, call.group, program.dims).ranks.size() > 1;  // a group of one rank moves nothing
       if (c.moves) {
         c.cost = call_cost(scenario, call, fabrics.at(call.group));
-        c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
-        if (call.kind != CollectiveKind::send) c.spaces = run.spaces_for(call.group);  // sends are timed, not laid
+        c.algorithm = &algorithm_descriptor(c.cost.algorithm);             // the cost chose it where it runs
+        if (!between_stages(call)) c.spaces = run.spaces_for(call.group);  // sends are timed, not laid
         const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
         if (!(eff > 0))
           throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));

@@ -10,6 +10,7 @@
 
 #include "../source_dir.hpp"
 #include "dpsim/estimate.hpp"
+#include "dpsim/groups.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/program.hpp"
@@ -155,4 +156,49 @@ TEST_CASE("ddp.overlap_grad_reduce false: the buckets wait for the whole forward
   CHECK(d0.exposed_comm_s == Approx(d0.comm_busy_s).epsilon(1e-6));
   CHECK(d0.step_time_s == Approx(d1.no_overlap_step_s).epsilon(1e-6));
   CHECK(d1.exposed_comm_s < 0.5 * d1.comm_busy_s);
+}
+
+// A tied word embedding with pipeline stages (Megatron-LM: the last stage holds a copy, language_module.py:279-290 at
+// d98e8a6, and the two stages all-reduce its gradient before the optimizer, training.py:376-397 @6985e58938).
+TEST_CASE("tied embedding over pipeline stages: the last stage holds a copy, the two ends all-reduce its gradient") {
+  const Scenario s = load_scenario(
+      std::string(DPSIM_SOURCE_DIR) + "/scenarios/megatron-1.2b-1xv100.yaml",
+      {{"cluster.gpus_per_node", "4"}, {"parallelism.pipeline", "4"}, {"training.gradient_accumulation", "8"}});
+  const StepPlan plan = make_step_plan(s);
+  const int64_t vocab = s.model.transformer->vocab_size, hidden = s.model.transformer->hidden_size;
+  CHECK(plan.pipeline.embedding_grad_bytes == static_cast<double>(vocab * hidden * 2));  // fp16 gradients
+  CHECK(plan.model_parameters == 1'213'479'936);  // the copy is not the model's: its count is unchanged
+  REQUIRE(plan.pipeline.stage.size() == 4);
+  int64_t held = 0;
+  for (const StageNeed& st : plan.pipeline.stage) held += st.parameters;
+  CHECK(held == plan.model_parameters + vocab * hidden);
+  const StepProgram program = make_step_program(plan);
+  REQUIRE(program.classes.size() == 4);
+  for (const RankProgram& r : program.classes) {
+    int calls = 0;
+    size_t at = 0, last_backward = 0, optimizer = 0;
+    for (size_t i = 0; i < r.instrs.size(); ++i) {
+      const Instr& in = r.instrs[i];
+      if (in.type == Instr::Type::backward) last_backward = i;
+      if (in.type == Instr::Type::optimizer) optimizer = i;
+      if (in.type == Instr::Type::collective && r.comms[static_cast<size_t>(in.comm)].group == GroupKind::embedding) {
+        ++calls;
+        at = i;
+        CHECK(r.comms[static_cast<size_t>(in.comm)].bytes == plan.pipeline.embedding_grad_bytes);
+        CHECK(in.stream == StepProgram::kCompute);
+      }
+    }
+    INFO(r.rank_class);
+    CHECK(calls == (r.stage == 0 || r.stage == 3 ? 1 : 0));
+    if (calls) CHECK((at > last_backward && at < optimizer));
+  }
+  const ProcessGroup g = group_of(0, GroupKind::embedding, plan.dims);
+  CHECK(g.ranks == std::vector<int>{0, 3});
+  CHECK(groups_of(GroupKind::embedding, plan.dims).size() == 1);  // the middle stages are in none
+  const StepResult r = estimate(s, plan).result;
+  bool timed = false;
+  for (const CommTiming& c : r.comm)
+    if (c.group == "embedding") timed = c.end_s > c.start_s && c.bytes == plan.pipeline.embedding_grad_bytes;
+  CHECK(timed);
+  CHECK(make_step_plan(three_d()).pipeline.embedding_grad_bytes == 0);  // Llama 3.1 70B: untied
 }

@@ -31,8 +31,10 @@ struct RankCoords {
 // The kinds of group a step communicates over. `data` is the data-parallel group (DDP's all-reduce). HSDP splits it
 // in two (torch/distributed/fsdp/_init_utils.py `_init_intra_and_inter_node_groups`): `shard`, the data-parallel
 // ranks of one sharding group (FSDP's process_group, consecutive data coordinates: a node by default), and
-// `replica`, the ranks at the same position of every sharding group (FSDP's _inter_node_pg).
-enum class GroupKind { data, tensor, pipeline, shard, replica };
+// `replica`, the ranks at the same position of every sharding group (FSDP's _inter_node_pg). With pipeline stages,
+// `embedding` is Megatron-LM's embedding group: the first and the last stage's ranks at the same data and tensor
+// position, which all-reduce a tied word embedding's gradient (megatron/training.py:376-397 @6985e58938).
+enum class GroupKind { data, tensor, pipeline, shard, replica, embedding };
 const char* to_string(GroupKind kind);
 std::optional<GroupKind> group_kind_named(std::string_view name);  // inverse of to_string
 
@@ -47,9 +49,9 @@ struct ProcessGroup {
   bool operator==(const ProcessGroup&) const = default;
 };
 
-// The group of `kind` that holds `rank`.
+// The group of `kind` that holds `rank` (embedding: a middle stage's rank is in none; this is its position's pair).
 ProcessGroup group_of(int rank, GroupKind kind, const ParallelDims& dims);
-// Every group of `kind` (disjoint, covering the world), ordered by their lowest rank.
+// Every group of `kind` (disjoint, covering the world but for embedding's middle stages), ordered by lowest rank.
 std::vector<ProcessGroup> groups_of(GroupKind kind, const ParallelDims& dims);
 
 // How a group lies on the nodes: the fabric its traffic crosses. Groups of one kind run their collectives at

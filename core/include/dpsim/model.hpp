@@ -32,6 +32,10 @@ struct TensorComm {
 struct TensorSplit {
   int degree = 1;
   bool sequence_parallel = false;
+  // Pipeline stages: the head is on the last stage, the embedding on the first, so a tied model's head holds its own
+  // copy of the word embedding (Megatron-LM, megatron/core/models/common/language_module/language_module.py:279-290
+  // at d98e8a6: "the duplicated embedding"), whose gradient the two stages all-reduce.
+  bool tied_head_copy = false;
 };
 
 struct Op {
@@ -47,6 +51,7 @@ struct Op {
   std::vector<GemmShape> gemms;            // forward GEMMs per sample
   std::vector<TensorComm> tensor_comms;    // tensor parallelism's collectives around it, in issue order
   bool score_dropout = false;              // attention: dropout on the probabilities (a pass over them when eager)
+  bool tied_copy = false;  // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
 };
 
 // Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations.

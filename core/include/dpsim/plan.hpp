@@ -118,6 +118,10 @@ struct PipelinePlan {
   // the activation dtype, the sequence split over the tensor group with sequence parallelism (Megatron-LM
   // megatron/core/pipeline_parallel/schedules.py get_tensor_shapes, lines 2137-2143 at d98e8a6).
   double boundary_bytes = 0;
+  // A tied word embedding: the gradient of the last stage's copy (its 1/t vocabulary shard), all-reduced with the first
+  // stage's over the embedding group after the data-parallel reductions, before the optimizer (megatron/training.py
+  // :376-397 @6985e58938; megatron/core/distributed/finalize_model_grads.py:258 and :676 at d98e8a6). 0: untied.
+  double embedding_grad_bytes = 0;
   std::vector<StageNeed> stage;  // per stage
   int stage_of(int op) const {
     return virtual_stage_of_op.empty() ? 0 : virtual_stage_of_op[static_cast<size_t>(op)] % stages;

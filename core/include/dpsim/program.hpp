@@ -66,6 +66,13 @@ struct CommCall {
   bool backward = false;    // a blocking call on the compute stream (tensor, pipeline) in the backward phase
 };
 
+// Pipeline parallelism's calls between stages: the sends to a neighbouring stage and the tied embedding's all-reduce
+// between the first and the last. Each is timed by NCCL's model over its pair's fabric (no flows laid) and counted as
+// the stage's p2p time (step.p2p_s).
+inline bool between_stages(const CommCall& c) {
+  return c.kind == CollectiveKind::send || c.group == GroupKind::embedding;
+}
+
 // Which phase of the step a compute instruction's time counts towards.
 enum class Phase { forward, backward, optimizer };
 
