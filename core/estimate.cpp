@@ -147,7 +147,7 @@ void append_comm(const AnalyticExecutor& run, const RankProgram& rank, const Ste
 // each other's sends); step.* describes the stage with the most compute, stages[] every stage.
 Estimate estimate_pipeline(const Scenario& s, const StepPlan& plan, const StepProgram& program, Estimate e) {
   StepResult& r = e.result;
-  std::map<std::pair<int, int>, double> crossed;
+  EventTimes crossed;
   std::vector<AnalyticExecutor> runs;
   runs.reserve(program.classes.size());
   for (size_t c = 0; c < program.classes.size(); ++c) runs.emplace_back(s, plan, program, c, &crossed);
