@@ -76,16 +76,17 @@ const RankProgram kNoClass{};  // an executor of no class of the program: it can
 }  // namespace
 
 AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program,
-                                   size_t rank_class, EventTimes* crossed)
+                                   size_t rank_class, EventTimes* crossed, bool keep_calls)
     : s_(s),
       plan_(plan),
       cm_(compute_model(s)),
       op_s_(op_seconds(plan.ops, cm_)),
       costs_(s, program, rank_class < program.classes.size() ? program.classes[rank_class] : kNoClass),
       stage_(rank_class < program.classes.size() ? program.classes[rank_class].stage : -1),
-      crossed_(crossed) {
+      crossed_(crossed),
+      keep_calls_(keep_calls) {
   clock_.assign(program.streams.size(), 0.0);
-  if (rank_class < program.classes.size()) calls_.reserve(program.classes[rank_class].comms.size());
+  if (keep_calls_ && rank_class < program.classes.size()) calls_.reserve(program.classes[rank_class].comms.size());
 }
 
 EventTimes& AnalyticExecutor::events_of(EventKind kind) {
@@ -125,7 +126,7 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
     comm_busy_ += seconds;
   else
     (call.kind == CollectiveKind::send ? p2p_ : blocking_comm_) += seconds;
-  calls_.push_back(t);
+  if (keep_calls_) calls_.push_back(t);
 }
 
 void AnalyticExecutor::record(const Instr& in) {

@@ -65,9 +65,10 @@ using EventTimes = EventMap<double>;
 class AnalyticExecutor final : public StepExecutor {
  public:
   // Runs rank class `rank_class` of `program`; `crossed` holds the times of the events that cross classes (pipeline
-  // sends), shared by the executors of every class that walk_classes runs together.
+  // sends), shared by the executors of every class that walk_classes runs together. Without `keep_calls`, calls()
+  // stays empty (a pipeline's result lists one stage's calls, and the others hold hundreds of thousands).
   AnalyticExecutor(const Scenario& scenario, const StepPlan& plan, const StepProgram& program, size_t rank_class = 0,
-                   EventTimes* crossed = nullptr);
+                   EventTimes* crossed = nullptr, bool keep_calls = true);
   void forward(const Instr& instr) override;
   void backward(const Instr& instr) override;
   void collective(const Instr& instr, const CommCall& call) override;
@@ -102,6 +103,7 @@ class AnalyticExecutor final : public StepExecutor {
   int stage_ = -1;
   EventTimes* crossed_ = nullptr;
   double comm_busy_ = 0, blocking_comm_ = 0, synced_backward_ = 0, p2p_ = 0, bubble_ = 0, waited_comm_ = 0;
+  bool keep_calls_ = true;
   std::vector<CallTiming> calls_;
 };
 
