@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "dpsim/error.hpp"
 
@@ -32,6 +33,30 @@ CollectiveCost call_cost(const Scenario& s, const CommCall& call, const FabricSu
   return collective_cost(call.kind, call.bytes, fabric, s.nccl, s.collective);
 }
 
+CallCosts::CallCosts(const Scenario& s, const StepProgram& program, const RankProgram& rank) : scenario_(&s) {
+  for (const auto& [kind, fabric] : call_fabrics(s, program, rank))
+    groups_.emplace(kind, Group{fabric, group_of(0, kind, program.dims).ranks.size() > 1});
+}
+
+const CallCosts::Group& CallCosts::group(const CommCall& call) const {
+  const auto it = groups_.find(call.group);
+  if (it == groups_.end())
+    throw RuntimeError(
+        fmt::format("{} over the {} group: not a call of this program", to_string(call.kind), to_string(call.group)));
+  return it->second;
+}
+
+bool CallCosts::moves(const CommCall& call) const { return group(call).moves; }
+
+CollectiveCost CallCosts::cost(const CommCall& call) {
+  const FabricSummary& fabric = group(call).fabric;
+  if (std::isnan(call.bytes)) return call_cost(*scenario_, call, fabric);  // no key orders a NaN
+  const std::tuple<CollectiveKind, GroupKind, double> key{call.kind, call.group, call.bytes};
+  const auto it = costs_.find(key);
+  if (it != costs_.end()) return it->second;
+  return costs_.emplace(key, call_cost(*scenario_, call, fabric)).first->second;
+}
+
 CommTiming comm_timing(const CommCall& call, const std::string& stream, double ready_s, double start_s, double end_s,
                        const CollectiveCost* cost) {
   return {to_string(call.kind),
@@ -46,20 +71,25 @@ CommTiming comm_timing(const CommCall& call, const std::string& stream, double r
           cost ? to_string(cost->protocol) : "none"};
 }
 
+namespace {
+const RankProgram kNoClass{};  // an executor of no class of the program: it can run no call
+}  // namespace
+
 AnalyticExecutor::AnalyticExecutor(const Scenario& s, const StepPlan& plan, const StepProgram& program,
-                                   size_t rank_class, std::map<std::pair<int, int>, double>* crossed)
+                                   size_t rank_class, EventTimes* crossed, bool keep_calls)
     : s_(s),
       plan_(plan),
-      dims_(program.dims),
       cm_(compute_model(s)),
-      fabric_(rank_class < program.classes.size() ? call_fabrics(s, program, program.classes[rank_class])
-                                                  : std::map<GroupKind, FabricSummary>{}),
+      op_s_(op_seconds(plan.ops, cm_)),
+      costs_(s, program, rank_class < program.classes.size() ? program.classes[rank_class] : kNoClass),
       stage_(rank_class < program.classes.size() ? program.classes[rank_class].stage : -1),
-      crossed_(crossed) {
+      crossed_(crossed),
+      keep_calls_(keep_calls) {
   clock_.assign(program.streams.size(), 0.0);
+  if (keep_calls_ && rank_class < program.classes.size()) calls_.reserve(program.classes[rank_class].comms.size());
 }
 
-std::map<std::pair<int, int>, double>& AnalyticExecutor::events_of(EventKind kind) {
+EventTimes& AnalyticExecutor::events_of(EventKind kind) {
   if (!crosses_classes(kind)) return event_s_;
   if (!crossed_)
     throw RuntimeError(
@@ -72,28 +102,22 @@ void AnalyticExecutor::advance(const Instr& in, double seconds) {
   phase_busy_[static_cast<size_t>(in.phase())] += seconds;
 }
 
-void AnalyticExecutor::forward(const Instr& in) {
-  advance(in, forward_seconds(plan_.ops[static_cast<size_t>(in.op)], cm_));
-}
+void AnalyticExecutor::forward(const Instr& in) { advance(in, op_s_.forward.at(static_cast<size_t>(in.op))); }
 
 void AnalyticExecutor::backward(const Instr& in) {
-  const double t = backward_seconds(plan_.ops[static_cast<size_t>(in.op)], cm_);
+  const double t = op_s_.backward.at(static_cast<size_t>(in.op));
   advance(in, t);
   if (in.sync) synced_backward_ += t;
 }
 
 void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
-  const auto it = fabric_.find(call.group);
-  if (it == fabric_.end())
-    throw RuntimeError(
-        fmt::format("{} over the {} group: not a call of this program", to_string(call.kind), to_string(call.group)));
   CallTiming t;
   t.stream = in.stream;
-  t.moves = group_of(0, call.group, dims_).ranks.size() > 1;  // a group of one rank moves nothing
-  if (t.moves) t.cost = call_cost(s_, call, it->second);
-  const auto ready = event_s_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
+  t.moves = costs_.moves(call);  // a group of one rank moves nothing
+  if (t.moves) t.cost = costs_.cost(call);
+  const double* ready = event_s_.find(call.inputs_ready);
   double& clock = clock_[static_cast<size_t>(in.stream)];
-  t.ready_s = call.inputs_ready.kind == EventKind::none ? clock : ready == event_s_.end() ? 0.0 : ready->second;
+  t.ready_s = call.inputs_ready.kind == EventKind::none ? clock : ready ? *ready : 0.0;
   t.start_s = clock;
   const double seconds = t.moves ? t.cost.time_s + s_.nccl.framework_launch_overhead_s : 0.0;
   clock += seconds;
@@ -102,15 +126,15 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
     comm_busy_ += seconds;
   else
     (between_stages(call) ? p2p_ : blocking_comm_) += seconds;
-  calls_.push_back(t);
+  if (keep_calls_) calls_.push_back(t);
 }
 
 void AnalyticExecutor::record(const Instr& in) {
-  events_of(in.event.kind)[{static_cast<int>(in.event.kind), in.event.index}] = clock_[static_cast<size_t>(in.stream)];
+  events_of(in.event.kind)[in.event] = clock_[static_cast<size_t>(in.stream)];
 }
 
 void AnalyticExecutor::wait(const Instr& in) {
-  const double t = events_of(in.event.kind).at({static_cast<int>(in.event.kind), in.event.index});
+  const double t = events_of(in.event.kind).at(in.event);
   double& clock = clock_[static_cast<size_t>(in.stream)];
   if (in.stream == StepProgram::kCompute && t > clock)
     (crosses_classes(in.event.kind) ? bubble_ : waited_comm_) += t - clock;

@@ -180,6 +180,17 @@ double backward_seconds(const PlanOp& op, const ComputeModel& m) {
   return op.recompute_forward ? own + forward_seconds(op, m) : own;  // activation checkpointing (core/plan.cpp)
 }
 
+OpSeconds op_seconds(const std::vector<PlanOp>& ops, const ComputeModel& m) {
+  OpSeconds out;
+  out.forward.reserve(ops.size());
+  out.backward.reserve(ops.size());
+  for (const PlanOp& op : ops) {
+    out.forward.push_back(forward_seconds(op, m));
+    out.backward.push_back(backward_seconds(op, m));
+  }
+  return out;
+}
+
 double executed_flops(const PlanOp& op, const ComputeModel& m) {
   if (op.kind != OpKind::matmul && op.kind != OpKind::attention) return 0;
   double forward = op.forward_flops;

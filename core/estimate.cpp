@@ -147,10 +147,11 @@ void append_comm(const AnalyticExecutor& run, const RankProgram& rank, const Ste
 // each other's sends); step.* describes the stage with the most compute, stages[] every stage.
 Estimate estimate_pipeline(const Scenario& s, const StepPlan& plan, const StepProgram& program, Estimate e) {
   StepResult& r = e.result;
-  std::map<std::pair<int, int>, double> crossed;
+  EventTimes crossed;
   std::vector<AnalyticExecutor> runs;
   runs.reserve(program.classes.size());
-  for (size_t c = 0; c < program.classes.size(); ++c) runs.emplace_back(s, plan, program, c, &crossed);
+  for (size_t c = 0; c < program.classes.size(); ++c)
+    runs.emplace_back(s, plan, program, c, &crossed, c == 0);  // comm[]: the first stage's calls
   std::vector<StepExecutor*> executors;
   for (AnalyticExecutor& run : runs) executors.push_back(&run);
   walk_classes(program, executors);
@@ -160,7 +161,7 @@ Estimate estimate_pipeline(const Scenario& s, const StepPlan& plan, const StepPr
                         run.phase_busy_s(Phase::optimizer), run.blocking_comm_s(), run.p2p_s(), run.waited_comm_s(),
                         run.comm_busy_s(), run.bubble_s(), run.step_s(), 0});
   }
-  append_comm(runs.front(), program.classes.front(), program, r);  // comm[]: the first stage's calls
+  append_comm(runs.front(), program.classes.front(), program, r);
   report_stages(plan, r);
   const StageTiming& t = r.stages.at(static_cast<size_t>(r.reported_stage));
   e.compute_s = t.forward_s + t.backward_s + t.optimizer_s;

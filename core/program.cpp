@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
-#include <tuple>
 
 #include "dpsim/error.hpp"
 #include "program_builder.hpp"
@@ -230,28 +228,28 @@ std::string describe(const Instr& in, const StepProgram& program, const RankProg
 
 namespace {
 
-void check_instr(const StepProgram& program, const RankProgram& rank, const Instr& in,
-                 const std::set<std::tuple<int, int>>& recorded) {
+using Recorded = EventMap<bool>;  // the events of its own class recorded so far
+
+void check_instr(const StepProgram& program, const RankProgram& rank, const Instr& in, const Recorded& recorded) {
   if (in.stream < 0 || in.stream >= static_cast<int>(program.streams.size()))
     throw RuntimeError(fmt::format("program ({}): {} on stream {}, which does not exist", rank.rank_class,
                                    to_string(in.type), in.stream));
   if (in.type == Instr::Type::collective && (in.comm < 0 || in.comm >= static_cast<int>(rank.comms.size())))
     throw RuntimeError(fmt::format("program ({}): collective {} out of range", rank.rank_class, in.comm));
-  if (in.type == Instr::Type::wait && !crosses_classes(in.event.kind) &&
-      !recorded.count({static_cast<int>(in.event.kind), in.event.index}))
+  if (in.type == Instr::Type::wait && !crosses_classes(in.event.kind) && !recorded.contains(in.event))
     throw RuntimeError(fmt::format(
         "program ({}): stream {} waits for {}[{}] before it is recorded: no executor "
         "could run it",
         rank.rank_class, program.streams[static_cast<size_t>(in.stream)], to_string(in.event.kind), in.event.index));
 }
 
-void execute(const RankProgram& rank, const Instr& in, StepExecutor& ex, std::set<std::tuple<int, int>>& recorded) {
+void execute(const RankProgram& rank, const Instr& in, StepExecutor& ex, Recorded& recorded) {
   switch (in.type) {
     case Instr::Type::forward: ex.forward(in); break;
     case Instr::Type::backward: ex.backward(in); break;
     case Instr::Type::collective: ex.collective(in, rank.comms[static_cast<size_t>(in.comm)]); break;
     case Instr::Type::record:
-      recorded.insert({static_cast<int>(in.event.kind), in.event.index});
+      if (!crosses_classes(in.event.kind)) recorded[in.event] = true;  // what check_instr asks about
       ex.record(in);
       break;
     case Instr::Type::wait: ex.wait(in); break;
@@ -268,8 +266,8 @@ void walk_classes(const StepProgram& program, const std::vector<StepExecutor*>& 
     throw RuntimeError(
         fmt::format("walk_classes: {} executors for {} rank classes", executors.size(), program.classes.size()));
   std::vector<size_t> at(program.classes.size(), 0);
-  std::vector<std::set<std::tuple<int, int>>> recorded(program.classes.size());
-  std::set<std::tuple<int, int>> crossed;  // cross-class events recorded so far, by any class
+  std::vector<Recorded> recorded(program.classes.size());
+  Recorded crossed;  // cross-class events recorded so far, by any class
   for (bool progress = true; progress;) {
     progress = false;
     for (size_t c = 0; c < program.classes.size(); ++c) {
@@ -277,10 +275,9 @@ void walk_classes(const StepProgram& program, const std::vector<StepExecutor*>& 
       for (; at[c] < rank.instrs.size(); ++at[c]) {
         const Instr& in = rank.instrs[at[c]];
         check_instr(program, rank, in, recorded[c]);
-        const std::tuple<int, int> key{static_cast<int>(in.event.kind), in.event.index};
-        if (in.type == Instr::Type::wait && crosses_classes(in.event.kind) && !crossed.count(key)) break;
+        if (in.type == Instr::Type::wait && crosses_classes(in.event.kind) && !crossed.contains(in.event)) break;
         execute(rank, in, *executors[c], recorded[c]);
-        if (in.type == Instr::Type::record && crosses_classes(in.event.kind)) crossed.insert(key);
+        if (in.type == Instr::Type::record && crosses_classes(in.event.kind)) crossed[in.event] = true;
         progress = true;
       }
     }
@@ -293,7 +290,7 @@ void walk_classes(const StepProgram& program, const std::vector<StepExecutor*>& 
 }
 
 void walk_program(const StepProgram& program, const RankProgram& rank, StepExecutor& ex) {
-  std::set<std::tuple<int, int>> recorded;
+  Recorded recorded;
   for (const Instr& in : rank.instrs) {
     check_instr(program, rank, in, recorded);
     execute(rank, in, ex, recorded);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "dpsim/error.hpp"
 #include "dpsim/program.hpp"
@@ -13,6 +15,7 @@ namespace dpsim::program_detail {
 // Builds one rank class's instruction list; each helper appends one instruction.
 struct Builder {
   RankProgram rank;
+  std::map<std::pair<CollectiveKind, GroupKind>, int> calls_issued;  // per (kind, group): the calls so far
   void push(Instr i) { rank.instrs.push_back(i); }
   void mark(int stream, Mark m, int index) {
     push({.type = Instr::Type::mark, .stream = stream, .mark = m, .mark_index = index});
@@ -21,9 +24,7 @@ struct Builder {
   void wait(int stream, EventRef e) { push({.type = Instr::Type::wait, .stream = stream, .event = e}); }
   // A collective on `stream`; its per-(kind, group) index counts the calls of that kind issued so far.
   int call(int stream, CommCall c) {
-    c.index = static_cast<int>(std::count_if(rank.comms.begin(), rank.comms.end(), [&](const CommCall& o) {
-      return o.kind == c.kind && o.group == c.group;
-    }));
+    c.index = calls_issued[{c.kind, c.group}]++;
     const int id = static_cast<int>(rank.comms.size());
     rank.comms.push_back(c);
     push({.type = Instr::Type::collective, .stream = stream, .comm = id});

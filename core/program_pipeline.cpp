@@ -119,6 +119,10 @@ StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options
     sb.bld.rank.rank_class = fmt::format("pipeline stage {}", stage);
     sb.bld.rank.ranks = plan.world_size / pp.stages;
     sb.bld.rank.stage = stage;
+    if (!program.classes.empty()) {  // a stage runs about as many instructions as the one before: grown once at most
+      sb.bld.rank.instrs.reserve(program.classes.back().instrs.size());
+      sb.bld.rank.comms.reserve(program.classes.back().comms.size());
+    }
     sb.bld.mark(StepProgram::kCompute, Mark::step_begin, 0);
     for (const PipelineSlot& slot : slots[static_cast<size_t>(stage)]) {
       const int vstage = virtual_stage(stage, slot.chunk, pp.stages);

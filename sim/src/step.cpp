@@ -98,16 +98,17 @@ struct Run final : StepExecutor {
   const RankProgram* rank = nullptr;
   int host = 0;  // its compute host (pipeline stages compute at once, each on its own)
   // Events that cross rank classes (pipeline sends), shared by every class's Run; the others are this Run's own.
-  std::map<std::pair<int, int>, EventState>* crossed = nullptr;
+  EventMap<EventState>* crossed = nullptr;
   SimOptions options;
   Platform* platform = nullptr;
   ComputeModel cm;
+  OpSeconds op_s;                                              // of plan->ops under cm
   std::vector<CallRun> calls;                                  // per RankProgram::comms
   std::map<GroupKind, std::vector<GroupSpace>> group_spaces_;  // kinds whose groups are not the world
   bool probe_shortcut = true;  // fast fidelity: calls never share links while they overlap (see probe_patterns)
   std::map<std::tuple<Algorithm, CollectiveKind, GroupKind>, double> seconds_per_byte;  // fast fidelity, per wire byte
   std::vector<std::vector<Instr>> queues;                                               // per stream, in issue order
-  std::map<std::pair<int, int>, EventState> events_;
+  EventMap<EventState> events_;
   std::map<std::pair<int, int>, double> marks;  // (mark, index) -> time
   bool synced_backward_done = false;            // collectives started before it slow the backward beside them
   int active_collectives = 0;                   // running now, on any comm stream
@@ -131,14 +132,14 @@ struct Run final : StepExecutor {
   }
   void collective(const Instr& in, const CommCall&) override { queue(in); }
   void record(const Instr& in) override { queue(in); }
-  std::map<std::pair<int, int>, EventState>& events_of(EventKind kind) {
+  EventMap<EventState>& events_of(EventKind kind) {
     if (!crosses_classes(kind)) return events_;
     if (!crossed) throw RuntimeError(fmt::format("{}: a cross-class event in a one-class run", to_string(kind)));
     return *crossed;
   }
   void wait(const Instr& in) override {
     queue(in);
-    ++events_of(in.event.kind)[{static_cast<int>(in.event.kind), in.event.index}].waiters;
+    ++events_of(in.event.kind)[in.event].waiters;
   }
   void unflatten(const Instr& in) override { queue(in); }
   void optimizer(const Instr& in) override { queue(in); }
@@ -243,10 +244,8 @@ struct Run final : StepExecutor {
   void do_collective(const Instr& in) {
     CallRun& c = calls[static_cast<size_t>(in.comm)];
     const CommCall& call = rank->comms[static_cast<size_t>(in.comm)];
-    const auto ready = events_.find({static_cast<int>(call.inputs_ready.kind), call.inputs_ready.index});
-    c.ready = call.inputs_ready.kind == EventKind::none          ? now()
-              : ready != events_.end() && ready->second.recorded ? ready->second.time
-                                                                 : -1;
+    const EventState* ready = events_.find(call.inputs_ready);
+    c.ready = call.inputs_ready.kind == EventKind::none ? now() : ready && ready->recorded ? ready->time : -1;
     c.start = now();
     c.stream = in.stream;
     const bool blocking = in.stream == StepProgram::kCompute;  // tensor/pipeline parallelism's: nothing beside it
@@ -272,14 +271,14 @@ struct Run final : StepExecutor {
   }
 
   void do_record(const Instr& in) {
-    EventState& e = events_of(in.event.kind)[{static_cast<int>(in.event.kind), in.event.index}];
+    EventState& e = events_of(in.event.kind)[in.event];
     e.recorded = true;
     e.time = now();
     for (int i = 0; i < e.waiters; ++i) e.sem->release();
   }
 
   void do_wait(const Instr& in) {
-    EventState& e = events_of(in.event.kind).at({static_cast<int>(in.event.kind), in.event.index});
+    EventState& e = events_of(in.event.kind).at(in.event);
     const double start = now();
     e.sem->acquire();  // released once per waiter when recorded (at once if it already was)
     if (in.stream == StepProgram::kCompute)
@@ -295,12 +294,12 @@ struct Run final : StepExecutor {
   void execute(const Instr& in) {
     switch (in.type) {
       case Instr::Type::forward:
-        compute("fwd " + plan->ops[static_cast<size_t>(in.op)].name,
-                forward_seconds(plan->ops[static_cast<size_t>(in.op)], cm), Phase::forward);
+        compute("fwd " + plan->ops[static_cast<size_t>(in.op)].name, op_s.forward.at(static_cast<size_t>(in.op)),
+                Phase::forward);
         break;
       case Instr::Type::backward:
-        compute("bwd " + plan->ops[static_cast<size_t>(in.op)].name,
-                backward_seconds(plan->ops[static_cast<size_t>(in.op)], cm), Phase::backward);
+        compute("bwd " + plan->ops[static_cast<size_t>(in.op)].name, op_s.backward.at(static_cast<size_t>(in.op)),
+                Phase::backward);
         progress.tick("backward op", ++backward_done_ops, backward_ops);
         break;
       case Instr::Type::collective: do_collective(in); break;
@@ -519,7 +518,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   Platform platform(scenario, options.fidelity == Fidelity::fast && world_groups, classes);
 
   // One Run per rank class (pipeline stages: each on its own compute host, their sends' events shared).
-  std::map<std::pair<int, int>, EventState> crossed;
+  EventMap<EventState> crossed;
   std::vector<std::unique_ptr<Run>> runs;
   for (int k = 0; k < classes; ++k) {
     runs.push_back(std::make_unique<Run>());
@@ -542,17 +541,19 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
                            return i.type == Instr::Type::collective && i.stream == StepProgram::kCompute;
                          });
     run.executed.resize(program.streams.size());
-    for (const PlanOp& op : plan.ops) {
-      run.forward_sum += forward_seconds(op, run.cm);
-      run.backward_sum += backward_seconds(op, run.cm);
+    run.op_s = op_seconds(plan.ops, run.cm);
+    for (size_t o = 0; o < plan.ops.size(); ++o) {
+      run.forward_sum += run.op_s.forward[o];
+      run.backward_sum += run.op_s.backward[o];
     }
-    const auto fabrics = call_fabrics(scenario, program, rank);
+    CallCosts costs(scenario, program, rank);
+    run.calls.reserve(rank.comms.size());
     for (const CommCall& call : rank.comms) {
       CallRun c;
       c.kind = call.kind;
-      c.moves = group_of(0, call.group, program.dims).ranks.size() > 1;  // a group of one rank moves nothing
+      c.moves = costs.moves(call);  // a group of one rank moves nothing
       if (c.moves) {
-        c.cost = call_cost(scenario, call, fabrics.at(call.group));
+        c.cost = costs.cost(call);
         c.algorithm = &algorithm_descriptor(c.cost.algorithm);             // the cost chose it where it runs
         if (!between_stages(call)) c.spaces = run.spaces_for(call.group);  // sends are timed, not laid
         const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);

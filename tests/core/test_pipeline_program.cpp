@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../source_dir.hpp"
+#include "dpsim/analytic.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/groups.hpp"
 #include "dpsim/load.hpp"
@@ -201,4 +202,34 @@ TEST_CASE("tied embedding over pipeline stages: the last stage holds a copy, the
     if (c.group == "embedding") timed = c.end_s > c.start_s && c.bytes == plan.pipeline.embedding_grad_bytes;
   CHECK(timed);
   CHECK(make_step_plan(three_d()).pipeline.embedding_grad_bytes == 0);  // Llama 3.1 70B: untied
+}
+
+TEST_CASE("the 3D program numbers each (kind, group)'s calls in issue order, and each call costs what call_cost says") {
+  const Scenario s = three_d();
+  const StepPlan plan = make_step_plan(s);
+  const StepProgram p = make_step_program(plan);
+  for (const RankProgram& r : p.classes) {
+    // validate matches predicted and measured calls by (kind, group, index): 0, 1, 2, ... per pair, in issue order.
+    std::map<std::pair<CollectiveKind, GroupKind>, int> next;
+    for (const Instr& in : r.instrs) {
+      if (in.type != Instr::Type::collective) continue;
+      const CommCall& call = r.comms.at(static_cast<size_t>(in.comm));
+      CHECK(call.index == next[{call.kind, call.group}]++);
+    }
+    CHECK(next.size() >= 4);  // tensor all-gathers and reduce-scatters, sends, the data group's zero1 calls
+    CallCosts costs(s, p, r);
+    for (const CommCall& call : r.comms) {
+      CHECK(costs.moves(call) == (group_of(0, call.group, p.dims).ranks.size() > 1));
+      const CollectiveCost want = call_cost(s, call, group_fabric(s, p, call.group));
+      const CollectiveCost got = costs.cost(call);
+      CHECK(got.algorithm == want.algorithm);
+      CHECK(got.protocol == want.protocol);
+      CHECK(got.time_s == want.time_s);
+      CHECK(got.latency_s == want.latency_s);
+      CHECK(got.busbw_bytes_per_s == want.busbw_bytes_per_s);
+    }
+    CommCall other;
+    other.group = GroupKind::shard;  // no call of a pipeline stage's is over a shard group
+    CHECK_THROWS_WITH(costs.moves(other), Catch::Contains("not a call of this program"));
+  }
 }

@@ -162,3 +162,16 @@ TEST_CASE("closed-form executor: phase sums and stream clocks from the cost form
   }
   CHECK(ex.step_s() == Approx(std::max(fwd + bwd, ex.calls().back().end_s) + ex.phase_busy_s(Phase::optimizer)));
 }
+
+TEST_CASE("events are found by kind and index: the same index of two kinds, and negative ones, stay apart") {
+  EventMap<double> at;
+  at[{EventKind::bucket_ready, 3}] = 1.5;
+  at[{EventKind::bucket_done, 3}] = 2.5;
+  at[{EventKind::bucket_ready, -3}] = 3.5;
+  CHECK(at.at({EventKind::bucket_ready, 3}) == 1.5);
+  CHECK(at.at({EventKind::bucket_done, 3}) == 2.5);
+  CHECK(*at.find({EventKind::bucket_ready, -3}) == 3.5);
+  CHECK(at.find({EventKind::bucket_done, -3}) == nullptr);
+  CHECK_FALSE(at.contains({EventKind::gradient_sent, 3}));
+  CHECK_THROWS_AS(at.at({EventKind::activation_sent, 3}), std::out_of_range);
+}

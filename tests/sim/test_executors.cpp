@@ -182,7 +182,7 @@ size_t check_same_program(const Scenario& s) {
 
   // The closed form: what it was handed, per stream (every class walked together: pipeline stages wait for each
   // other; the first class's log is compared).
-  std::map<std::pair<int, int>, double> crossed;
+  EventTimes crossed;
   std::vector<std::unique_ptr<AnalyticExecutor>> analytic;
   std::vector<std::unique_ptr<Logged>> logged;
   std::vector<StepExecutor*> executors;

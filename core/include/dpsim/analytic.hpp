@@ -4,8 +4,10 @@
 // the framework's launch of it; a wait moves the waiting stream's clock to the event's time.
 #include <array>
 #include <map>
+#include <tuple>
 #include <vector>
 
+#include "dpsim/compute_cost.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/program.hpp"
 #include "dpsim/result.hpp"
@@ -23,6 +25,27 @@ std::map<GroupKind, FabricSummary> call_fabrics(const Scenario& scenario, const 
 // NCCL's cost of one call of the program over `fabric`.
 CollectiveCost call_cost(const Scenario& scenario, const CommCall& call, const FabricSummary& fabric);
 
+// The calls of one rank class, costed: each group's fabric summarized once (call_fabrics), each distinct (kind,
+// group, bytes) costed once (call_cost). A pipeline stage issues the same few calls for each of its micro-batches.
+class CallCosts {
+ public:
+  CallCosts(const Scenario& scenario, const StepProgram& program, const RankProgram& rank);
+  // Whether the call's group has more than one rank (a group of one moves nothing). Throws RuntimeError for a call
+  // over a group that none of the rank's calls use.
+  bool moves(const CommCall& call) const;
+  CollectiveCost cost(const CommCall& call);  // call_cost over the call's group's fabric
+
+ private:
+  struct Group {
+    FabricSummary fabric;
+    bool moves = false;
+  };
+  const Group& group(const CommCall& call) const;
+  const Scenario* scenario_;
+  std::map<GroupKind, Group> groups_;
+  std::map<std::tuple<CollectiveKind, GroupKind, double>, CollectiveCost> costs_;
+};
+
 struct CallTiming {
   int stream = 0;
   double ready_s = 0;  // when its input was complete (CommCall::inputs_ready)
@@ -36,12 +59,16 @@ struct CallTiming {
 CommTiming comm_timing(const CommCall& call, const std::string& stream, double ready_s, double start_s, double end_s,
                        const CollectiveCost* cost);
 
+// When each event was recorded, on its stream's clock.
+using EventTimes = EventMap<double>;
+
 class AnalyticExecutor final : public StepExecutor {
  public:
   // Runs rank class `rank_class` of `program`; `crossed` holds the times of the events that cross classes (pipeline
-  // sends), shared by the executors of every class that walk_classes runs together.
+  // sends), shared by the executors of every class that walk_classes runs together. Without `keep_calls`, calls()
+  // stays empty (a pipeline's result lists one stage's calls, and the others hold hundreds of thousands).
   AnalyticExecutor(const Scenario& scenario, const StepPlan& plan, const StepProgram& program, size_t rank_class = 0,
-                   std::map<std::pair<int, int>, double>* crossed = nullptr);
+                   EventTimes* crossed = nullptr, bool keep_calls = true);
   void forward(const Instr& instr) override;
   void backward(const Instr& instr) override;
   void collective(const Instr& instr, const CommCall& call) override;
@@ -64,18 +91,19 @@ class AnalyticExecutor final : public StepExecutor {
 
  private:
   void advance(const Instr& instr, double seconds);
-  std::map<std::pair<int, int>, double>& events_of(EventKind kind);
+  EventTimes& events_of(EventKind kind);
   const Scenario& s_;
   const StepPlan& plan_;
-  ParallelDims dims_;
   ComputeModel cm_;
-  std::map<GroupKind, FabricSummary> fabric_;  // call_fabrics of the program's first rank class
+  OpSeconds op_s_;
+  CallCosts costs_;  // of the executor's rank class
   std::vector<double> clock_;
-  std::map<std::pair<int, int>, double> event_s_;
+  EventTimes event_s_;
   std::array<double, 3> phase_busy_{};
   int stage_ = -1;
-  std::map<std::pair<int, int>, double>* crossed_ = nullptr;
+  EventTimes* crossed_ = nullptr;
   double comm_busy_ = 0, blocking_comm_ = 0, synced_backward_ = 0, p2p_ = 0, bubble_ = 0, waited_comm_ = 0;
+  bool keep_calls_ = true;
   std::vector<CallTiming> calls_;
 };
 

@@ -34,6 +34,13 @@ struct ComputeModel {
 ComputeModel compute_model(const Scenario& scenario);
 double forward_seconds(const PlanOp& op, const ComputeModel& model);
 double backward_seconds(const PlanOp& op, const ComputeModel& model);
+// forward_seconds and backward_seconds of each op, computed once: the executors run an op once per micro-batch (and
+// a pipeline's stages thousands of times), its time the same each time.
+struct OpSeconds {
+  std::vector<double> forward;  // per op, index into the ops given
+  std::vector<double> backward;
+};
+OpSeconds op_seconds(const std::vector<PlanOp>& ops, const ComputeModel& model);
 // The FLOPs a GPU runs for one micro-batch of the op's matmuls and attention, forward, recomputed forward and
 // backward, with the attention as its kernel computes it (eager: the whole score matrix): hardware FLOPs, the count
 // Megatron-LM's papers report (Narayanan et al. 2021 eq. 3 counts the recomputed forward).

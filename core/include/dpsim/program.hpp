@@ -6,6 +6,7 @@
 // stream, launched in order as the backward completes them.
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dpsim/collective_kind.hpp"
@@ -53,6 +54,31 @@ struct EventRef {
   EventKind kind = EventKind::none;
   int index = 0;
   bool operator==(const EventRef&) const = default;
+};
+
+// A value per event (when it was recorded, who waits for it), found by its (kind, index) in constant time: a
+// pipeline's program records and waits for hundreds of thousands of them.
+template <class T>
+class EventMap {
+ public:
+  T& operator[](EventRef e) { return map_[key(e)]; }
+  bool contains(EventRef e) const { return map_.count(key(e)) > 0; }
+  const T* find(EventRef e) const {
+    const auto it = map_.find(key(e));
+    return it == map_.end() ? nullptr : &it->second;
+  }
+  T* find(EventRef e) {
+    const auto it = map_.find(key(e));
+    return it == map_.end() ? nullptr : &it->second;
+  }
+  const T& at(EventRef e) const { return map_.at(key(e)); }  // std::out_of_range where it was never set
+  T& at(EventRef e) { return map_.at(key(e)); }
+
+ private:
+  static uint64_t key(EventRef e) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(e.kind)) << 32 | static_cast<uint32_t>(e.index);
+  }
+  std::unordered_map<uint64_t, T> map_;
 };
 
 struct CommCall {
