@@ -203,6 +203,10 @@ bool g_keeping = false;  // true while keep_parsed_files_of loads
 }  // namespace
 
 YAML::Node load_yaml_file(const std::filesystem::path& file) {
+  // While keeping, regular files only: a FIFO could block the sweep's parent, which no --point-timeout covers.
+  std::error_code ec;
+  if (g_keeping && !std::filesystem::is_regular_file(file, ec))
+    throw RuntimeError(file.string() + ": not a regular file; not kept");
   const std::string text = read_input_file(file);
   if (const auto kept = g_kept.find(file.string()); kept != g_kept.end() && !g_keeping) {
     KeptParse k = std::move(kept->second);
