@@ -11,6 +11,7 @@
 #include "dpsim/units.hpp"
 #include "dpsim/validation/fit.hpp"
 #include "option_checks.hpp"
+#include "summaries.hpp"
 #include "tables.hpp"
 
 namespace dpsim::app {
@@ -116,10 +117,7 @@ validation::FitTarget fit_target_for(const CalibrateArgs& a, const NcclModel& nc
 
 void register_calibrate(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
-  auto* cmd = app.add_subcommand(
-      "calibrate",
-      "Fit latency and bandwidth efficiency per fabric and protocol, GEMM efficiency and overlap slowdown "
-      "from measurements -> calibration YAML");
+  auto* cmd = app.add_subcommand("calibrate", kCalibrateSummary);
   cmd->add_option(
          "INPUT", a->inputs,
          "dpsim measure --calibrate YAML, nccl-tests all_reduce_perf logs, or measured step JSON (with --scenario)")

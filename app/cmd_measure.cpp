@@ -1,5 +1,7 @@
 // dpsim measure SCENARIO: run the scenario's StepPlan on real GPUs (CUDA, cuBLASLt, NCCL) and report
 // the same result schema as predict, with measured times. --dry-run lists the launches, no GPU.
+// Built twice: into dpsim, where the GPU run is handed to dpsim-measure (app/helper.hpp), and into dpsim-measure
+// (DPSIM_MEASURE_IN_PROCESS), which runs it.
 #include <iostream>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/units.hpp"
+#include "helper.hpp"
 #include "option_checks.hpp"
 #include "report.hpp"
 #ifdef DPSIM_HAVE_CUDA
@@ -82,10 +85,19 @@ void run_measure(const MeasureArgs& a) {
          a.output);
     return;
   }
-#ifndef DPSIM_HAVE_CUDA
-  throw RuntimeError(
-      "this build has no GPU backend (configure with CUDA and NCCL: cmake -DDPSIM_CUDA=ON with "
-      "CUDAToolkit and NCCL found); dpsim measure --dry-run shows the launches without a GPU");
+#ifndef DPSIM_MEASURE_IN_PROCESS
+  // dpsim maps no GPU library: the GPU run is dpsim-measure's, with these same arguments.
+  run_helper("dpsim-measure",
+#ifdef DPSIM_MEASURE_BUILT
+             "dpsim measure runs on GPUs in dpsim-measure (CUDA, cuBLASLt, NCCL), installed next to dpsim, and it "
+             "was not found; dpsim measure --dry-run shows the launches without it"
+#else
+             "this build has no GPU backend (configure with CUDA and NCCL: cmake -DDPSIM_CUDA=ON with CUDAToolkit and "
+             "NCCL found, which builds dpsim-measure); dpsim measure --dry-run shows the launches without a GPU"
+#endif
+  );
+#elif !defined(DPSIM_HAVE_CUDA)
+#error "dpsim-measure is built with the CUDA backend only"
 #else
   if (a.options.calibrate) {
     const backend::Calibration cal = backend::calibrate_on_gpus(s, plan, a.options, std::cerr);

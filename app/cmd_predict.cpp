@@ -15,6 +15,7 @@
 #include "option_checks.hpp"
 #include "report.hpp"
 #include "set_option.hpp"
+#include "summaries.hpp"
 
 namespace dpsim::app {
 
@@ -79,7 +80,7 @@ std::string render(const Scenario& s, const StepResult& r, const SimOptions& o, 
 
 void register_predict(CLI::App& app) {
   auto args = std::make_shared<PredictArgs>();
-  auto* cmd = app.add_subcommand("predict", "Simulate one training step on SimGrid (no GPU needed)");
+  auto* cmd = app.add_subcommand("predict", kPredictSummary);
   cmd->add_option("SCENARIO", args->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
   cmd->add_flag("--json", args->json, "Print the result JSON (keys in docs/metrics.md) instead of a table");
   cmd->add_flag("--buckets", args->buckets, "Add a per-bucket table (bytes, ready, start, end, algorithm, protocol)");

@@ -1,5 +1,7 @@
 // dpsim sweep SWEEP.yaml -o DIR: a grid (or zip) of scenario overrides, each point in its own process;
-// under mpirun/srun the points are shared among the ranks (dpsim/sweep/ranks.hpp).
+// under mpirun/srun the points are shared among the ranks (dpsim/sweep/ranks.hpp), in dpsim-sweep-mpi: built
+// into dpsim, this file hands a rank's sweep to that helper (app/helper.hpp); built into it
+// (DPSIM_SWEEP_IN_PROCESS), it runs it.
 #include <cctype>
 #include <thread>
 
@@ -7,9 +9,12 @@
 
 #include "commands.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/launcher.hpp"
 #include "dpsim/sweep/plot.hpp"
 #include "dpsim/sweep/ranks.hpp"
+#include "helper.hpp"
 #include "option_checks.hpp"
+#include "summaries.hpp"
 
 namespace dpsim::app {
 
@@ -50,7 +55,7 @@ void parse_shard(const std::string& text, SweepOptions& o) {
 
 void register_sweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
-  auto* cmd = app.add_subcommand("sweep", "Run a grid of scenario variants in parallel; results as CSV and JSON lines");
+  auto* cmd = app.add_subcommand("sweep", kSweepSummary);
   cmd->add_option("SWEEP", a->file, "Sweep YAML (scenarios/sweeps/*.yaml): base scenario + axes")->required();
   cmd->add_option("-o,--output", a->out, "Output directory: results.csv, results.jsonl (default sweep-results)");
   cmd->add_option("-j,--jobs", a->jobs, "Points run at once (default: all cores)")->check(CLI::Range(1, 1 << 16));
@@ -74,6 +79,15 @@ void register_sweep(CLI::App& app) {
     o.progress = !a->quiet;
     o.point_timeout_s = a->point_timeout_s;
     if (!a->shard.empty()) parse_shard(a->shard, o);
+#if !defined(DPSIM_SWEEP_IN_PROCESS) && defined(DPSIM_SWEEP_MPI_BUILT)
+    // dpsim maps no MPI library: a rank's share of the sweep is dpsim-sweep-mpi's, with these same arguments.
+    if (const MpiLaunch launch = mpi_launch(); launch.size > 1) {
+      run_helper("dpsim-sweep-mpi",
+                 fmt::format("started as one of {} MPI ranks ({}): dpsim runs a rank's share of the sweep in "
+                             "dpsim-sweep-mpi, installed next to dpsim, and it was not found",
+                             launch.size, launch.variable));
+    }
+#endif
     const LaunchedSweep run = run_sweep_launched(spec, o);
     const SweepSummary& s = run.summary;
     if (run.rank == 0) {
@@ -101,7 +115,7 @@ void register_plot(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto kinds = std::make_shared<std::vector<std::string>>();
-  auto* cmd = app.add_subcommand("plot", "Draw PNG and SVG plots of a sweep's results.csv with gnuplot");
+  auto* cmd = app.add_subcommand("plot", kPlotSummary);
   cmd->add_option("DIR", *dir, "A sweep output directory (holding results.csv)")->required();
   cmd->add_option("-o,--output", *out, "Where to write the plots (default DIR/plots)")->check(non_empty());
   cmd->add_option("--kind", *kinds, "scaling, breakdown, buckets, memory, cost (default: every kind the sweep allows)");

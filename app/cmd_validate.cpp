@@ -15,6 +15,7 @@
 #include "dpsim/validation/reference.hpp"
 #include "option_checks.hpp"
 #include "set_option.hpp"
+#include "summaries.hpp"
 #include "tables.hpp"
 
 namespace dpsim::app {
@@ -130,9 +131,7 @@ void run_compare(const ValidateArgs& a) {
 
 void register_validate(CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
-  auto* cmd = app.add_subcommand("validate",
-                                 "Compare a prediction with a measurement (phases, buckets; exit 1 outside tolerance), "
-                                 "or score the published reference set");
+  auto* cmd = app.add_subcommand("validate", kValidateSummary);
   cmd->add_option("SCENARIO", a->scenario, "Scenario YAML to re-predict with the simulator (with --measured)");
   cmd->add_option("--measured", a->measured, "Measured result JSON (dpsim measure --json)");
   cmd->add_option("--predicted", a->predicted, "Predicted result JSON (dpsim predict --json) instead of re-predicting");

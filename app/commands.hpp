@@ -7,7 +7,14 @@
 namespace dpsim::app {
 
 // The whole command line: parse, dispatch, turn errors into exit codes. Returns the exit status.
-int run(int argc, char** argv);
+// register_commands adds the subcommands: every one for dpsim, one for a helper (app/helper.hpp).
+int run(int argc, char** argv, void (*register_commands)(CLI::App&));
+
+// Every subcommand this build has, run in this process: dpsim-sim's (app/commands_all.cpp).
+void register_all(CLI::App& app);
+// dpsim's: estimate, inspect and measure, and the commands that run in dpsim-sim, which it hands to dpsim-sim
+// with their arguments untouched (app/commands_lean.cpp).
+void register_lean(CLI::App& app);
 
 void register_estimate(CLI::App& app);
 void register_inspect(CLI::App& app);

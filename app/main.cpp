@@ -1,4 +1,5 @@
-// The dpsim command: subcommands registered from app/cmd_*.cpp; errors become exit codes here only.
+// The dpsim command line (dpsim and its helpers, app/helper.hpp): parse, dispatch, and errors become exit codes
+// here only.
 #include <cstdio>
 #include <exception>
 
@@ -7,25 +8,12 @@
 #include "commands.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/escape.hpp"
+#include "helper.hpp"
 
 namespace dpsim::app {
 
-#ifndef DPSIM_HAVE_SIM
-void register_predict(CLI::App&) {}
-#endif
-#ifndef DPSIM_HAVE_BACKEND
-void register_measure(CLI::App&) {}
-#endif
-#ifndef DPSIM_HAVE_VALIDATION
-void register_validate(CLI::App&) {}
-void register_calibrate(CLI::App&) {}
-#endif
-#ifndef DPSIM_HAVE_SWEEP
-void register_sweep(CLI::App&) {}
-void register_plot(CLI::App&) {}
-#endif
-
-int run(int argc, char** argv) {
+int run(int argc, char** argv, void (*register_commands)(CLI::App&)) {
+  set_command_line(argc, argv);
   CLI::App app{
       "dpsim: predict and measure the step time of data-parallel training.\n"
       "Scenarios (YAML) name a model, a batch and a cluster; see docs/scenario-format.md."};
@@ -37,14 +25,7 @@ int run(int argc, char** argv) {
     if (a->get_help_ptr() != nullptr) text += "Run with " + a->get_help_ptr()->get_name() + " for more information.\n";
     return text;
   });
-  register_estimate(app);
-  register_inspect(app);
-  register_predict(app);
-  register_measure(app);
-  register_validate(app);
-  register_calibrate(app);
-  register_sweep(app);
-  register_plot(app);
+  register_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

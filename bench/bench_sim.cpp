@@ -1,25 +1,45 @@
 // Speed benchmark of the simulator (prints figures; not a pass/fail test).
-//   dpsim_bench_sim [SCENARIO...] [--fidelity fast|step]
+//   dpsim_bench_sim [SCENARIO...] [--fidelity fast|step] [--dpsim PATH] [--runs N] [--sweep-points N] [--jobs N]
+//                   [--no-process]
 // Default: the two scale scenarios of issue 3 (1024 and 16384 H100s, Llama 3.1 8B) and a zero3 step of Llama 3.1
-// 70B on 1024 H100s (bench/scenarios/, issue 14's target: under 1 s).
+// 70B on 1024 H100s (bench/scenarios/, issue 14's target: under 1 s), simulated in this process; then whole
+// processes as a user runs them (issue 18's targets: dpsim --version and estimate under 20 ms and 30 MB), and
+// --sweep-points points (default 1,000) of scenarios/sweeps/bench-1000x1024.yaml at --jobs (default 2) workers
+// (target: 2,000,000 points/hour on 2 cores).
 #include <fmt/format.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/sim/simulate.hpp"
+#include "process_figures.hpp"
 
 int main(int argc, char** argv) {
   std::vector<std::string> files;
   dpsim::SimOptions options;
   options.progress = false;
+  std::string dpsim_binary = DPSIM_BENCH_DPSIM;
+  int runs = 5, sweep_points = 1000, jobs = 2;
+  bool process = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fidelity" && i + 1 < argc)
       options.fidelity = dpsim::parse_fidelity(argv[++i]);
+    else if (a == "--dpsim" && i + 1 < argc)
+      dpsim_binary = argv[++i];
+    else if (a == "--runs" && i + 1 < argc)
+      runs = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--sweep-points" && i + 1 < argc)
+      sweep_points = std::max(0, std::atoi(argv[++i]));
+    else if (a == "--jobs" && i + 1 < argc)
+      jobs = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--no-process")
+      process = false;
     else
       files.push_back(a);
   }
@@ -49,5 +69,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (!process) return 0;
+  const auto root = dpsim::data_root();
+  dpsim::bench::print_process_figures(dpsim_binary, root / "scenarios/llama3.1-8b-8xh100.yaml", runs);
+  if (sweep_points > 0 &&
+      !dpsim::bench::print_sweep_rate(dpsim_binary, root / "scenarios/sweeps/bench-1000x1024.yaml", sweep_points, jobs))
+    return 1;
   return 0;
 }

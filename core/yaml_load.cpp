@@ -14,6 +14,7 @@
 
 #include "dpsim/error.hpp"
 #include "dpsim/input_file.hpp"
+#include "dpsim/load.hpp"
 #include "yaml_node.hpp"
 
 namespace dpsim {
@@ -173,11 +174,8 @@ void check_structure(const std::string& text, const std::filesystem::path& path)
   }
 }
 
-}  // namespace
-
-YAML::Node load_yaml_file(const std::filesystem::path& file) {
+YAML::Node parse_checked(const std::string& text, const std::filesystem::path& file) {
   const std::string name = file.string();
-  const std::string text = read_input_file(file);
   if (text.find('\0') != std::string::npos) throw InputError(name, 0, "", "binary data, not YAML text");
   check_nesting(text, name);
   YAML::Node root;
@@ -192,6 +190,42 @@ YAML::Node load_yaml_file(const std::filesystem::path& file) {
   if (!root || root.IsNull()) throw InputError(name, 0, "", "the file is empty");
   check_structure(text, file);
   return root;
+}
+
+// keep_parsed_files_of: the kept parses, by file name, with the text they were parsed from.
+struct KeptParse {
+  std::string text;
+  YAML::Node root;
+};
+std::map<std::string, KeptParse> g_kept;
+bool g_keeping = false;  // true while keep_parsed_files_of loads
+
+}  // namespace
+
+YAML::Node load_yaml_file(const std::filesystem::path& file) {
+  // While keeping, regular files only: a FIFO could block the sweep's parent, which no --point-timeout covers.
+  std::error_code ec;
+  if (g_keeping && !std::filesystem::is_regular_file(file, ec))
+    throw RuntimeError(file.string() + ": not a regular file; not kept");
+  const std::string text = read_input_file(file);
+  if (const auto kept = g_kept.find(file.string()); kept != g_kept.end() && !g_keeping) {
+    KeptParse k = std::move(kept->second);
+    g_kept.erase(kept);  // once per process: the caller may change the nodes (overrides)
+    if (k.text == text) return k.root;
+  }
+  YAML::Node root = parse_checked(text, file);
+  if (g_keeping) g_kept[file.string()] = {text, parse_checked(text, file)};  // its own nodes, untouched by the caller
+  return root;
+}
+
+void keep_parsed_files_of(const std::filesystem::path& scenario) {
+  g_keeping = true;
+  try {
+    load_scenario(scenario);
+  } catch (const std::exception&) {
+    // the points report it
+  }
+  g_keeping = false;
 }
 
 }  // namespace dpsim

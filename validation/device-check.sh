@@ -6,7 +6,8 @@
 #   validation/device-check.sh budget    # the time table below, for tests/validation/device_check_budget.sh
 #
 # prepare builds build-gpu/ (Release, CUDA backend for sm_90 plus compute_90 PTX, no MPI) with an
-# $ORIGIN/../lib DT_RPATH and copies dpsim, dpsim_gpu_tests and every shared library they load except glibc, the driver
+# $ORIGIN/../lib DT_RPATH and copies dpsim, dpsim-measure (which `dpsim measure` runs, next to it), dpsim_gpu_tests
+# and every shared library they load except glibc, the driver
 # (libcuda) and the CUDA libraries too large to carry (cuBLAS, cuBLASLt, NCCL: the device tool carries
 # 64 MiB) into .device-bundle/ (ignored by .gitignore, as build-gpu/ is; carry it: carry=[".device-bundle"]).
 # The target must have: glibc at least the version in .device-bundle/REQUIREMENTS (prepare writes it), an
@@ -60,9 +61,9 @@ prepare() {
     -DDPSIM_CUDA_ARCHITECTURES="90-real;90-virtual" \
     -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' -DCMAKE_SKIP_BUILD_RPATH=OFF \
     -DCMAKE_EXE_LINKER_FLAGS='-Wl,--disable-new-dtags' >/dev/null  # DT_RPATH: it also serves the libraries' own needs
-  cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target dpsim dpsim_gpu_tests
+  cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target dpsim dpsim-measure dpsim_gpu_tests
   rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib"
-  cp build-gpu/dpsim build-gpu/tests/backend/dpsim_gpu_tests "$bundle/bin/"
+  cp build-gpu/dpsim build-gpu/dpsim-measure build-gpu/tests/backend/dpsim_gpu_tests "$bundle/bin/"
   strip "$bundle"/bin/* || true
   # Every library they load but glibc's, the driver and the big CUDA libraries found on the machine.
   for bin in "$bundle"/bin/*; do
@@ -108,6 +109,7 @@ run() {
   export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
   export DPSIM_DATA_DIR="$here"  # data/, topologies/, models/ of this checkout
   local dpsim="$here/$bundle/bin/dpsim" tests="$here/$bundle/bin/dpsim_gpu_tests"
+  local measure="$here/$bundle/bin/dpsim-measure"  # what "$dpsim" measure runs
 
   # step NAME command...: runs it under its timeout, cut to what the deadline leaves; skipped when none is left.
   step() {
@@ -127,10 +129,10 @@ run() {
 
   libraries() {
     local bad=0
-    for bin in "$dpsim" "$tests"; do
+    for bin in "$dpsim" "$measure" "$tests"; do
       if ldd "$bin" | grep 'not found'; then bad=1; fi
     done
-    if command -v cuobjdump >/dev/null; then cuobjdump --list-elf "$dpsim" | sed 's/^/  /'; else
+    if command -v cuobjdump >/dev/null; then cuobjdump --list-elf "$measure" | sed 's/^/  /'; else
       echo "  (no cuobjdump here; the architectures as dpsim measure reports them follow in its log)"; fi
     "$dpsim" --version || bad=1
     return $bad

@@ -1,4 +1,5 @@
-// Process pool for sweeps: fork one worker per point, collect its JSON line from a file, append.
+// Process pool for sweeps: fork one worker per point from this process, which has parsed the base scenario's files
+// (keep_parsed_files_of), collect its JSON line from a file, append.
 // A worker's end decides what is recorded: its row (a result or the point's own error: a crash, a bad
 // value, a timeout), nothing (it was stopped from outside: --resume runs it again), or an infrastructure
 // failure (it could not write its result) that stops the sweep without recording the point.
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpsim/error.hpp"
+#include "dpsim/load.hpp"
 #include "dpsim/result.hpp"
 #include "dpsim/sweep/runner.hpp"
 #include "results.hpp"
@@ -221,6 +223,8 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
     }
   }
 
+  // Every worker is forked from this process: parse the base scenario's files once, here.
+  if (!todo.empty()) keep_parsed_files_of(sweep.base);
   SignalGuard guard;
   Progress progress(static_cast<int64_t>(todo.size()), opt.progress);
   std::map<pid_t, Worker> running;

@@ -168,6 +168,15 @@ grep -q '1,model,.*error,the point ran longer than 1 s (--point-timeout)' "$d/ou
   grep -q '^1,.*,error,the point ran longer than 1 s (--point-timeout)' "$d/out/results.csv" ||
   bad "timeout: row: $(cat "$d/out/results.csv")"
 grep -q "2 run now (1 failed)" "$d/err" || bad "timeout: summary: $(cat "$d/err")"
+# The base scenario's model a FIFO: the sweep's parent, which parses the base scenario's files before forking,
+# does not block on it; the point does, and is killed at its timeout.
+sed "s|^model: .*|model: $d/hang.yaml|" "$tmp/base.yaml" >"$d/hang-base.yaml"
+printf 'base: %s\ncommand: estimate\naxes:\n  ddp.bucket_cap: [25MiB]\n' "$d/hang-base.yaml" >"$d/s2.yaml"
+timeout 60 "$dpsim" sweep "$d/s2.yaml" -o "$d/out2" -q --point-timeout 1 2>"$d/err2"
+status=$?
+[[ $status -eq 0 ]] || bad "timeout, base: exit $status: $(cat "$d/err2")"
+grep -q '^0,25MiB,error,the point ran longer than 1 s (--point-timeout)' "$d/out2/results.csv" ||
+  bad "timeout, base: row: $(cat "$d/out2/results.csv" 2>/dev/null)"
 [[ $fail -eq $f0 ]] && ok
 
 # 7. Options that make no sense are refused (exit 2), never replaced by a default.
