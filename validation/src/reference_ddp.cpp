@@ -50,8 +50,10 @@ void fail_at(const EntrySite& site, const std::string& pointer, const std::strin
 namespace {
 
 // e2e_tokens_per_gpu: end-to-end training throughput, tokens per second per GPU (samples/s x sequence / GPUs).
-const std::set<std::string> kDdpKinds{"ddp_step_time", "ddp_scaling", "ddp_throughput", "ddp_strong_scaling",
-                                      "e2e_tokens_per_gpu"};
+// e2e_hardware_tflops_per_gpu: "teraFLOP/s per GPU" as Megatron-LM's papers count it, recomputation included
+// (Narayanan et al. 2021 eq. 3): dpsim's throughput.hardware_flops_per_s_per_gpu (docs/metrics.md).
+const std::set<std::string> kDdpKinds{"ddp_step_time",      "ddp_scaling",        "ddp_throughput",
+                                      "ddp_strong_scaling", "e2e_tokens_per_gpu", "e2e_hardware_tflops_per_gpu"};
 
 // One DDP number an entry publishes and the scenario that predicts it.
 struct DdpNumber {
@@ -62,6 +64,7 @@ struct DdpNumber {
   std::vector<Override> set;       // the predict block's, then the number's
   std::vector<Override> baseline;  // ddp_strong_scaling: on top of `set`, the 1-node run at the same global batch
   std::string note;
+  bool closed_form = false;  // the predict block's `closed_form: <why>`: estimate(), even when validate simulates
 };
 
 // Reads a predict block; every error names the file, the line and the key path.
@@ -113,12 +116,14 @@ class PredictReader {
 std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) {
   const PredictReader r(site);
   const std::string at = site.pointer + "/scenario/predict";
-  r.object(predict, at, {"scenario", "note", "set", "numbers"});
+  r.object(predict, at, {"scenario", "note", "set", "numbers", "closed_form"});
   const fs::path scenario = site.file.parent_path() / r.text(predict, at, "scenario");
   std::error_code ec;
   if (!fs::is_regular_file(scenario, ec))
     r.fail(at + "/scenario", fmt::format("scenario file {} does not exist", scenario.string()));
   const std::string note = predict.contains("note") ? r.text(predict, at, "note") : "";
+  // closed_form: the reason the entry is estimated rather than simulated (a simulation too long for the suite)
+  const bool closed_form = predict.contains("closed_form") && !r.text(predict, at, "closed_form").empty();
   const std::vector<Override> common =
       predict.contains("set") ? r.overrides(predict["set"], at + "/set") : std::vector<Override>{};
   if (!predict.contains("numbers") || !predict["numbers"].is_array() || predict["numbers"].empty())
@@ -127,10 +132,10 @@ std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) 
   for (size_t i = 0; i < predict["numbers"].size(); ++i) {
     const std::string p = at + "/numbers/" + std::to_string(i);
     const json& n = r.object(predict["numbers"][i], p, {"label", "kind", "measured", "set", "baseline", "note"});
-    DdpNumber d{r.text(n, p, "label"), r.text(n, p, "kind"), {}, scenario, common, {}, note};
+    DdpNumber d{r.text(n, p, "label"), r.text(n, p, "kind"), {}, scenario, common, {}, note, closed_form};
     if (kDdpKinds.count(d.kind) == 0)
       r.fail(p + "/kind", fmt::format("\"{}\" is not one of: ddp_step_time, ddp_scaling, ddp_throughput, "
-                                      "ddp_strong_scaling, e2e_tokens_per_gpu",
+                                      "ddp_strong_scaling, e2e_tokens_per_gpu, e2e_hardware_tflops_per_gpu",
                                       d.kind));
     if (!n.contains("measured") || !n["measured"].is_array() || n["measured"].empty())
       r.fail(p, "\"measured\" must list the keys of the number under the entry's measured block");
@@ -149,9 +154,9 @@ std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) 
 }
 
 // The scenario with its overrides, simulated (or estimated); each distinct one once.
-StepResult predict_step(const fs::path& file, const std::vector<Override>& set, const Context& ctx,
-                        const ReferenceOptions& o, Scenario& s) {
-  std::string key = file.string();
+StepResult predict_step(const fs::path& file, const std::vector<Override>& set, const Context& ctx, bool simulated,
+                        Scenario& s) {
+  std::string key = (simulated ? "simulate\n" : "estimate\n") + file.string();
   for (const Override& x : set) key += "\n" + x.key_path + "=" + x.value;
   if (const auto hit = ctx.predicted.find(key); hit != ctx.predicted.end()) {
     s = hit->second.first;
@@ -160,7 +165,7 @@ StepResult predict_step(const fs::path& file, const std::vector<Override>& set, 
   s = load_scenario(file, set);
   const StepPlan plan = make_step_plan(s);
   StepResult res;
-  if (o.simulate_ddp) {
+  if (simulated) {
     SimOptions so;
     so.progress = false;
     so.trace_ranks = 0;
@@ -172,17 +177,21 @@ StepResult predict_step(const fs::path& file, const std::vector<Override>& set, 
   return res;
 }
 
+bool simulated(const DdpNumber& d, const ReferenceOptions& o) { return o.simulate_ddp && !d.closed_form; }
+
 double predicted_value(const DdpNumber& d, const Context& ctx, const ReferenceOptions& o, Scenario& s) {
-  const StepResult res = predict_step(d.scenario, d.set, ctx, o, s);
+  const StepResult res = predict_step(d.scenario, d.set, ctx, simulated(d, o), s);
   if (d.kind == "ddp_scaling") return res.scaling_efficiency * s.world_size();
   if (d.kind == "ddp_throughput") return res.samples_per_s;
   if (d.kind == "e2e_tokens_per_gpu")
     return res.samples_per_s * static_cast<double>(s.training.sequence_length) / s.world_size();
+  if (d.kind == "e2e_hardware_tflops_per_gpu") return res.hardware_flops_per_s_per_gpu / 1e12;
   if (d.kind == "ddp_strong_scaling") {
     std::vector<Override> base = d.set;
     base.insert(base.end(), d.baseline.begin(), d.baseline.end());
     Scenario one;
-    return predict_step(d.scenario, base, ctx, o, one).step_time_s / res.step_time_s;  // same global batch
+    return predict_step(d.scenario, base, ctx, simulated(d, o), one).step_time_s /
+           res.step_time_s;  // same global batch
   }
   return res.step_time_s;
 }
@@ -219,10 +228,11 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
     p.published = value->mid();
     p.published_low = value->low;
     p.published_high = value->high;
-    p.unit = d.kind == "ddp_step_time"        ? "s"
-             : d.kind == "ddp_throughput"     ? "samples/s"
-             : d.kind == "e2e_tokens_per_gpu" ? "tokens/s/GPU"
-                                              : "x";
+    p.unit = d.kind == "ddp_step_time"                 ? "s"
+             : d.kind == "ddp_throughput"              ? "samples/s"
+             : d.kind == "e2e_tokens_per_gpu"          ? "tokens/s/GPU"
+             : d.kind == "e2e_hardware_tflops_per_gpu" ? "TFLOP/s/GPU"
+                                                       : "x";
     p.note = d.note;
     Scenario s;
     try {
@@ -239,7 +249,7 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
                                            fs::path(s.topology.file).stem().string(), topology));
     p.nodes = s.topology.nodes;
     p.gpus_per_node = s.topology.gpus_per_node;
-    p.predicted_by = o.simulate_ddp ? "simulate" : "estimate";
+    p.predicted_by = simulated(d, o) ? "simulate" : "estimate";
     p.cls = class_of(s.topology);
     p.rel_error = relative_error_to_range(p.predicted, value->low, value->high);
     out.points.push_back(p);
