@@ -141,7 +141,7 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
 }
 
 // A full fine-tune that does not fit: LoRA with PEFT's defaults (data/lora.yaml) on the same cluster, evaluated as the
-// scenario is: its memory, step and all-reduce bytes per GPU next to the full fine-tune's.
+// scenario is where it fits: its memory, step and all-reduce bytes per GPU next to the full fine-tune's.
 std::string lora_alternative(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   if (s.training.trainable != Trainable::all || !s.model.transformer) return "";
   if (s.parallelism.tensor > 1 || s.parallelism.pipeline > 1 || s.zero_optimization) return "";
@@ -150,17 +150,15 @@ std::string lora_alternative(const Scenario& s, const StepResult& r, const Evalu
   t.training.lora = default_lora(s.model);
   if (s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3)
     t.training.lora.adapter_dtype = s.training.param_dtype;  // FSDP: one dtype per FlatParameter
-  StepResult x = memory_of(t);
-  if (x.fits) x = evaluate(t);
+  if (!memory_of(t).fits) return "";  // nothing to offer
+  const StepResult x = evaluate(t);
   return fmt::format(
-      " Fine-tuning with LoRA instead (training.trainable: lora, PEFT's defaults: rank {} on {}): {} trainable "
-      "parameters, {} per GPU, {}.",
+      " For a fine-tune, LoRA (training.trainable: lora, PEFT's defaults: rank {} on {}): {} trainable parameters, "
+      "{} per GPU, fits, step {} ({}), all-reduce {} per GPU per step instead of {}.",
       t.training.lora.rank, fmt::join(t.training.lora.target_modules, ", "),
       format_count(static_cast<double>(x.trainable_parameters.value_or(0))), format_bytes(x.memory_need_bytes()),
-      x.fits ? fmt::format("fits, step {} ({}), all-reduce {} per GPU per step instead of {}",
-                           format_seconds(x.step_time_s), gain(r, x), format_bytes(x.allreduce_bytes_sent_per_gpu),
-                           format_bytes(r.allreduce_bytes_sent_per_gpu))
-             : "does not fit either");
+      format_seconds(x.step_time_s), gain(r, x), format_bytes(x.allreduce_bytes_sent_per_gpu),
+      format_bytes(r.allreduce_bytes_sent_per_gpu));
 }
 
 std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {

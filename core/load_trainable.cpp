@@ -91,7 +91,10 @@ void parse_lora(const YNode& root, const YNode& trainable, Scenario& s) {
   if (block) {
     block->allow_only({"rank", "alpha", "target_modules", "dropout", "adapter_dtype", "base_dtype"});
     rank = block->get("rank");
-    if (rank) l.rank = rank->as_int(1, 1 << 20);
+    if (rank) {
+      l.rank = rank->as_int(-(1 << 20), 1 << 20);
+      if (l.rank < 1) rank->fail(fmt::format("the LoRA rank r must be at least 1, got {}", l.rank));
+    }
     if (auto v = block->get("alpha")) l.alpha = v->as_positive_number();
     if (auto v = block->get("dropout")) {
       l.dropout = v->as_number();
