@@ -196,7 +196,8 @@ void cut_backward(std::vector<Op>& ops) {
         if (!any) op.backward_bytes_per_sample = 0, op.backward_fixed_bytes = 0;
         break;
     }
-    if (!any) op.activation_bytes_per_sample = 0;
+    // Outside the graph nothing is kept; a linear layer's input is keep_run_inputs' (an adapter may read it).
+    if (!any && !is_linear(op)) op.activation_bytes_per_sample = 0;
   }
 }
 
