@@ -27,12 +27,12 @@ namespace {
 std::string trainable_label(const Scenario& s, const StepResult& r) {
   const Training& t = s.training;
   const auto count = static_cast<double>(r.trainable_parameters.value_or(0));
-  const std::string what =
-      t.trainable == Trainable::lora
-          ? fmt::format("LoRA rank {} on {}", t.lora.rank, fmt::join(t.lora.target_modules, ", "))
-          : fmt::format("frozen except {}", fmt::join(t.frozen_except, ", "));
+  const std::string what = t.trainable == Trainable::lora
+                               ? fmt::format("LoRA rank {} on {}", t.lora.rank, fmt::join(t.lora.target_modules, ", "))
+                               : fmt::format("frozen except {}", fmt::join(t.frozen_except, ", "));
   return fmt::format("{} ({:.4f}% of {}; {}, the rest frozen)", format_count(count),
-                     100.0 * count / static_cast<double>(r.parameters_per_gpu), format_count(static_cast<double>(r.parameters_per_gpu)), what);
+                     100.0 * count / static_cast<double>(r.parameters_per_gpu),
+                     format_count(static_cast<double>(r.parameters_per_gpu)), what);
 }
 
 }  // namespace
@@ -67,10 +67,10 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   const TrainableDtypes dtypes = trainable_dtypes(s.training);
   const double per_param = model_state_bytes_per_parameter(dtypes.weights, dtypes.grads, s.training.optimizer);
   if (r.trainable_parameters)
-    mem.add(fmt::format("model state (frozen weights at {} B, the trainable at {:.0f} B/param, {}{})",
-                        dtype_bytes(s.training.param_dtype), per_param, to_string(s.training.optimizer),
-                        s.parallelism.sharding == Sharding::none ? std::string()
-                                                                 : ", " + s.parallelism.sharding_as_written),
+    mem.add(fmt::format(
+                "model state (frozen weights at {} B, the trainable at {:.0f} B/param, {}{})",
+                dtype_bytes(s.training.param_dtype), per_param, to_string(s.training.optimizer),
+                s.parallelism.sharding == Sharding::none ? std::string() : ", " + s.parallelism.sharding_as_written),
             format_bytes(r.model_state_bytes_per_gpu));
   else if (s.parallelism.sharding == Sharding::none)
     mem.add(fmt::format("model state ({}, {:.0f} B/param)", to_string(s.training.optimizer), per_param),

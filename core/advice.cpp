@@ -150,7 +150,7 @@ std::string lora_alternative(const Scenario& s, const StepResult& r, const Evalu
   t.training.lora = default_lora(s.model);
   if (s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3)
     t.training.lora.adapter_dtype = s.training.param_dtype;  // FSDP: one dtype per FlatParameter
-  if (!memory_of(t).fits) return "";  // nothing to offer
+  if (!memory_of(t).fits) return "";                         // nothing to offer
   const StepResult x = evaluate(t);
   return fmt::format(
       " For a fine-tune, LoRA (training.trainable: lora, PEFT's defaults: rank {} on {}): {} trainable parameters, "

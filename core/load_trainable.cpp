@@ -83,9 +83,10 @@ void parse_lora(const YNode& root, const YNode& trainable, Scenario& s) {
   l = default_lora(s.model);
   l.target_modules.clear();
   if (!s.model.transformer)
-    trainable.fail(fmt::format("LoRA adapts a transformer's linear layers; {} is given as explicit layers (use "
-                               "frozen_except)",
-                               s.model.name));
+    trainable.fail(
+        fmt::format("LoRA adapts a transformer's linear layers; {} is given as explicit layers (use "
+                    "frozen_except)",
+                    s.model.name));
   const auto block = root.get("lora");
   std::optional<YNode> rank, list;
   if (block) {
@@ -104,9 +105,10 @@ void parse_lora(const YNode& root, const YNode& trainable, Scenario& s) {
     if (auto v = block->get("base_dtype")) {
       const std::string name = v->as_string();
       if (name == "nf4" || name == "int8")
-        v->fail(fmt::format("QLoRA's {} base weights (bitsandbytes) are not modelled; the frozen base is stored in "
-                            "training.param_dtype ({})",
-                            name, to_string(s.training.param_dtype)));
+        v->fail(
+            fmt::format("QLoRA's {} base weights (bitsandbytes) are not modelled; the frozen base is stored in "
+                        "training.param_dtype ({})",
+                        name, to_string(s.training.param_dtype)));
       if (parse_dtype(*v) != s.training.param_dtype)
         v->fail(fmt::format("the frozen base is stored in training.param_dtype ({}); give that or leave base_dtype out",
                             to_string(s.training.param_dtype)));
@@ -139,12 +141,13 @@ void parse_frozen_except(const YNode& training, const YNode& trainable, Scenario
   const auto groups = parameter_breakdown(s.model);
   for (size_t i = 0; i < s.training.frozen_except.size(); ++i) {
     const std::string& pattern = s.training.frozen_except[i];
-    const bool any = std::any_of(groups.begin(), groups.end(),
-                                 [&](const ParameterGroup& g) { return glob_match(pattern, g.name); });
+    const bool any =
+        std::any_of(groups.begin(), groups.end(), [&](const ParameterGroup& g) { return glob_match(pattern, g.name); });
     if (!any)
-      (*v)[i].fail(fmt::format("\"{}\" matches no parameter of {} (names as `dpsim inspect model` prints them, e.g. "
-                               "{}; * and ? are wildcards)",
-                               pattern, s.model.name, groups.empty() ? "" : groups.back().name));
+      (*v)[i].fail(
+          fmt::format("\"{}\" matches no parameter of {} (names as `dpsim inspect model` prints them, e.g. "
+                      "{}; * and ? are wildcards)",
+                      pattern, s.model.name, groups.empty() ? "" : groups.back().name));
   }
 }
 
@@ -174,8 +177,8 @@ void parse_trainable(const YNode& root, Scenario& s) {
                            : s.zero_optimization        ? "DeepSpeed's zero_optimization"
                                                         : nullptr;
   if (unmodelled)
-    key->fail(fmt::format("{} with {} is not modelled (DDP and FSDP's sharding are)", to_string(t.trainable),
-                          unmodelled));
+    key->fail(
+        fmt::format("{} with {} is not modelled (DDP and FSDP's sharding are)", to_string(t.trainable), unmodelled));
   if (t.trainable == Trainable::lora)
     parse_lora(root, *key, s);
   else

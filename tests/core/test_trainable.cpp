@@ -138,8 +138,9 @@ TEST_CASE("frozen_except: the backward runs dX only where a tensor before the op
   const PassFlops all = matmul_flops(full, OpKind::matmul);
   CHECK(all.backward == Approx(2 * all.forward));
   // Only the first norm trains: every GEMM after it computes dX (the forward's FLOPs) and no dW.
-  const StepPlan first = make_step_plan(load_scenario(
-      file, {{"training.trainable", "frozen_except"}, {"training.frozen_except", "[layers.0.input_layernorm.weight]"}}));
+  const StepPlan first =
+      make_step_plan(load_scenario(file, {{"training.trainable", "frozen_except"},
+                                          {"training.frozen_except", "[layers.0.input_layernorm.weight]"}}));
   const PassFlops dx = matmul_flops(first, OpKind::matmul);
   CHECK(dx.backward == Approx(dx.forward));
   CHECK(matmul_flops(first, OpKind::attention).backward == Approx(matmul_flops(full, OpKind::attention).backward));

@@ -143,11 +143,11 @@ struct StepPlan {
   int64_t micro_batch = 1;
   int64_t sequence_length = 1;
   int64_t gradient_accumulation = 1;
-  int64_t samples_per_step = 1;  // Scenario::samples_per_step
-  int64_t parameters = 0;        // what one GPU holds (1/t of the split tensors under tensor parallelism)
+  int64_t samples_per_step = 1;      // Scenario::samples_per_step
+  int64_t parameters = 0;            // what one GPU holds (1/t of the split tensors under tensor parallelism)
   int64_t trainable_parameters = 0;  // of those, the trainable ones (training.trainable; all of them by default)
   int64_t gradient_bytes = 0;        // of the trainable ones
-  int64_t model_parameters = 0;  // the whole model's
+  int64_t model_parameters = 0;      // the whole model's
   // Model FLOPs of one sample, forward and backward, the whole model (Megatron-LM's count: no recomputation,
   // causal attention halved; megatron/training/training.py num_floating_point_operations).
   double model_flops_per_sample = 0;
