@@ -9,6 +9,7 @@
 #include "dpsim/load.hpp"
 #include "dpsim/model.hpp"
 #include "dpsim/plan.hpp"
+#include "dpsim/program.hpp"
 #include "dpsim/sweep_spec.hpp"
 #include "dpsim/trainable.hpp"
 
@@ -194,4 +195,9 @@ TEST_CASE("LoRA under FSDP full_shard: a block with adapters reduces its whole F
   CHECK(scatters == 32);
   CHECK(reduced == Approx((base - root + adapters) * 2));
   CHECK(plan.optimizer.parameters == static_cast<int64_t>(adapters / 8));
+  // The program reduce-scatters only those 32 units.
+  const StepProgram program = make_step_program(plan);
+  int calls = 0;
+  for (const CommCall& c : program.classes.front().comms) calls += c.kind == CollectiveKind::reduce_scatter ? 1 : 0;
+  CHECK(calls == 32);
 }
