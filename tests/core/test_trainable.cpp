@@ -4,6 +4,7 @@
 #include <string>
 
 #include "../source_dir.hpp"
+#include "dpsim/advice.hpp"
 #include "dpsim/compute_cost.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
@@ -200,4 +201,22 @@ TEST_CASE("LoRA under FSDP full_shard: a block with adapters reduces its whole F
   int calls = 0;
   for (const CommCall& c : program.classes.front().comms) calls += c.kind == CollectiveKind::reduce_scatter ? 1 : 0;
   CHECK(calls == 32);
+}
+
+TEST_CASE("a full fine-tune that does not fit: the advice evaluates LoRA with PEFT's defaults beside the sharding") {
+  const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xl40s.yaml"));
+  const StepResult r = estimate(s, make_step_plan(s)).result;
+  REQUIRE_FALSE(r.fits);
+  const Evaluate evaluate = [](const Scenario& t) { return estimate(t, make_step_plan(t)).result; };
+  const auto advice = advise(s, r, evaluate);
+  REQUIRE_FALSE(advice.empty());
+  CHECK(advice.front().find("zero3: ") != std::string::npos);
+  CHECK(advice.front().find("LoRA (training.trainable: lora, PEFT's defaults: rank 8 on q_proj, v_proj): 3,407,872 "
+                            "trainable parameters") != std::string::npos);
+  CHECK(advice.front().find("all-reduce 23.86 MB per GPU per step instead of 28.11 GB") != std::string::npos);
+  // A LoRA scenario is not offered LoRA again.
+  const Scenario lora = lora_scenario({{"cluster.gpu", "RTX-4090"}});
+  const StepResult small = estimate(lora, make_step_plan(lora)).result;
+  for (const std::string& a : advise(lora, small, evaluate))
+    CHECK(a.find("For a fine-tune, LoRA") == std::string::npos);
 }
