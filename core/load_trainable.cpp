@@ -19,6 +19,7 @@ namespace {
 struct LoraData {
   Lora defaults;
   std::map<std::string, std::vector<std::string>> target_modules;  // per model family
+  double nf4_bytes = 0;                                            // QLoRA's stored bytes per weight
 };
 
 const char* family_name(ModelFamily f) {
@@ -39,10 +40,11 @@ std::vector<std::string> string_list(const YNode& n) {
 
 LoraData read_lora_data() {
   const YNode root = YNode::load_file(data_root() / "data" / "lora.yaml");
-  root.allow_only({"defaults", "target_modules"});
+  root.allow_only({"defaults", "target_modules", "nf4_bytes_per_parameter"});
+  LoraData data;
+  data.nf4_bytes = root.at("nf4_bytes_per_parameter").as_positive_number();
   const YNode d = root.at("defaults");
   d.allow_only({"rank", "alpha", "dropout", "adapter_dtype"});
-  LoraData data;
   data.defaults.rank = d.at("rank").as_int(1, 1 << 20);
   data.defaults.alpha = d.at("alpha").as_positive_number();
   data.defaults.dropout = d.at("dropout").as_number();
@@ -50,6 +52,11 @@ LoraData read_lora_data() {
   const YNode t = root.at("target_modules");
   t.allow_only({"llama", "gpt2", "bert"});
   for (const std::string& family : t.keys()) data.target_modules[family] = string_list(t.at(family));
+  return data;
+}
+
+const LoraData& lora_data() {
+  static const LoraData data = read_lora_data();
   return data;
 }
 
@@ -104,12 +111,14 @@ void parse_lora(const YNode& root, const YNode& trainable, Scenario& s) {
     if (auto v = block->get("adapter_dtype")) l.adapter_dtype = parse_dtype(*v);
     if (auto v = block->get("base_dtype")) {
       const std::string name = v->as_string();
-      if (name == "nf4" || name == "int8")
+      if (name == "int8")
         v->fail(
-            fmt::format("QLoRA's {} base weights (bitsandbytes) are not modelled; the frozen base is stored in "
-                        "training.param_dtype ({})",
-                        name, to_string(s.training.param_dtype)));
-      if (parse_dtype(*v) != s.training.param_dtype)
+            "LLM.int8 base weights (bitsandbytes' Linear8bitLt) are not modelled; give nf4 (QLoRA) or "
+            "training.param_dtype");
+      if (name == "nf4" && s.parallelism.sharding != Sharding::none)
+        v->fail(fmt::format("QLoRA's nf4 base with {} is not modelled (DDP is)", s.parallelism.sharding_as_written));
+      if (name == "nf4") l.quantized_base_bytes = lora_data().nf4_bytes;
+      if (name != "nf4" && parse_dtype(*v) != s.training.param_dtype)
         v->fail(fmt::format("the frozen base is stored in training.param_dtype ({}); give that or leave base_dtype out",
                             to_string(s.training.param_dtype)));
     }
@@ -154,7 +163,7 @@ void parse_frozen_except(const YNode& training, const YNode& trainable, Scenario
 }  // namespace
 
 Lora default_lora(const ModelSpec& model) {
-  static const LoraData data = read_lora_data();
+  const LoraData& data = lora_data();
   Lora l = data.defaults;
   if (model.transformer) l.target_modules = data.target_modules.at(family_name(model.transformer->family));
   return l;

@@ -184,9 +184,8 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
     sh.units = fsdp_units(s, ops);
 }
 
-// Frozen weights: their dtype's bytes each (no gradient, no optimizer state), sharded only by zero3.
-double frozen_weight_bytes(const Scenario& s, double parameters, Sharding sharding, int shards) {
-  const double bytes = parameters * dtype_bytes(s.training.param_dtype);
+// Frozen weights (no gradient, no optimizer state): `bytes` as stored, sharded only by zero3.
+double frozen_weight_bytes(double bytes, Sharding sharding, int shards) {
   return sharding == Sharding::zero3 ? bytes / std::max(1, shards) : bytes;
 }
 
@@ -450,13 +449,18 @@ StepPlan make_step_plan(const Scenario& s) {
     if (bucketed && !deepspeed && !s.ddp.gradient_as_bucket_view)
       need.final_copy_bytes = 2.0 * static_cast<double>(grad_bytes_held);
     need.optimizer = optimizer_step(s, need.parameters, tensors, plan.sharded);
-    for (size_t o = 0; o < ops.size(); ++o)
-      if (plan.pipeline.stage_of(static_cast<int>(o)) == stage)
-        for (const ParamTensor& p : ops[o].params) need.frozen_parameters += p.trainable ? 0 : p.numel;
+    double frozen_bytes = 0;
+    for (size_t o = 0; o < ops.size(); ++o) {
+      if (plan.pipeline.stage_of(static_cast<int>(o)) != stage) continue;
+      for (const ParamTensor& p : ops[o].params) {
+        if (p.trainable) continue;
+        need.frozen_parameters += p.numel;
+        frozen_bytes += static_cast<double>(p.numel) * frozen_bytes_per_parameter(s.training, ops[o]);
+      }
+    }
     need.memory.model_state_bytes =
         sharded_model_state_bytes(static_cast<double>(need.parameters), parts, sharding, plan.sharded.shards) +
-        frozen_weight_bytes(s, static_cast<double>(need.frozen_parameters), sharding, plan.sharded.shards) +
-        frozen_gradient_bytes(plan.sharded, parts);
+        frozen_weight_bytes(frozen_bytes, sharding, plan.sharded.shards) + frozen_gradient_bytes(plan.sharded, parts);
     need.memory.ddp_buffer_bytes = deepspeed                                    ? deepspeed_bucket_buffer_bytes(s)
                                    : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(grad_bytes_held)
                                                                                 : 0.0;

@@ -59,6 +59,28 @@ namespace {
 constexpr const char* kDropout = ".lora_dropout";
 constexpr const char* kA = ".lora_A";
 
+bool is_adapter(const Op& op) { return op.name.ends_with(kA) || op.name.ends_with(".lora_B"); }
+
+// QLoRA: bitsandbytes quantizes every linear layer of the base but the output layer.
+bool quantized(const Training& t, const Op& op) {
+  return t.trainable == Trainable::lora && t.lora.quantized_base_bytes > 0 && is_linear(op) && op.name != "lm_head" &&
+         !is_adapter(op);
+}
+
+// QLoRA's dequantization of a layer's stored weight into param_dtype before each use (data/lora.yaml): read the
+// stored bytes, write the weight; once per micro-step forward, again in the backward where dX is wanted.
+Op dequantize(const Op& base, const Training& t, double act_bytes) {
+  int64_t numel = 0;
+  for (const ParamTensor& p : base.params) numel += p.numel;
+  Op d;
+  d.name = base.name + ".dequantize";
+  d.kind = OpKind::elementwise;
+  const double bytes = static_cast<double>(numel) * (t.lora.quantized_base_bytes + act_bytes);
+  d.forward_bytes_per_sample = bytes / static_cast<double>(t.micro_batch);  // per micro-batch, not per sample
+  d.backward_bytes_per_sample = d.forward_bytes_per_sample;
+  return d;
+}
+
 // The adapter of linear layer `base` (PEFT layer.py: lora_A = nn.Linear(in_features, r, bias=False), lora_B =
 // nn.Linear(r, out_features); forward `result + lora_B(lora_A(dropout(x))) * scaling`), per sample.
 void add_adapter(std::vector<Op>& out, const Op& base, const Lora& lora, double act_bytes) {
@@ -101,7 +123,8 @@ void add_adapter(std::vector<Op>& out, const Op& base, const Lora& lora, double 
 
 // LoRA: the adapters of a run of linear layers (q, k, v read one input; gate and up another) go after the run, so
 // that each frozen layer's place in the order says what precedes it.
-std::vector<Op> with_adapters(std::vector<Op> ops, const Lora& lora, double act_bytes) {
+std::vector<Op> with_adapters(std::vector<Op> ops, const Training& t, double act_bytes) {
+  const Lora& lora = t.lora;
   std::vector<Op> out;
   std::vector<const Op*> pending;
   auto flush = [&] {
@@ -114,6 +137,9 @@ std::vector<Op> with_adapters(std::vector<Op> ops, const Lora& lora, double act_
   out.reserve(base.size() * 2);
   for (size_t i = 0; i < base.size(); ++i) {
     if (!is_linear(base[i])) flush();
+    if (is_linear(base[i]) && (i == 0 || !is_linear(base[i - 1])))  // a run begins: its layers' dequantizations
+      for (size_t j = i; j < base.size() && is_linear(base[j]); ++j)
+        if (quantized(t, base[j])) out.push_back(dequantize(base[j], t, act_bytes));
     out.push_back(base[i]);
     if (!is_linear(base[i])) continue;
     const bool targeted = std::any_of(lora.target_modules.begin(), lora.target_modules.end(),
@@ -161,8 +187,7 @@ void keep_run_inputs(std::vector<Op>& ops) {
   for (size_t i = 0; i < ops.size();) {
     size_t end = i;
     bool keep = false;
-    while (end < ops.size() && is_linear(ops[end]) && !ops[end].name.ends_with(kA) &&
-           !ops[end].name.ends_with(".lora_B")) {
+    while (end < ops.size() && is_linear(ops[end]) && !is_adapter(ops[end])) {
       keep = keep || ops[end].weight_grad || read_by_adapter.count(ops[end].name) > 0;
       ++end;
     }
@@ -206,7 +231,7 @@ void cut_backward(std::vector<Op>& ops) {
 std::vector<Op> finetune_ops(std::vector<Op> ops, const Training& t, double act_bytes) {
   switch (t.trainable) {
     case Trainable::all: return ops;
-    case Trainable::lora: ops = with_adapters(std::move(ops), t.lora, act_bytes); break;
+    case Trainable::lora: ops = with_adapters(std::move(ops), t, act_bytes); break;
     case Trainable::frozen_except:
       for (Op& op : ops)
         for (ParamTensor& p : op.params)
@@ -218,6 +243,10 @@ std::vector<Op> finetune_ops(std::vector<Op> ops, const Training& t, double act_
   keep_run_inputs(ops);
   cut_backward(ops);
   return ops;
+}
+
+double frozen_bytes_per_parameter(const Training& t, const Op& op) {
+  return quantized(t, op) ? t.lora.quantized_base_bytes : dtype_bytes(t.param_dtype);
 }
 
 }  // namespace dpsim

@@ -220,3 +220,31 @@ TEST_CASE("a full fine-tune that does not fit: the advice evaluates LoRA with PE
   for (const std::string& a : advise(lora, small, evaluate))
     CHECK(a.find("For a fine-tune, LoRA") == std::string::npos);
 }
+
+TEST_CASE("QLoRA (lora.base_dtype nf4): the base's linear layers stored in 4 bits, dequantized before each use") {
+  const StepPlan bf16 = make_step_plan(lora_scenario());
+  const StepPlan nf4 = make_step_plan(lora_scenario({{"lora.base_dtype", "nf4"}}));
+  // Llama 3.1 8B's linear layers but the head: 32 x (q + k + v + o + gate + up + down); the embedding, the norms and
+  // the head stay bf16. 0.515875 B per weight (data/lora.yaml: 4 bits + QLoRA's double-quantized constants).
+  const double linear = 32.0 * (2 * 4096.0 * 4096 + 2 * 4096.0 * 1024 + 3 * 4096.0 * 14336);
+  const double rest = 8030261248.0 - linear;
+  CHECK(linear == 6979321856.0);
+  CHECK(nf4.memory.model_state_bytes == Approx(linear * 0.515875 + rest * 2 + 13631488.0 * 16));
+  CHECK(bf16.memory.model_state_bytes - nf4.memory.model_state_bytes == Approx(linear * (2 - 0.515875)));
+  // One dequantization per layer forward (read the stored bytes, write bf16), one more in the backward where dX is
+  // wanted: every layer but the first block's q, k, v.
+  double forward = 0, backward = 0;
+  int dequantizations = 0;
+  for (const PlanOp& op : nf4.ops) {
+    if (!op.name.ends_with(".dequantize")) continue;
+    ++dequantizations;
+    forward += op.forward_bytes;
+    backward += op.backward_bytes;
+  }
+  CHECK(dequantizations == 7 * 32);
+  CHECK(forward == Approx(linear * (0.515875 + 2)));
+  const double first_qkv = 4096.0 * 4096 + 2 * 4096.0 * 1024;
+  CHECK(backward == Approx((linear - first_qkv) * (0.515875 + 2)));
+  CHECK(nf4.trainable_parameters == bf16.trainable_parameters);
+  CHECK(nf4.gradient_bytes == bf16.gradient_bytes);
+}

@@ -40,14 +40,14 @@ ErrorStats stats(const std::string& cls, const std::string& kind) {
 // A change that moves any of these must update this test and the README together.
 TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
-  CHECK(r.entries == 126);
+  CHECK(r.entries == 127);
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
   for (const auto& s : r.skipped) {
     CHECK_FALSE(s.reason.empty());
     seen.insert(s.entry);
   }
-  CHECK(seen.size() == 126);
+  CHECK(seen.size() == 127);
   for (const auto& p : r.points) {
     CHECK(p.predicted > 0);
     CHECK(p.published > 0);
@@ -114,9 +114,10 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // same pattern, seq <= 2k +20..+46% and seq >= 32k -5..-14%.
       {"nvswitch", "e2e_tokens_per_gpu", 50, 0.1729, 0.4556},
       {"multinode", "e2e_tokens_per_gpu", 15, 0.2234, 0.6084},
-      // torchtune's Llama 3.1 8B LoRA on one RTX 4090 (e2e-lora.yaml, issue 22; held out): -31%, dpsim's eager kernels
-      // against torch.compile's fusions and chunked cross-entropy, on a GPU whose GEMM efficiency is not measured
-      {"pcie", "e2e_tokens_per_gpu", 1, 0.3100, 0.3100},
+      // torchtune's Llama 3.1 8B LoRA and QLoRA on one RTX 4090 (e2e-lora.yaml, issue 22; held out): -31% and -15%,
+      // dpsim's eager kernels against torch.compile's fusions and chunked cross-entropy, on a GPU whose GEMM efficiency
+      // is not measured
+      {"pcie", "e2e_tokens_per_gpu", 2, 0.2305, 0.3100},
   };
   for (const Reached& r : reached) {
     INFO(r.cls << " / " << r.kind);
@@ -137,7 +138,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
-  CHECK(t[3].value == Approx(0.1848).margin(0.001));  // end-to-end tokens/s per GPU median (66): target 10%, missed
+  CHECK(t[3].value == Approx(0.1761).margin(0.001));  // end-to-end tokens/s per GPU median (67): target 10%, missed
   CHECK_FALSE(t[3].met);
   CHECK(t[4].value == Approx(0.6084).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +61%)
   CHECK_FALSE(t[4].met);

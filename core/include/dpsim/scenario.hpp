@@ -281,6 +281,9 @@ struct Lora {
   std::vector<std::string> target_modules;  // PEFT's module names (q_proj, ...), matched against the ops' names
   double dropout = 0;                       // lora_dropout: > 0 adds a dropout on each adapter's input
   Dtype adapter_dtype = Dtype::fp32;        // the adapters' weights and gradients (PEFT's autocast_adapter_dtype)
+  // lora.base_dtype nf4 (QLoRA): bytes per weight of the frozen linear layers as bitsandbytes stores them
+  // (data/lora.yaml); 0: every frozen tensor in training.param_dtype.
+  double quantized_base_bytes = 0;
 };
 
 struct Training {

@@ -33,6 +33,10 @@ std::vector<std::string> linear_module_names(const std::vector<Op>& ops);
 // weights, nothing (and nothing saved for it) where neither; a frozen linear keeps its input only for an adapter.
 std::vector<Op> finetune_ops(std::vector<Op> ops, const Training& training, double activation_bytes);
 
+// Bytes per parameter of a frozen tensor of `op`: QLoRA's stored nf4 bytes for a quantized base linear layer (every
+// one but the output layer), else training.param_dtype's.
+double frozen_bytes_per_parameter(const Training& training, const Op& op);
+
 // The dtypes of the trainable weights and their gradients: the adapters' (lora.adapter_dtype) under LoRA, else
 // training.param_dtype and grad_dtype.
 struct TrainableDtypes {
