@@ -1,12 +1,14 @@
 #include "report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <map>
 
 #include "dpsim/collective_kind.hpp"
 #include "dpsim/groups.hpp"
 #include "dpsim/plan.hpp"
+#include "dpsim/trainable.hpp"
 #include "dpsim/units.hpp"
 
 namespace dpsim::app {
@@ -18,6 +20,22 @@ std::string gpu_memory_label(const GpuSpec& gpu) {
   return binary ? fmt::format("{} ({} {})", format_bytes(gpu.memory_bytes), w.substr(0, unit), w.substr(unit))
                 : format_bytes(gpu.memory_bytes);
 }
+
+namespace {
+
+// What trains, as training.trainable says (a LoRA: its rank and layers; frozen_except: its patterns).
+std::string trainable_label(const Scenario& s, const StepResult& r) {
+  const Training& t = s.training;
+  const auto count = static_cast<double>(r.trainable_parameters.value_or(0));
+  const std::string what = t.trainable == Trainable::lora
+                               ? fmt::format("LoRA rank {} on {}", t.lora.rank, fmt::join(t.lora.target_modules, ", "))
+                               : fmt::format("frozen except {}", fmt::join(t.frozen_except, ", "));
+  return fmt::format("{} ({:.4f}% of {}; {}, the rest frozen)", format_count(count),
+                     100.0 * count / static_cast<double>(r.parameters_per_gpu),
+                     format_count(static_cast<double>(r.parameters_per_gpu)), what);
+}
+
+}  // namespace
 
 std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   std::vector<Section> out;
@@ -40,14 +58,25 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
     model.add("parameters per GPU",
               fmt::format("{} (the GEMM weights and the vocabulary / {}; norms, row-parallel biases, positions whole)",
                           format_count(static_cast<double>(r.parameters_per_gpu)), r.tensor_parallel));
-  model.add(fmt::format("gradients{} ({})", tensor ? " per GPU" : "", to_string(s.training.grad_dtype)),
+  if (r.trainable_parameters) model.add("trainable parameters", trainable_label(s, r));
+  model.add(fmt::format("gradients{} ({})", tensor ? " per GPU" : "", to_string(trainable_dtypes(s.training).grads)),
             format_bytes(static_cast<double>(r.gradient_bytes)));
   out.push_back(std::move(model));
 
   Section mem{"Memory per GPU", {}};
-  const double per_param =
-      model_state_bytes_per_parameter(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
-  if (s.parallelism.sharding == Sharding::none)
+  const TrainableDtypes dtypes = trainable_dtypes(s.training);
+  const double per_param = model_state_bytes_per_parameter(dtypes.weights, dtypes.grads, s.training.optimizer);
+  if (r.trainable_parameters)
+    mem.add(fmt::format(
+                "model state (frozen weights at {} B{}, the trainable at {:.0f} B/param, {}{})",
+                dtype_bytes(s.training.param_dtype),
+                s.training.lora.quantized_base_bytes > 0 && s.training.trainable == Trainable::lora
+                    ? fmt::format(", linear layers nf4 at {:g} B", s.training.lora.quantized_base_bytes)
+                    : std::string(),
+                per_param, to_string(s.training.optimizer),
+                s.parallelism.sharding == Sharding::none ? std::string() : ", " + s.parallelism.sharding_as_written),
+            format_bytes(r.model_state_bytes_per_gpu));
+  else if (s.parallelism.sharding == Sharding::none)
     mem.add(fmt::format("model state ({}, {:.0f} B/param)", to_string(s.training.optimizer), per_param),
             format_bytes(r.model_state_bytes_per_gpu));
   else

@@ -1,6 +1,7 @@
 #include "dpsim/advice.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "dpsim/cost.hpp"
 #include "dpsim/estimate.hpp"
+#include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/units.hpp"
 
@@ -138,6 +140,27 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
   return text;
 }
 
+// A full fine-tune that does not fit: LoRA with PEFT's defaults (data/lora.yaml) on the same cluster, evaluated as the
+// scenario is where it fits: its memory, step and all-reduce bytes per GPU next to the full fine-tune's.
+std::string lora_alternative(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  if (s.training.trainable != Trainable::all || !s.model.transformer) return "";
+  if (s.parallelism.tensor > 1 || s.parallelism.pipeline > 1 || s.zero_optimization) return "";
+  Scenario t = s;
+  t.training.trainable = Trainable::lora;
+  t.training.lora = default_lora(s.model);
+  if (s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3)
+    t.training.lora.adapter_dtype = s.training.param_dtype;  // FSDP: one dtype per FlatParameter
+  if (!memory_of(t).fits) return "";                         // nothing to offer
+  const StepResult x = evaluate(t);
+  return fmt::format(
+      " For a fine-tune, LoRA (training.trainable: lora, PEFT's defaults: rank {} on {}): {} trainable parameters, "
+      "{} per GPU, fits, step {} ({}), all-reduce {} per GPU per step instead of {}.",
+      t.training.lora.rank, fmt::join(t.training.lora.target_modules, ", "),
+      format_count(static_cast<double>(x.trainable_parameters.value_or(0))), format_bytes(x.memory_need_bytes()),
+      format_seconds(x.step_time_s), gain(r, x), format_bytes(x.allreduce_bytes_sent_per_gpu),
+      format_bytes(r.allreduce_bytes_sent_per_gpu));
+}
+
 std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   const double need = r.memory_need_bytes();
   std::string text = fmt::format(
@@ -154,7 +177,7 @@ std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {
     text += " ddp.gradient_as_bucket_view: true alone would make it fit.";
   }
-  return text;
+  return text + lora_alternative(s, r, evaluate);
 }
 
 std::string gain(const StepResult& base, const StepResult& changed) {

@@ -42,9 +42,12 @@ double gemm_flops(const GemmShape& g) {
 
 double ceil_div(int64_t a, int64_t b) { return std::ceil(static_cast<double>(a) / static_cast<double>(b)); }
 
-// Backward of Y = X W: dX = dY W^T (m x k, inner n) and dW = X^T dY (k x n, inner m).
-std::vector<GemmShape> backward_gemms(const GemmShape& g) {
-  return {GemmShape{g.m, g.k, g.n, g.batch}, GemmShape{g.k, g.n, g.m, g.batch}};
+// Backward of Y = X W: dX = dY W^T (m x k, inner n) and dW = X^T dY (k x n, inner m), each where wanted.
+std::vector<GemmShape> backward_gemms(const GemmShape& g, bool input_grad = true, bool weight_grad = true) {
+  std::vector<GemmShape> out;
+  if (input_grad) out.push_back({g.m, g.k, g.n, g.batch});
+  if (weight_grad) out.push_back({g.k, g.n, g.m, g.batch});
+  return out;
 }
 
 double launch_floor(double seconds, double kernels, const ComputeModel& m) {
@@ -72,12 +75,12 @@ double modelled_seconds(const GemmShape& g, double floor_bytes, const ComputeMod
 // per sample but whose FLOPs are not, e.g. BERT's pooler on one token); with no shape, at the ceiling. Where
 // the op states its own bytes (a layer list's convolution: an implicit GEMM reads feature maps, not the im2col
 // matrix its shape describes), those bound it; else each GEMM's operands do.
-double gemms_seconds(double flops, double stated_bytes, const std::vector<GemmShape>& gemms, bool backward,
-                     const ComputeModel& m) {
+double gemms_seconds(const PlanOp& op, double flops, double stated_bytes, bool backward, const ComputeModel& m) {
   const bool stated = stated_bytes > 0;
   double t = 0, f = 0;
-  for (const GemmShape& g : gemms) {
-    for (const GemmShape& one : backward ? backward_gemms(g) : std::vector<GemmShape>{g}) {
+  for (const GemmShape& g : op.gemms) {
+    for (const GemmShape& one :
+         backward ? backward_gemms(g, op.input_grad, op.weight_grad) : std::vector<GemmShape>{g}) {
       t += stated ? modelled_seconds(one, 0, m) : gemm_seconds(one, m);
       f += gemm_flops(one);
     }
@@ -153,7 +156,7 @@ double gemm_seconds(const GemmShape& g, const ComputeModel& m) {
 double forward_seconds(const PlanOp& op, const ComputeModel& m) {
   double t = 0;
   switch (op.kind) {
-    case OpKind::matmul: t = gemms_seconds(op.forward_flops, op.forward_bytes, op.gemms, false, m); break;
+    case OpKind::matmul: t = gemms_seconds(op, op.forward_flops, op.forward_bytes, false, m); break;
     case OpKind::attention: t = attention_forward_seconds(op, m) + memory_seconds(op.forward_bytes, m); break;
     case OpKind::elementwise:
     case OpKind::embedding:
@@ -164,10 +167,14 @@ double forward_seconds(const PlanOp& op, const ComputeModel& m) {
 }
 
 double backward_seconds(const PlanOp& op, const ComputeModel& m) {
+  if (!op.input_grad && !op.weight_grad) return 0;  // outside the autograd graph (core/trainable.cpp)
   double t = 0;
+  // Kernels: dX and dW per GEMM (a matmul: those wanted), at least one each.
+  double kernels = 2 * forward_kernels(op);
   switch (op.kind) {
     case OpKind::matmul:
-      t = gemms_seconds(op.backward_flops, op.backward_bytes - op.grad_copy_bytes, op.gemms, true, m) +
+      kernels = forward_kernels(op) * ((op.input_grad ? 1 : 0) + (op.weight_grad ? 1 : 0));
+      t = gemms_seconds(op, op.backward_flops, op.backward_bytes - op.grad_copy_bytes, true, m) +
           memory_seconds(op.grad_copy_bytes, m);
       break;
     case OpKind::attention: t = attention_backward_seconds(op, m) + memory_seconds(op.backward_bytes, m); break;
@@ -176,7 +183,7 @@ double backward_seconds(const PlanOp& op, const ComputeModel& m) {
       t = std::max(op.backward_flops / (m.peak_flops_per_s * m.gemm_efficiency), memory_seconds(op.backward_bytes, m));
       break;
   }
-  const double own = launch_floor(t, 2 * forward_kernels(op), m);
+  const double own = launch_floor(t, kernels, m);
   return op.recompute_forward ? own + forward_seconds(op, m) : own;  // activation checkpointing (core/plan.cpp)
 }
 

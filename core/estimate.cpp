@@ -35,6 +35,10 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.parameters = plan.model_parameters;
   r.parameters_per_gpu = plan.parameters;
   r.gradient_bytes = plan.gradient_bytes;
+  if (s.training.trainable != Trainable::all) {
+    r.trainable = to_string(s.training.trainable);
+    r.trainable_parameters = plan.trainable_parameters;
+  }
   r.model_state_bytes_per_gpu = plan.memory.model_state_bytes;
   r.activation_bytes_per_gpu = plan.memory.activation_bytes;
   r.ddp_buffer_bytes_per_gpu = plan.memory.ddp_buffer_bytes;

@@ -43,4 +43,10 @@ struct OptimizerPasses {
 // data/optimizers.yaml's row for this optimizer and implementation, read once (core/load_optimizers.cpp).
 OptimizerPasses optimizer_passes(Optimizer optimizer, OptimizerImpl impl);
 
+// bf16 | fp16 | fp32 (core/load_scenario.cpp).
+Dtype parse_dtype(const YNode& n);
+// training.trainable, training.frozen_except and the lora: block, checked against the model and the parallelism the
+// scenario has already read (core/load_trainable.cpp).
+void parse_trainable(const YNode& root, Scenario& s);
+
 }  // namespace dpsim

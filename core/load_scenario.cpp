@@ -20,6 +20,10 @@ namespace dpsim {
 
 namespace fs = std::filesystem;
 
+Dtype parse_dtype(const YNode& n) {
+  return n.as_enum<Dtype>({{"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp32", Dtype::fp32}});
+}
+
 namespace {
 
 std::vector<std::string> shipped_topologies() {
@@ -32,14 +36,10 @@ std::vector<std::string> shipped_topologies() {
   return names;
 }
 
-Dtype parse_dtype(const YNode& n) {
-  return n.as_enum<Dtype>({{"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp32", Dtype::fp32}});
-}
-
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
                 "optimizer_impl", "attention", "activation_checkpointing", "activations", "tf32", "total_tokens",
-                "total_samples"});
+                "total_samples", "trainable", "frozen_except"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
   if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
@@ -445,7 +445,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   YNode root = YNode::load_file(file);
   for (const auto& o : overrides) root.set_path(o.key_path, o.value);
   root.allow_only({"name", "description", "model", "training", "ddp", "parallelism", "fsdp", "cluster", "collective",
-                   "validation", "nccl", "zero_optimization"});
+                   "validation", "nccl", "zero_optimization", "lora"});
   const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
   Scenario s;
   s.file = file.string();
@@ -500,6 +500,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
                           s.zero_optimization ? "DeepSpeed's zero_optimization" : s.parallelism.sharding_as_written,
                           s.zero_optimization ? " (zero_optimization.overlap_comm)" : ""));
 
+  parse_trainable(root, s);
   if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
     root.at("training")
         .at("tf32")

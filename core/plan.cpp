@@ -9,6 +9,7 @@
 
 #include "dpsim/error.hpp"
 #include "dpsim/sharding.hpp"
+#include "dpsim/trainable.hpp"
 #include "load_internal.hpp"
 
 namespace dpsim {
@@ -85,6 +86,8 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.forward_bytes = op.forward_bytes_per_sample * mb;
   p.backward_bytes = op.backward_bytes_per_sample * mb + op.backward_fixed_bytes;
   p.score_dropout = op.score_dropout;
+  p.input_grad = op.input_grad;
+  p.weight_grad = op.weight_grad;
   for (const TensorComm& c : op.tensor_comms)
     p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb});
   for (GemmShape g : op.gemms) {
@@ -121,11 +124,14 @@ std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops)
     if (added) units.push_back(ShardUnit{.name = name});
     ShardUnit& u = units[it->second];
     u.ops.push_back(static_cast<int>(o));
-    for (const auto& p : ops[o].params) u.parameters += p.numel;
+    for (const auto& p : ops[o].params) {
+      u.parameters += p.numel;
+      u.trainable_parameters += p.trainable ? p.numel : 0;
+    }
   }
   for (ShardUnit& u : units) {
     u.gather_bytes = static_cast<double>(u.parameters) * param_bytes;
-    u.reduce_bytes = static_cast<double>(u.parameters) * reduce_bytes;
+    u.reduce_bytes = static_cast<double>(u.gradient_parameters()) * reduce_bytes;
   }
   if (units.front().ops.empty()) units.erase(units.begin());  // every op is in a wrapped block
   return units;
@@ -178,16 +184,30 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
     sh.units = fsdp_units(s, ops);
 }
 
+// Frozen weights (no gradient, no optimizer state): `bytes` as stored, sharded only by zero3.
+double frozen_weight_bytes(double bytes, Sharding sharding, int shards) {
+  return sharding == Sharding::zero3 ? bytes / std::max(1, shards) : bytes;
+}
+
+// FSDP: the gradient a unit's frozen tensors get when some tensor of the unit trains (ShardUnit::gradient_parameters),
+// sharded as the trainable gradients are.
+double frozen_gradient_bytes(const Sharded& sh, const ModelStateParts& parts) {
+  double frozen = 0;
+  for (const ShardUnit& u : sh.units) frozen += static_cast<double>(u.gradient_parameters() - u.trainable_parameters);
+  return frozen * parts.grads / std::max(1, sh.shards);
+}
+
 // The optimizer step over `parameters` in `tensors` tensors; sharded, each rank updates its 1/N of the optimizer state
 // and master weights.
 OptimizerStep optimizer_step(const Scenario& s, int64_t parameters, int64_t tensors, const Sharded& sh) {
   const Training& t = s.training;
+  const TrainableDtypes dtypes = trainable_dtypes(t);
   OptimizerStep o;
   o.parameters = parameters;
   o.tensors = tensors;
   o.bytes = static_cast<double>(parameters) *
-            optimizer_bytes_per_parameter(t.optimizer, t.optimizer_impl, t.param_dtype, t.grad_dtype);
-  o.kernels = optimizer_kernels(t.optimizer, t.optimizer_impl, t.param_dtype, tensors);
+            optimizer_bytes_per_parameter(t.optimizer, t.optimizer_impl, dtypes.weights, dtypes.grads);
+  o.kernels = optimizer_kernels(t.optimizer, t.optimizer_impl, dtypes.weights, tensors);
   if (sh.sharding == Sharding::none) return o;
   const auto n = static_cast<double>(sh.shards);
   o.parameters = static_cast<int64_t>(std::ceil(static_cast<double>(o.parameters) / n));
@@ -340,14 +360,18 @@ StepPlan make_step_plan(const Scenario& s) {
   if (plan.dims.world() != plan.world_size)
     throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name, plan.dims.data,
                                  plan.dims.tensor, plan.dims.pipeline, plan.world_size));
-  const auto ops = build_ops(s.model, s.training.sequence_length, s.training.param_dtype,
-                             {s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1});
-  for (const Op& op : build_ops(s.model, s.training.sequence_length, s.training.param_dtype)) {
+  const double act_bytes = dtype_bytes(s.training.param_dtype);
+  const auto ops =
+      finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.param_dtype,
+                             {s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1}),
+                   s.training, act_bytes);
+  for (const Op& op :
+       finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.param_dtype), s.training, act_bytes)) {
     if (op.kind == OpKind::matmul || op.kind == OpKind::attention)
       plan.model_flops_per_sample += op.forward_flops_per_sample + op.backward_flops_per_sample;
     for (const ParamTensor& p : op.params) plan.model_parameters += p.numel;
   }
-  const int grad_bytes = dtype_bytes(s.training.grad_dtype);
+  const int grad_bytes = dtype_bytes(trainable_dtypes(s.training).grads);
   for (const auto& op : ops) plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
   mark_recomputation(s, ops, plan);
   plan.pipeline = pipeline_plan(s, ops);
@@ -362,6 +386,8 @@ StepPlan make_step_plan(const Scenario& s) {
   for (int op_index : plan.backward_order) {
     const auto& params = ops[static_cast<size_t>(op_index)].params;
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
+      plan.parameters += it->numel;
+      if (!it->trainable) continue;  // frozen: no gradient (core/trainable.cpp)
       Grad g{it->name, it->numel, it->numel * grad_bytes, op_index, 0};
       plan.ops[static_cast<size_t>(op_index)].grads.push_back(static_cast<int>(plan.grads.size()));
       // DDP copies each gradient into its bucket and divides by the world size: read + write (DeepSpeed copies it
@@ -371,7 +397,7 @@ StepPlan make_step_plan(const Scenario& s) {
         plan.ops[static_cast<size_t>(op_index)].backward_bytes += 2.0 * static_cast<double>(g.bytes);
         plan.ops[static_cast<size_t>(op_index)].grad_copy_bytes += 2.0 * static_cast<double>(g.bytes);
       }
-      plan.parameters += g.numel;
+      plan.trainable_parameters += g.numel;
       plan.gradient_bytes += g.bytes;
       ready_bytes.push_back(g.bytes);
       plan.grads.push_back(std::move(g));
@@ -417,7 +443,8 @@ StepPlan make_step_plan(const Scenario& s) {
 
   plan_sharding(s, ops, plan);
   // What each stage holds, updates and keeps; the plan's own figures are the stage that needs the most memory.
-  const ModelStateParts parts = model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+  const TrainableDtypes dtypes = trainable_dtypes(s.training);
+  const ModelStateParts parts = model_state_parts(dtypes.weights, dtypes.grads, s.training.optimizer);
   const auto slots = pipeline_schedule(plan.pipeline.schedule, plan.pipeline.stages, plan.pipeline.micro_batches,
                                        plan.pipeline.virtual_stages);
   for (int stage = 0; stage < plan.pipeline.stages; ++stage) {
@@ -428,8 +455,18 @@ StepPlan make_step_plan(const Scenario& s) {
     if (bucketed && !deepspeed && !s.ddp.gradient_as_bucket_view)
       need.final_copy_bytes = 2.0 * static_cast<double>(grad_bytes_held);
     need.optimizer = optimizer_step(s, need.parameters, tensors, plan.sharded);
+    double frozen_bytes = 0;
+    for (size_t o = 0; o < ops.size(); ++o) {
+      if (plan.pipeline.stage_of(static_cast<int>(o)) != stage) continue;
+      for (const ParamTensor& p : ops[o].params) {
+        if (p.trainable) continue;
+        need.frozen_parameters += p.numel;
+        frozen_bytes += static_cast<double>(p.numel) * frozen_bytes_per_parameter(s.training, ops[o]);
+      }
+    }
     need.memory.model_state_bytes =
-        sharded_model_state_bytes(static_cast<double>(need.parameters), parts, sharding, plan.sharded.shards);
+        sharded_model_state_bytes(static_cast<double>(need.parameters), parts, sharding, plan.sharded.shards) +
+        frozen_weight_bytes(frozen_bytes, sharding, plan.sharded.shards) + frozen_gradient_bytes(plan.sharded, parts);
     need.memory.ddp_buffer_bytes = deepspeed                                    ? deepspeed_bucket_buffer_bytes(s)
                                    : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(grad_bytes_held)
                                                                                 : 0.0;

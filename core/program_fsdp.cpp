@@ -59,6 +59,7 @@ struct FsdpBuilder {
 
   void reduce(int u) {
     const ShardUnit& unit = plan.sharded.units[static_cast<size_t>(u)];
+    if (unit.reduce_bytes <= 0) return;  // no tensor of the unit trains (core/trainable.cpp): no gradient to reduce
     const EventRef ready{EventKind::unit_backward, key(u)};
     bld.wait(kComm, ready);
     bld.call(kComm, {.kind = CollectiveKind::reduce_scatter,

@@ -73,6 +73,10 @@ json to_json(const StepResult& r) {
   j["context"] = r.context;
   j["model"] = {
       {"parameters", r.parameters}, {"parameters_per_gpu", r.parameters_per_gpu}, {"gradient_bytes", r.gradient_bytes}};
+  if (r.trainable_parameters) {
+    j["model"]["trainable"] = r.trainable;
+    j["model"]["trainable_parameters"] = *r.trainable_parameters;
+  }
   j["memory"] = {{"model_state_bytes_per_gpu", r.model_state_bytes_per_gpu},
                  {"activation_bytes_per_gpu", r.activation_bytes_per_gpu},
                  {"ddp_buffer_bytes_per_gpu", r.ddp_buffer_bytes_per_gpu},
@@ -193,6 +197,10 @@ StepResult result_from_json(const json& j) {
     r.parameters = need(j, "model", "parameters").get<long long>();
     r.parameters_per_gpu = j.at("model").value("parameters_per_gpu", r.parameters);  // absent before tensor parallelism
     r.gradient_bytes = need(j, "model", "gradient_bytes").get<long long>();
+    if (j.at("model").contains("trainable_parameters")) {
+      r.trainable = j.at("model").value("trainable", "");
+      r.trainable_parameters = j.at("model").at("trainable_parameters").get<long long>();
+    }
     r.model_state_bytes_per_gpu = need(j, "memory", "model_state_bytes_per_gpu").get<double>();
     r.activation_bytes_per_gpu = need(j, "memory", "activation_bytes_per_gpu").get<double>();
     r.ddp_buffer_bytes_per_gpu = j.at("memory").value("ddp_buffer_bytes_per_gpu", 0.0);

@@ -47,6 +47,15 @@ const char* to_string(AttentionImpl impl) {
 }
 const char* to_string(ActivationCheckpointing c) { return c == ActivationCheckpointing::full ? "full" : "none"; }
 
+const char* to_string(Trainable trainable) {
+  switch (trainable) {
+    case Trainable::all: return "all";
+    case Trainable::lora: return "lora";
+    case Trainable::frozen_except: return "frozen_except";
+  }
+  return "?";
+}
+
 // to_string(Algorithm) and algorithm_named: the algorithm registry (collective_algorithms.cpp).
 
 const char* to_string(Protocol protocol) {

@@ -174,9 +174,12 @@ class KernelAdaptor final : public StepExecutor {
     const bool divides = op.grad_copy_bytes > 0 && layout_.bucket_view && in.sync;
     const double elementwise = std::max(0.0, op.backward_bytes - (copies || divides ? op.grad_copy_bytes : 0.0));
     if (elementwise > 0) ex_.memory_kernel({.op = o, .role = MemoryRole::backward, .bytes = elementwise});
+    // A matmul's backward runs the GEMMs the plan wants (core/trainable.cpp: dX, dW); attention's both or none.
+    const bool attention = op.kind == OpKind::attention;
     for (size_t j = 0; j < op.gemms.size(); ++j) {
       const GemmShape& s = op.gemms[j];
-      launch_gemm(ex_, make_gemm(o, static_cast<int>(j), s, GemmRole::backward_input));
+      if (op.input_grad) launch_gemm(ex_, make_gemm(o, static_cast<int>(j), s, GemmRole::backward_input));
+      if (!op.weight_grad && !(attention && op.input_grad)) continue;
       GemmCall dw = make_gemm(o, static_cast<int>(j), s, GemmRole::backward_weight);
       dw.grad = layout_.gemm_grad[static_cast<size_t>(o)][j];
       dw.accumulate = accumulate && dw.grad >= 0;

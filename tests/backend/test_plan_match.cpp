@@ -44,11 +44,13 @@ TEST_CASE("dry-run sequence follows the step plan (ops, backward order, buckets)
     REQUIRE(fwd.size() == expected.size() * per_step);
     CHECK(std::equal(expected.begin(), expected.end(), fwd.end() - static_cast<long>(expected.size())));
 
-    // Backward: plan.backward_order (ops that launch anything).
+    // Backward: plan.backward_order (ops that launch anything: a frozen op outside the autograd graph, neither dX nor
+    // dW wanted, launches nothing; core/trainable.cpp).
     std::vector<int> backward;
     for (int o : plan.backward_order) {
       const PlanOp& op = plan.ops[static_cast<size_t>(o)];
-      if (!op.gemms.empty() || !op.grads.empty() || op.backward_bytes > 0) backward.push_back(o);
+      const bool gemms = !op.gemms.empty() && (op.input_grad || op.weight_grad);
+      if (gemms || !op.grads.empty() || op.backward_bytes > 0) backward.push_back(o);
     }
     CHECK(facts.backward_ops == backward);
 

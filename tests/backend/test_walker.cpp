@@ -1,9 +1,13 @@
-// The plan walker through the dry-run executor: DDP's launch order on a hand-built plan.
+// The plan walker through the dry-run executor: DDP's launch order on a hand-built plan (and a LoRA scenario's).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <map>
 
+#include "../source_dir.hpp"
 #include "dpsim/backend/executor.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
 #include "sequence_check.hpp"
 #include "tiny_plan.hpp"
 
@@ -190,4 +194,26 @@ TEST_CASE("the bucket->grad copies count as optimizer time: after optimizer_begi
   REQUIRE(first_copy > 0);
   CHECK(last_wait < optimizer_begin);
   CHECK(optimizer_begin < first_copy);
+}
+
+TEST_CASE("LoRA: the backward launches dW only for the adapters, dX only above the first trainable tensor") {
+  const StepPlan p =
+      make_step_plan(load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-lora-8xl40s.yaml"));
+  const StepLayout l = make_layout(p, 2, true);
+  int dw = 0, dw_into_grad = 0, dx = 0;
+  for (const auto& x : dry_run(p, l)) {
+    if (x.type != Launch::Type::gemm) continue;
+    if (x.gemm_call.role == GemmRole::backward_weight) {
+      ++dw;
+      dw_into_grad += x.gemm_call.grad >= 0 ? 1 : 0;
+      CHECK(p.ops[static_cast<size_t>(x.gemm_call.op)].name.find(".lora_") != std::string::npos);
+    }
+    if (x.gemm_call.role == GemmRole::backward_input) ++dx;
+  }
+  CHECK(dw == 4 * 32 * 2);  // lora_A and lora_B of q, k, v, o in 32 blocks
+  CHECK(dw_into_grad == dw);
+  // dX: every linear layer but the first block's q, k, v (nothing before them trains) and their adapters' lora_A.
+  int linear = 0;
+  for (const PlanOp& op : p.ops) linear += op.kind == OpKind::matmul ? 1 : 0;
+  CHECK(dx == linear - 6);
 }

@@ -42,14 +42,14 @@ ErrorStats stats(const std::string& cls, const std::string& kind) {
 // A change that moves any of these must update this test and the README together.
 TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
-  CHECK(r.entries == 150);
+  CHECK(r.entries == 152);
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
   for (const auto& s : r.skipped) {
     CHECK_FALSE(s.reason.empty());
     seen.insert(s.entry);
   }
-  CHECK(seen.size() == 150);
+  CHECK(seen.size() == 152);
   for (const auto& p : r.points) {
     CHECK(p.predicted > 0);
     CHECK(p.published > 0);
@@ -117,9 +117,14 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       {"nvswitch", "e2e_tokens_per_gpu", 50, 0.1729, 0.4556},
       {"multinode", "e2e_tokens_per_gpu", 15, 0.2234, 0.6084},
       // Megatron-LM on 32-3072 A100 80GB (Narayanan et al. 2021 Tables 1 and 2; held out: nothing is fitted to them),
-      // TFLOP/s per GPU by the paper's equation (3): within 2% without tensor parallelism, +5..+10% with it (t 4-8): the
+      // TFLOP/s per GPU by the paper's equation (3): within 2% without tensor parallelism, +5..+10% with it (t 4-8):
+      // the
       // same direction as the 8-GPU Megatron-LM 2019 point (test_megatron.cpp)
       {"multinode", "e2e_hardware_tflops_per_gpu", 16, 0.0739, 0.0973},
+      // torchtune's Llama 3.1 8B LoRA and QLoRA on one RTX 4090 (e2e-lora.yaml, issue 22; held out): -31% and -15%,
+      // dpsim's eager kernels against torch.compile's fusions and chunked cross-entropy, on a GPU whose GEMM efficiency
+      // is not measured
+      {"pcie", "e2e_tokens_per_gpu", 2, 0.2305, 0.3100},
   };
   for (const Reached& r : reached) {
     INFO(r.cls << " / " << r.kind);
@@ -140,7 +145,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
-  CHECK(t[3].value == Approx(0.1399).margin(0.001));  // end-to-end throughput per GPU median (81): target 10%, missed
+  CHECK(t[3].value == Approx(0.1400).margin(0.001));  // end-to-end throughput per GPU median (83): target 10%, missed
   CHECK_FALSE(t[3].met);
   CHECK(t[4].value == Approx(0.6084).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +61%)
   CHECK_FALSE(t[4].met);
@@ -351,7 +356,7 @@ TEST_CASE("a target no number was scored for is not judged, and says so") {
 TEST_CASE("reference set: a predict block with closed_form is estimated, the others simulated") {
   std::map<std::string, std::string> by;
   for (const auto& p : report().points) by[p.entry] = p.predicted_by;
-  CHECK(by.at("narayanan21-t1-gpt1t-g3072") == "estimate");   // closed_form: 64 stages x 512 micro-batches
+  CHECK(by.at("narayanan21-t1-gpt1t-g3072") == "estimate");    // closed_form: 64 stages x 512 micro-batches
   CHECK(by.at("narayanan21-t1-gpt39.1b-g512") == "simulate");  // 2 stages x 12 micro-batches: simulated
   CHECK(by.at("narayanan21-t1-gpt1.7b-g32") == "simulate");
 }

@@ -27,6 +27,8 @@ ModelSpec load_model(const std::filesystem::path& file);  // models/*.yaml or a 
 GpuSpec load_gpu(const std::string& key);                 // from data/gpus.yaml
 std::vector<GpuSpec> load_gpu_catalog();                  // every GPU in data/gpus.yaml, sorted by key
 NcclModel load_nccl(const std::filesystem::path& file);
+// PEFT's LoraConfig defaults for a transformer `model` (data/lora.yaml): rank, alpha, the family's target modules.
+Lora default_lora(const ModelSpec& model);
 
 // The topology on `nodes` nodes of its first `gpus_per_node` GPUs (keep_first_gpus), checked (at most 2^20
 // GPUs, every GPU reachable, NICs for multi-node); `fail` reports what is wrong and must throw.

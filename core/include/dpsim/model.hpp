@@ -16,6 +16,7 @@ const char* to_string(OpKind kind);
 struct ParamTensor {
   std::string name;
   int64_t numel = 0;
+  bool trainable = true;  // core/trainable.cpp finetune_ops decides; false: frozen (no gradient, no optimizer state)
 };
 
 // Megatron-LM's tensor-parallel communication around an op: a collective over the tensor group that blocks the
@@ -52,6 +53,10 @@ struct Op {
   std::vector<TensorComm> tensor_comms;    // tensor parallelism's collectives around it, in issue order
   bool score_dropout = false;              // attention: dropout on the probabilities (a pass over them when eager)
   bool tied_copy = false;  // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
+  // What its backward computes (core/trainable.cpp; both true when every parameter trains): the gradient of its input
+  // (dX: some tensor before it trains) and of its weight (dW: its weight trains; a tied head: the embedding's does).
+  bool input_grad = true;
+  bool weight_grad = true;
 };
 
 // Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations.

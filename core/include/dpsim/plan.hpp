@@ -33,6 +33,8 @@ struct PlanOp {
   bool recompute_forward = false;        // activation_checkpointing full: its forward runs again before its backward
   std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
   bool score_dropout = false;            // attention: dropout on its probabilities (model.hpp Op)
+  bool input_grad = true;                // its backward computes dX (model.hpp Op)
+  bool weight_grad = true;               // and dW
 };
 
 struct Grad {
@@ -71,8 +73,14 @@ struct ShardUnit {
   std::string name{};      // "" is the root (what no wrapped block owns)
   std::vector<int> ops{};  // indices into StepPlan::ops, forward order
   int64_t parameters = 0;
-  double gather_bytes = 0;  // all-gather buffer S: the unit's weights in param_dtype
-  double reduce_bytes = 0;  // reduce-scatter buffer S: its gradients in the reduce dtype
+  int64_t trainable_parameters = 0;  // of those (training.trainable)
+  double gather_bytes = 0;           // all-gather buffer S: the unit's weights in param_dtype
+  // reduce-scatter buffer S: its gradients in the reduce dtype; a unit with frozen and trainable tensors reduces all
+  // of its FlatParameter's gradient, one with none trainable nothing (see gradient_parameters)
+  double reduce_bytes = 0;
+  // FSDP's docstring on use_orig_params=True: FSDP "supports mixing frozen and non-frozen, but ... the gradient memory
+  // usage will be higher than expected (namely, equivalent to not freezing those parameters)".
+  int64_t gradient_parameters() const { return trainable_parameters > 0 ? parameters : 0; }
 };
 
 struct Sharded {
@@ -99,7 +107,8 @@ struct Sharded {
 
 // One pipeline stage (a GPU's share of the pipeline): what it holds, updates and keeps in flight.
 struct StageNeed {
-  int64_t parameters = 0;  // of the stage's ops, on one GPU (1/t of the split tensors)
+  int64_t parameters = 0;         // trainable, of the stage's ops, on one GPU (1/t of the split tensors)
+  int64_t frozen_parameters = 0;  // frozen (core/trainable.cpp): weights only
   OptimizerStep optimizer;
   MemoryNeed memory;
   double final_copy_bytes = 0;  // its buckets copied back into the gradients (no bucket views)
@@ -138,10 +147,11 @@ struct StepPlan {
   int64_t micro_batch = 1;
   int64_t sequence_length = 1;
   int64_t gradient_accumulation = 1;
-  int64_t samples_per_step = 1;  // Scenario::samples_per_step
-  int64_t parameters = 0;        // what one GPU holds (1/t of the split tensors under tensor parallelism)
-  int64_t gradient_bytes = 0;    // of those parameters
-  int64_t model_parameters = 0;  // the whole model's
+  int64_t samples_per_step = 1;      // Scenario::samples_per_step
+  int64_t parameters = 0;            // what one GPU holds (1/t of the split tensors under tensor parallelism)
+  int64_t trainable_parameters = 0;  // of those, the trainable ones (training.trainable; all of them by default)
+  int64_t gradient_bytes = 0;        // of the trainable ones
+  int64_t model_parameters = 0;      // the whole model's
   // Model FLOPs of one sample, forward and backward, the whole model (Megatron-LM's count: no recomputation,
   // causal attention halved; megatron/training/training.py num_floating_point_operations).
   double model_flops_per_sample = 0;

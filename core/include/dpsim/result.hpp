@@ -96,6 +96,10 @@ struct StepResult {
   long long parameters = 0;          // the whole model's (JSON model.parameters)
   long long parameters_per_gpu = 0;  // what one GPU holds: 1/tensor of the split tensors (model.parameters_per_gpu)
   long long gradient_bytes = 0;      // of one GPU's parameters: what it all-reduces over its data-parallel group
+  // training.trainable other than all: what trains, and how many of one GPU's parameters (model.trainable,
+  // model.trainable_parameters); absent when every parameter trains.
+  std::string trainable;
+  std::optional<long long> trainable_parameters;
 
   double model_state_bytes_per_gpu = 0;
   double activation_bytes_per_gpu = 0;

@@ -268,6 +268,24 @@ struct ModelSpec {
 
 // ---- training, DDP, collective ----------------------------------------------------------------
 
+// training.trainable: what the step trains (core/trainable.cpp decides it for every parameter, in one place): every
+// parameter (full training), LoRA adapters on a frozen base (Hu et al. 2021, arXiv 2106.09685; PEFT's LoraConfig), or
+// only the parameters whose names match training.frozen_except's patterns.
+enum class Trainable { all, lora, frozen_except };
+const char* to_string(Trainable trainable);
+
+// The scenario's lora: block, with PEFT's names (peft/tuners/lora/config.py LoraConfig; defaults in data/lora.yaml).
+struct Lora {
+  int64_t rank = 0;                         // r
+  double alpha = 0;                         // lora_alpha: scales the update, no cost
+  std::vector<std::string> target_modules;  // PEFT's module names (q_proj, ...), matched against the ops' names
+  double dropout = 0;                       // lora_dropout: > 0 adds a dropout on each adapter's input
+  Dtype adapter_dtype = Dtype::fp32;        // the adapters' weights and gradients (PEFT's autocast_adapter_dtype)
+  // lora.base_dtype nf4 (QLoRA): bytes per weight of the frozen linear layers as bitsandbytes stores them
+  // (data/lora.yaml); 0: every frozen tensor in training.param_dtype.
+  double quantized_base_bytes = 0;
+};
+
 struct Training {
   int64_t micro_batch = 1;
   int64_t sequence_length = 1;
@@ -283,6 +301,9 @@ struct Training {
   // How much the whole run trains on (at most one of the two): time and cost to train (core/training_cost.cpp).
   std::optional<double> total_tokens;
   std::optional<double> total_samples;
+  Trainable trainable = Trainable::all;
+  std::vector<std::string> frozen_except;  // trainable frozen_except: glob patterns over parameter names
+  Lora lora;                               // trainable lora
 };
 
 struct Ddp {
