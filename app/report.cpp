@@ -67,15 +67,15 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   const TrainableDtypes dtypes = trainable_dtypes(s.training);
   const double per_param = model_state_bytes_per_parameter(dtypes.weights, dtypes.grads, s.training.optimizer);
   if (r.trainable_parameters)
-    mem.add(fmt::format(
-                "model state (frozen weights at {} B{}, the trainable at {:.0f} B/param, {}{})",
-                dtype_bytes(s.training.param_dtype),
+    mem.add("model state (fine-tune)",
+            fmt::format(
+                "{} (frozen weights {} B/param{}, the trainable {:.0f} B/param, {}{})",
+                format_bytes(r.model_state_bytes_per_gpu), dtype_bytes(s.training.param_dtype),
                 s.training.lora.quantized_base_bytes > 0 && s.training.trainable == Trainable::lora
                     ? fmt::format(", linear layers nf4 at {:g} B", s.training.lora.quantized_base_bytes)
                     : std::string(),
                 per_param, to_string(s.training.optimizer),
-                s.parallelism.sharding == Sharding::none ? std::string() : ", " + s.parallelism.sharding_as_written),
-            format_bytes(r.model_state_bytes_per_gpu));
+                s.parallelism.sharding == Sharding::none ? std::string() : ", " + s.parallelism.sharding_as_written));
   else if (s.parallelism.sharding == Sharding::none)
     mem.add(fmt::format("model state ({}, {:.0f} B/param)", to_string(s.training.optimizer), per_param),
             format_bytes(r.model_state_bytes_per_gpu));
