@@ -330,10 +330,6 @@ PipelinePlan pipeline_plan(const Scenario& s, const std::vector<Op>& ops) {
       static_cast<double>(s.training.sequence_length) / (par.sequence_parallel ? static_cast<double>(par.tensor) : 1.0);
   p.boundary_bytes = static_cast<double>(s.training.micro_batch) * sequence *
                      static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype);
-  for (const Op& op : ops)
-    if (op.tied_copy)
-      for (const ParamTensor& t : op.params)
-        p.embedding_grad_bytes += static_cast<double>(t.numel) * dtype_bytes(s.training.grad_dtype);
   return p;
 }
 
@@ -399,6 +395,8 @@ StepPlan make_step_plan(const Scenario& s) {
       }
       plan.trainable_parameters += g.numel;
       plan.gradient_bytes += g.bytes;
+      if (ops[static_cast<size_t>(op_index)].tied_copy)
+        plan.pipeline.embedding_grad_bytes += static_cast<double>(g.bytes);
       ready_bytes.push_back(g.bytes);
       plan.grads.push_back(std::move(g));
     }
