@@ -28,7 +28,8 @@ struct TopologyArgs {
   std::string min_bytes = "8B";
   std::string max_bytes = "8GiB";
   std::string algorithm = "auto";
-  std::string calibration;  // a calibration YAML applied as predict applies it
+  std::string calibration;               // a calibration YAML applied as predict applies it
+  std::string framework = "nccl-tests";  // nccl-tests: NCCL's time alone; torch: + PyTorch's launch of each call
   bool json = false;
 };
 
@@ -48,7 +49,13 @@ std::vector<std::pair<double, CollectiveCost>> sweep(const FabricSummary& f, con
   if (hi < lo) throw InputError("inspect topology: --max-bytes is smaller than --min-bytes");
   const Collective want{algorithm_named(a.algorithm).value_or(Algorithm::automatic), Protocol::automatic};
   std::vector<std::pair<double, CollectiveCost>> rows;
-  for (double s = lo; s <= hi * (1 + 1e-12); s *= 2) rows.push_back({s, allreduce_cost(s, f, nccl, want)});
+  const double launch_s = a.framework == "torch" ? nccl.framework_launch_overhead_s : 0.0;
+  for (double s = lo; s <= hi * (1 + 1e-12); s *= 2) {
+    CollectiveCost c = allreduce_cost(s, f, nccl, want);
+    c.time_s += launch_s;
+    c.busbw_bytes_per_s = bytes_moved_per_rank(CollectiveKind::all_reduce, f.world, s) / c.time_s;
+    rows.push_back({s, c});
+  }
   return rows;
 }
 
@@ -57,12 +64,13 @@ struct Inspected {
   std::filesystem::path file;
   FabricSummary summary;
   double intra_efficiency = 0;
-  bool nvls = false;  // as allreduce_cost uses it: one node, enough GPUs
+  std::string nvls;      // empty where NCCL runs NVLS here, else why not (algorithm_unavailable_reason)
+  std::string nvlstree;  // the same for NVLSTree
   std::optional<CalibrationReport> calibration;
   nlohmann::json calibration_json;  // null without --calibration
 };
 
-nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl,
+nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl, const TopologyArgs& a,
                        const std::vector<std::pair<double, CollectiveCost>>& rows) {
   const Topology& t = fb.topology;
   const FabricSummary& f = fb.summary;
@@ -91,7 +99,9 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl,
           {"inter_node_transport", to_string(t.network.transport)},
           {"inter_node_efficiency", t.nodes > 1 ? nccl.ring_efficiency_for(f.net_class, f.arch) : 0.0},
           {"net_plugin_latency_s", nccl.net_plugin_latency(f.net_class)},
-          {"nvls", fb.nvls},
+          {"nvls", fb.nvls.empty()},
+          {"nvlstree", fb.nvlstree.empty()},
+          {"framework", a.framework},
           {"nccl_model_version", nccl.version},
           {"calibration", fb.calibration_json},
           {"allreduce", out}};
@@ -106,13 +116,13 @@ std::string inter_limit(const Topology& t, const FabricSummary& f) {
                      t.network.kind == NetworkKind::fat_tree ? "leaf" : "rail", nics, f.nic_ring_bytes_per_s / 1e9);
 }
 
-std::string to_text(const Inspected& fb, const NcclModel& nccl,
+std::string to_text(const Inspected& fb, const NcclModel& nccl, const TopologyArgs& a,
                     const std::vector<std::pair<double, CollectiveCost>>& rows) {
   const Topology& t = fb.topology;
   const FabricSummary& f = fb.summary;
   std::string out = fmt::format("{} ({})\n", t.name, fb.file.string());
-  out +=
-      fmt::format("  GPUs            {} nodes x {} = {} x {}\n", t.nodes, t.gpus_per_node, t.world_size(), t.gpu.name);
+  out += fmt::format("  GPUs            {} node{} x {} = {} x {}\n", t.nodes, t.nodes == 1 ? "" : "s", t.gpus_per_node,
+                     t.world_size(), t.gpu.name);
   out += fmt::format(
       "  in a node       {}: ring {:.1f} GB/s per GPU per direction nominal, x {:.3f} measured efficiency\n",
       f.intra_class, f.intra_ring_bytes_per_s / 1e9, fb.intra_efficiency);
@@ -124,13 +134,19 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl,
         plugin_s > 0 ? fmt::format(", +{} per inter-node step (network plugin)", format_seconds(plugin_s))
                      : std::string());
   }
-  out += fmt::format("  NVLS            {}\n", fb.nvls                 ? "yes"
-                                               : f.nvls && f.nodes > 1 ? "no (across nodes dpsim models ring and tree)"
-                                               : f.nvls                ? "no (fewer than nvls_min_gpus GPUs)"
-                                                                       : "no");
+  out += fmt::format("  NVLS            {}\n", fb.nvls.empty() ? "yes" : "no: " + fb.nvls);
+  if (f.nvls && f.nodes > 1)
+    out += fmt::format("  NVLSTree        {}\n", fb.nvlstree.empty() ? "yes" : "no: " + fb.nvlstree);
   if (fb.calibration) out += "  " + fb.calibration->summary() + "\n";
-  out +=
-      fmt::format("All-reduce per call as nccl-tests times it (NCCL model {}, no framework launch):\n", nccl.version);
+  out += a.framework == "torch"
+             ? fmt::format(
+                   "All-reduce per call as torch.distributed.all_reduce times it (NCCL model {}, + {} PyTorch "
+                   "launch per call, data/nccl.yaml framework_launch_overhead):\n",
+                   nccl.version, format_seconds(nccl.framework_launch_overhead_s))
+             : fmt::format(
+                   "All-reduce per call as nccl-tests times it (NCCL model {}, no framework launch; "
+                   "--framework torch adds PyTorch's):\n",
+                   nccl.version);
   std::vector<std::vector<std::string>> table{
       {"size", "bytes", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)"}};
   for (const auto& [s, c] : rows) {
@@ -150,6 +166,11 @@ void run(const TopologyArgs& a) {
     throw InputError(fmt::format("inspect topology: {}", e.what()));
   }
   const Topology loaded = load_topology(fb.file);
+  if (a.gpus_per_node > loaded.gpus_per_node)
+    throw InputError(
+        fmt::format("inspect topology: --gpus-per-node {}: {} has {} GPUs per node; give at most that many "
+                    "(the first N of them), or a topology file with a larger node",
+                    a.gpus_per_node, loaded.name, loaded.gpus_per_node));
   fb.topology = sized_topology(
       loaded, a.nodes > 0 ? a.nodes : loaded.nodes, a.gpus_per_node > 0 ? a.gpus_per_node : loaded.gpus_per_node,
       [](const std::string& msg) { throw InputError("inspect topology (--nodes, --gpus-per-node): " + msg); });
@@ -165,9 +186,15 @@ void run(const TopologyArgs& a) {
   }
   fb.summary = summarize_fabric(fb.topology);
   fb.intra_efficiency = nccl.ring_efficiency_for(fb.summary.intra_class, fb.summary.arch);
-  fb.nvls = algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, fb.summary, nccl);
+  fb.nvls = algorithm_unavailable_reason(Algorithm::nvls, CollectiveKind::all_reduce, fb.summary, nccl);
+  fb.nvlstree = algorithm_unavailable_reason(Algorithm::nvlstree, CollectiveKind::all_reduce, fb.summary, nccl);
+  if (a.algorithm != "auto") {
+    const std::string why =
+        algorithm_unavailable_reason(*algorithm_named(a.algorithm), CollectiveKind::all_reduce, fb.summary, nccl);
+    if (!why.empty()) throw InputError(fmt::format("inspect topology: --algorithm {}: {}", a.algorithm, why));
+  }
   const auto rows = sweep(fb.summary, nccl, a);
-  emit(a.json ? to_json(fb, nccl, rows).dump(2) + "\n" : to_text(fb, nccl, rows), "");
+  emit(a.json ? to_json(fb, nccl, a, rows).dump(2) + "\n" : to_text(fb, nccl, a, rows), "");
 }
 
 }  // namespace
@@ -187,6 +214,10 @@ void register_inspect_topology(CLI::App& inspect) {
   cmd->add_option("--calibration", a->calibration,
                   "Calibration YAML from dpsim calibrate, applied as predict applies it: the table shows the "
                   "calibrated all-reduce (compare it with the log)");
+  cmd->add_option("--framework", a->framework,
+                  "nccl-tests (NCCL's time per call, default) or torch (+ PyTorch's launch of each call, as "
+                  "torch.distributed.all_reduce and each DDP bucket pay it)")
+      ->check(CLI::IsMember({"nccl-tests", "torch"}));
   cmd->add_flag("--json", a->json, "Print JSON (keys as the table, plus the fabric summary)");
   cmd->callback([a] { run(*a); });
 }

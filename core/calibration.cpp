@@ -377,6 +377,20 @@ std::optional<std::string> fit_mismatch(const Scenario& s, const CollectiveFit& 
                      s.topology.nodes > 1 ? fmt::format(" and {} between nodes", net) : std::string());
 }
 
+// The `row` hop latency (on `fabric`, protocol p) at which the ring's modelled latency is target_s; -1 where the ring's
+// latency does not depend on it.
+double solve_ring_hop(NcclModel nccl, const FabricSummary& f, Fabric fabric, Algorithm row, Protocol p,
+                      double target_s) {
+  const AlgorithmDescriptor& ring = algorithm_descriptor(Algorithm::ring);
+  const auto latency_at = [&](double hop_s) {
+    nccl.set_hw_latency(fabric, row, p, hop_s);
+    return ring.cost(CollectiveKind::all_reduce, 1 << 20, p, f, nccl).latency_s;
+  };
+  const double probe_s = 1e-6;
+  const double at0 = latency_at(0), per_s = (latency_at(probe_s) - at0) / probe_s;
+  return per_s > 0 ? (target_s - at0) / per_s : -1;
+}
+
 void apply_fit(Scenario& s, const CollectiveFit& f) {
   const std::string intra = to_string(s.topology.intra.kind);
   const bool inter = f.fabric == s.topology.network.ring_class();
@@ -392,25 +406,16 @@ void apply_fit(Scenario& s, const CollectiveFit& f) {
     return;
   }
   if (p == Protocol::simple && f.bandwidth_efficiency > 0) s.nccl.set_ring_efficiency(f.fabric, f.bandwidth_efficiency);
-  // The ring's latency: base + 2(n-1) hops (notes §1.2); solve for the per-hop latency.
-  const auto base_it = s.nccl.base_latency_s.find(Algorithm::ring);
-  const double base = base_it == s.nccl.base_latency_s.end() ? 0.0 : base_it->second.get(p);
-  const int steps = 2 * (f.world_size - 1);
-  if (f.nodes <= 1) {
-    set(fabric, Algorithm::ring, (f.latency_s - base) / steps);
-    return;
-  }
-  const int inter_steps = 2 * (f.nodes - 1);
-  double a = f.latency_s;
-  if (p == Protocol::simple && s.nccl.ring_simple_plateau_latency_factor > 0)
-    a /= s.nccl.ring_simple_plateau_latency_factor;
-  const Fabric intra_fabric = intra == "pcie" ? Fabric::pcie : Fabric::nvlink;
-  const auto intra_hops = s.nccl.hw_latency(intra_fabric, Algorithm::ring, s.topology.gpu.arch);
-  const double intra_hop = intra_hops ? intra_hops->get(p) : 0.0;
-  // the model adds the network plugin's latency to every inter-node step: keep it out of NCCL's NET hop
-  set(Fabric::net, Algorithm::ring,
-      (a - base - (steps - inter_steps) * intra_hop) / inter_steps -
-          s.nccl.net_plugin_latency(s.topology.network.ring_class()));
+  // The ring's latency is affine in the per-hop latency being fitted: solve the model's own formula (core/algorithms/
+  // ring.cpp) for the hop that reproduces the fitted latency on the fit's node and GPU counts. With one GPU per node
+  // NCCL prices the network step with the tree's row (tuning.cc), so that row is the one fitted.
+  FabricSummary sized = summarize_fabric(s.topology);
+  sized.nodes = f.nodes;
+  sized.world = f.world_size;
+  sized.gpus_per_node = std::max(1, f.world_size / std::max(1, f.nodes));
+  const Algorithm row = inter && sized.gpus_per_node == 1 ? Algorithm::tree : Algorithm::ring;
+  const double hop = solve_ring_hop(s.nccl, sized, fabric, row, p, f.latency_s);
+  if (hop >= 0) set(fabric, row, hop);
 }
 
 CalibrationReport apply_entries(Scenario& s, const Calibration& c) {

@@ -11,10 +11,11 @@ namespace dpsim {
 const AlgorithmDescriptor& ring_algorithm();
 const AlgorithmDescriptor& tree_algorithm();
 const AlgorithmDescriptor& nvls_algorithm();
+const AlgorithmDescriptor& nvlstree_algorithm();
 
 const std::vector<const AlgorithmDescriptor*>& collective_algorithms() {
-  static const std::vector<const AlgorithmDescriptor*> registry{&ring_algorithm(), &tree_algorithm(),
-                                                                &nvls_algorithm()};
+  static const std::vector<const AlgorithmDescriptor*> registry{&ring_algorithm(), &tree_algorithm(), &nvls_algorithm(),
+                                                                &nvlstree_algorithm()};
   return registry;
 }
 
@@ -38,9 +39,16 @@ std::string algorithm_names(bool with_auto) {
   return out;
 }
 
+std::string algorithm_unavailable_reason(Algorithm algorithm, CollectiveKind kind, const FabricSummary& fabric,
+                                         const NcclModel& nccl) {
+  const AlgorithmDescriptor& d = algorithm_descriptor(algorithm);
+  if (!d.runs(kind)) return fmt::format("dpsim models no {} with {}", to_string(kind), d.nccl_algo);
+  return d.unavailable(fabric, nccl);
+}
+
 bool algorithm_available(Algorithm algorithm, CollectiveKind kind, const FabricSummary& fabric, const NcclModel& nccl) {
   const AlgorithmDescriptor& d = algorithm_descriptor(algorithm);
-  return d.runs(kind) && d.available(fabric, nccl);
+  return d.runs(kind) && d.unavailable(fabric, nccl).empty();
 }
 
 const char* to_string(Algorithm algorithm) {

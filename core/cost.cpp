@@ -116,6 +116,7 @@ FabricSummary summarize_fabric(const Topology& t) {
   f.gpus_per_node = t.gpus_per_node;
   f.world = t.world_size();
   f.arch = t.gpu.arch;
+  f.cpu_vendor = t.cpu_vendor;
   f.intra_class = to_string(t.intra.kind);
   f.net_class = t.network.ring_class();
   f.nvls = t.intra.kind == IntraKind::nvswitch && t.intra.nvls;
@@ -152,21 +153,30 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSu
     throw RuntimeError(fmt::format("{}: no cost model for this collective kind yet", to_string(kind)));
   CollectiveCost best;
   best.time_s = std::numeric_limits<double>::infinity();
+  double best_tuner_s = best.time_s;  // NCCL chooses by its own model's time
   if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0, 0};
   // NCCL also runs reduce-scatter and all-gather with NVLS (and PAT), which dpsim does not model yet: the
   // descriptors say which kinds each runs, and those kinds run on the ring here.
   for (const AlgorithmDescriptor* d : collective_algorithms()) {
     if (requested.algorithm != Algorithm::automatic && requested.algorithm != d->id) continue;
-    if (!d->runs(kind) || !d->available(f, nccl)) continue;
+    if (!d->runs(kind) || !d->unavailable(f, nccl).empty()) continue;
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       if (requested.protocol != Protocol::automatic && requested.protocol != p) continue;
       const AlgorithmCost c = d->cost(kind, bytes, p, f, nccl);
-      if (c.ok && c.time_s < best.time_s) best = {d->id, p, c.latency_s, 0, c.time_s, c.fill_s};
+      const double tuner_s = c.tuner_time_s > 0 ? c.tuner_time_s : c.time_s;
+      if (c.ok && tuner_s < best_tuner_s) {
+        best = {d->id, p, c.latency_s, 0, c.time_s, c.fill_s};
+        best_tuner_s = tuner_s;
+      }
     }
   }
   if (!std::isfinite(best.time_s)) {
-    throw InputError(fmt::format("collective: algorithm {} with protocol {} is not available for {} on this cluster",
-                                 to_string(requested.algorithm), to_string(requested.protocol), to_string(kind)));
+    const std::string why = requested.algorithm == Algorithm::automatic
+                                ? std::string()
+                                : algorithm_unavailable_reason(requested.algorithm, kind, f, nccl);
+    throw InputError(fmt::format("collective: algorithm {} with protocol {} is not available for {} on this cluster{}",
+                                 to_string(requested.algorithm), to_string(requested.protocol), to_string(kind),
+                                 why.empty() ? "" : ": " + why));
   }
   best.busbw_bytes_per_s = bytes_moved_per_rank(kind, f.world, bytes) / best.time_s;
   return best;

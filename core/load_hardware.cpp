@@ -35,6 +35,10 @@ Arch parse_arch(const YNode& where, const std::string& text) {
   where.fail("\"" + text + "\" is not one of: volta, ampere, ada, hopper");
 }
 
+CpuVendor parse_cpu_vendor(const YNode& n) {
+  return n.as_enum<CpuVendor>({{"intel", CpuVendor::intel}, {"amd", CpuVendor::amd}});
+}
+
 double fraction(const YNode& n) {
   const double v = n.as_number();
   if (v <= 0 || v > 1) n.fail(fmt::format("must be in (0, 1], got {}", n.as_string()));
@@ -99,6 +103,23 @@ std::map<std::tuple<Arch, Fabric, Algorithm, Protocol>, double> parse_hw_latency
 std::map<Arch, double> parse_arch_bandwidths(const YNode& n) {
   std::map<Arch, double> out;
   for (const auto& key : n.keys()) out[parse_arch(n.at(key), key)] = n.at(key).as_bandwidth();
+  return out;
+}
+
+CpuVendor parse_cpu_vendor_key(const YNode& parent, const std::string& key) {
+  if (key == "amd") return CpuVendor::amd;
+  if (key != "intel") parent.at(key).fail("\"" + key + "\" is not one of: intel, amd");
+  return CpuVendor::intel;
+}
+
+// ll_max_busbw_multi_node: {intel: {two_nodes: 39GBps, more_nodes: 20.4GBps}, amd: {...}}
+std::map<CpuVendor, std::array<double, 2>> parse_vendor_ll_caps(const YNode& n) {
+  std::map<CpuVendor, std::array<double, 2>> out;
+  for (const auto& key : n.keys()) {
+    const YNode row = n.at(key);
+    row.allow_only({"two_nodes", "more_nodes"});
+    out[parse_cpu_vendor_key(n, key)] = {row.at("two_nodes").as_bandwidth(), row.at("more_nodes").as_bandwidth()};
+  }
   return out;
 }
 
@@ -228,6 +249,9 @@ NcclModel load_nccl(const fs::path& file) {
                    "hw_latency",
                    "protocol_efficiency",
                    "ll_max_busbw",
+                   "ll_max_busbw_multi_node",
+                   "tree_bandwidth_factor",
+                   "tree_protocol_efficiency",
                    "per_channel_max_ll128_busbw",
                    "nvls_efficiency",
                    "ring_simple_plateau_latency_factor",
@@ -263,6 +287,12 @@ NcclModel load_nccl(const fs::path& file) {
   eff.allow_only({"ll", "ll128", "simple"});
   m.protocol_efficiency = {fraction(eff.at("ll")), fraction(eff.at("ll128")), fraction(eff.at("simple"))};
   if (auto n = root.get("ll_max_busbw")) m.ll_max_busbw_bytes_per_s = parse_arch_bandwidths(*n);
+  if (auto n = root.get("ll_max_busbw_multi_node")) m.ll_max_busbw_multi_node_bytes_per_s = parse_vendor_ll_caps(*n);
+  m.tree_bandwidth_factor = fraction(root.at("tree_bandwidth_factor"));
+  const YNode tree_eff = root.at("tree_protocol_efficiency");
+  tree_eff.allow_only({"ll", "ll128", "simple"});
+  m.tree_protocol_efficiency = {fraction(tree_eff.at("ll")), fraction(tree_eff.at("ll128")),
+                                fraction(tree_eff.at("simple"))};
   if (auto n = root.get("per_channel_max_ll128_busbw"))
     m.per_channel_max_ll128_busbw_bytes_per_s = parse_arch_bandwidths(*n);
   m.nvls_efficiency = fraction(root.at("nvls_efficiency"));
@@ -272,7 +302,10 @@ NcclModel load_nccl(const fs::path& file) {
   m.ring_fill = parse_fill(root.at("ring_fill"));
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
-  m.net_overhead_s = root.at("net_overhead").as_seconds();
+  const YNode overhead = root.at("net_overhead");
+  overhead.allow_only({"intel", "amd"});
+  for (const auto& key : overhead.keys())
+    m.net_overhead_s[parse_cpu_vendor_key(overhead, key)] = overhead.at(key).as_seconds();
   m.net_overhead_simple_factor = root.at("net_overhead_simple_factor").as_positive_number();
   if (auto v = root.get("net_plugin_latency")) {
     v->allow_only({"net", "efa"});
@@ -437,7 +470,8 @@ void refuse_duplicates(const YNode& root, const Topology& t) {
 
 Topology load_topology(const fs::path& file) {
   const YNode root = YNode::load_file(file);
-  root.allow_only({"name", "gpu", "nodes", "gpus_per_node", "intra_node", "nics", "network", "description"});
+  root.allow_only(
+      {"name", "gpu", "nodes", "gpus_per_node", "intra_node", "nics", "network", "cpu_vendor", "description"});
   Topology t;
   t.file = file.string();
   t.name = root.at("name").as_string();
@@ -460,6 +494,7 @@ Topology load_topology(const fs::path& file) {
     }
   }
   if (auto net = root.get("network")) t.network = parse_network(*net);
+  if (auto v = root.get("cpu_vendor")) t.cpu_vendor = parse_cpu_vendor(*v);
   refuse_duplicates(root, t);
   validate_topology(t, [&](const std::string& msg) { root.fail(msg); });
   return t;

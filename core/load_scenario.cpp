@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/escape.hpp"
@@ -429,10 +430,13 @@ void check_collective_available(const Scenario& s, const YNode& collective) {
     try {
       collective_cost(kind, 1 << 20, f, s.nccl, s.collective);
     } catch (const InputError&) {
-      collective.fail(fmt::format("algorithm {} with protocol {} is not available for {} on {} ({} node{} x {} GPUs)",
+      const std::string why = s.collective.algorithm == Algorithm::automatic
+                                  ? std::string()
+                                  : algorithm_unavailable_reason(s.collective.algorithm, kind, f, s.nccl);
+      collective.fail(fmt::format("algorithm {} with protocol {} is not available for {} on {} ({} node{} x {} GPUs){}",
                                   to_string(s.collective.algorithm), to_string(s.collective.protocol), to_string(kind),
                                   s.topology.name, s.topology.nodes, s.topology.nodes == 1 ? "" : "s",
-                                  s.topology.gpus_per_node));
+                                  s.topology.gpus_per_node, why.empty() ? "" : ": " + why));
     }
   }
 }

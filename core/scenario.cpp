@@ -78,6 +78,8 @@ const char* to_string(Arch arch) {
   return "?";
 }
 
+const char* to_string(CpuVendor vendor) { return vendor == CpuVendor::amd ? "amd" : "intel"; }
+
 std::optional<Arch> arch_named(std::string_view name) {
   for (Arch a : {Arch::volta, Arch::ampere, Arch::ada, Arch::hopper})
     if (name == to_string(a)) return a;
@@ -182,6 +184,11 @@ void NcclModel::set_hw_latency(Fabric fabric, Algorithm algorithm, Protocol prot
 double NcclModel::net_plugin_latency(const std::string& net_class) const {
   const auto it = net_plugin_latency_s.find(net_class);
   return it == net_plugin_latency_s.end() ? 0.0 : it->second;
+}
+
+double NcclModel::net_overhead(CpuVendor vendor) const {
+  const auto it = net_overhead_s.find(vendor);
+  return it == net_overhead_s.end() ? 0.0 : it->second;
 }
 
 void NcclModel::set_ring_efficiency(const std::string& fabric_class, double efficiency) {

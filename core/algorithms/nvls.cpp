@@ -12,29 +12,22 @@ using namespace algorithms;
 
 bool runs(CollectiveKind kind) { return kind == CollectiveKind::all_reduce; }
 
-bool available(const FabricSummary& f, const NcclModel& nccl) {
-  return f.nvls && f.nodes == 1 && f.gpus_per_node >= nccl.nvls_min_gpus;
+std::string unavailable(const FabricSummary& f, const NcclModel& nccl) {
+  if (f.nodes > 1)
+    return "across nodes NCCL runs NVLS only over CollNet (InfiniBand SHARP, tuning.cc: NVLS is disabled on several "
+           "nodes without collnetEnable), which dpsim does not model; nvlstree is NVLS inside each node with a tree "
+           "across nodes";
+  return nvls_domain_unavailable(f, nccl);
 }
 
 AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   if (p != Protocol::simple) return {};
   const auto lat = nccl.hw_latency(Fabric::nvlink, Algorithm::nvls, f.arch);
   if (!lat || lat->get(p) < 0) return {};
-  const double algbw = f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;  // flat in the GPU count
+  const double algbw = nvls_intra_algbw(f, nccl);                            // flat in the GPU count
   const double latency = lat->get(p) + edge_excess_latency(f, nccl, false);  // one pass GPU -> switch -> GPU
   const double fill = nccl.nvls_fill.seconds(bytes);
   return {true, latency, latency + fill + bytes / algbw, fill};
-}
-
-std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
-  std::vector<Flow> out;
-  for (int v = 0; v < p.simulated_nodes(); ++v)
-    for (int x = 0; x < p.gpus_per_node(); ++x) {
-      out.push_back({p.gpu(v, x), p.nvswitch(v), 1.0});
-      out.push_back({p.nvswitch(v), p.gpu(v, x), 1.0});
-    }
-  append_inter_node_double_tree(p, out);
-  return out;
 }
 
 }  // namespace
@@ -46,11 +39,11 @@ const AlgorithmDescriptor& nvls_algorithm() {
                                      "NVLink SHARP: the NVSwitch reduces, each GPU sends and receives S once; one "
                                      "NVSwitch node, all-reduce only",
                                      runs,
-                                     available,
+                                     unavailable,
                                      cost,
-                                     flows,
+                                     nvls_flows,
                                      one_round,
-                                     flows};
+                                     nvls_flows};
   return d;
 }
 

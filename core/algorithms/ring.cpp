@@ -19,24 +19,21 @@ bool runs(CollectiveKind kind) {
          kind == CollectiveKind::all_gather;
 }
 
-bool available(const FabricSummary&, const NcclModel&) { return true; }
+std::string unavailable(const FabricSummary&, const NcclModel&) { return {}; }
 
 AlgorithmCost cost(CollectiveKind kind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  const Fabric fabric = f.nodes == 1 ? intra_fabric(f) : Fabric::net;
   const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::ring, f.arch);
-  const auto net = nccl.hw_latency(Fabric::net, Algorithm::ring, f.arch);
-  if (!intra || intra->get(p) < 0 || (fabric == Fabric::net && (!net || net->get(p) < 0))) return {};
+  const double inter_lat = f.nodes > 1 ? inter_hop_latency(Algorithm::ring, p, f, nccl) : 0.0;
+  if (!intra || intra->get(p) < 0 || inter_lat < 0) return {};
   const int n = f.world;
   const int passes = kind == CollectiveKind::all_reduce ? 2 : 1;  // reduce-scatter then all-gather, or one of them
   const int steps = passes * (n - 1);
   const int inter_steps = f.nodes > 1 ? passes * (f.nodes - 1) : 0;
   double intra_lat = intra->get(p);
   if (f.nodes > 1)
-    intra_lat =
-        std::max(intra_lat, nccl.net_overhead_s * (p == Protocol::simple ? nccl.net_overhead_simple_factor : 1.0));
+    intra_lat = std::max(
+        intra_lat, nccl.net_overhead(f.cpu_vendor) * (p == Protocol::simple ? nccl.net_overhead_simple_factor : 1.0));
   intra_lat += edge_excess_latency(f, nccl, false);  // slower edges than NCCL's table holds (hypothetical fabrics)
-  const double inter_lat =
-      f.nodes > 1 ? net->get(p) + nccl.net_plugin_latency(f.net_class) + edge_excess_latency(f, nccl, true) : 0.0;
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
   if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
   const double sent = bytes_moved_per_rank(kind, n, bytes);
@@ -90,7 +87,7 @@ const AlgorithmDescriptor& ring_algorithm() {
                                      "NCCL's ring: every rank sends to its successor, bandwidth-optimal, latency "
                                      "linear in the rank count",
                                      runs,
-                                     available,
+                                     unavailable,
                                      cost,
                                      flows,
                                      steps,

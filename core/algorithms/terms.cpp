@@ -1,7 +1,10 @@
 #include "terms.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace dpsim::algorithms {
 
@@ -16,19 +19,70 @@ double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
   return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
 }
 
+double inter_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  return f.inter_ring_bytes_per_s * nccl.ring_efficiency_for(f.net_class, f.arch);
+}
+
 double ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
   const double intra = intra_ring_busbw(f, nccl);
   if (f.nodes == 1) return intra;
-  return std::min(intra, f.inter_ring_bytes_per_s * nccl.ring_efficiency_for(f.net_class, f.arch));
+  return std::min(intra, inter_ring_busbw(f, nccl));
+}
+
+double ll_max_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  if (f.nodes == 1) {
+    const auto cap = nccl.ll_max_busbw_bytes_per_s.find(f.arch);
+    return cap == nccl.ll_max_busbw_bytes_per_s.end() ? std::numeric_limits<double>::infinity() : cap->second;
+  }
+  const auto row = nccl.ll_max_busbw_multi_node_bytes_per_s.find(f.cpu_vendor);
+  if (row == nccl.ll_max_busbw_multi_node_bytes_per_s.end()) return std::numeric_limits<double>::infinity();
+  return row->second[f.nodes == 2 ? 0 : 1];
 }
 
 double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
-  double bw = busbw * nccl.protocol_efficiency.get(p);
-  if (p == Protocol::ll) {
-    const auto cap = nccl.ll_max_busbw_bytes_per_s.find(f.arch);
-    if (cap != nccl.ll_max_busbw_bytes_per_s.end()) bw = std::min(bw, cap->second);
+  const double bw = busbw * nccl.protocol_efficiency.get(p);
+  return p == Protocol::ll ? std::min(bw, ll_max_busbw(f, nccl)) : bw;
+}
+
+// A double binary tree's network traffic per node, relative to the ring's: on two nodes each node sends S once
+// (half the data up one tree, the other half down the other), the ring 2(n-1)/n S; on more nodes an interior node
+// of one tree and leaf of the other sends about as much as the ring.
+double tree_network_relief(const FabricSummary& f) {
+  return f.nodes == 2 ? ring_bytes_sent_per_gpu(1.0, f.world) : 1.0;
+}
+
+double tree_busbw(Protocol p, double bytes, const FabricSummary& f, const NcclModel& nccl, TreeView view) {
+  double busbw = intra_ring_busbw(f, nccl);
+  if (view == TreeView::nccl_tuner) {
+    // NCCL's model: the ring's graph bandwidth (no relief), x0.92, then LL x1/3.8 (capped) or LL128 x120/128
+    if (f.nodes > 1) busbw = std::min(busbw, inter_ring_busbw(f, nccl));
+    busbw *= nccl.tree_bandwidth_factor * nccl.tree_protocol_efficiency.get(p);
+    if (p == Protocol::ll) busbw = std::min(busbw, ll_max_busbw(f, nccl));
+  } else {
+    // The wire: the network relieved on two nodes, each protocol's share as on the ring (LL's flags, LL128's lines)
+    if (f.nodes > 1) busbw = std::min(busbw, inter_ring_busbw(f, nccl) * tree_network_relief(f));
+    busbw = protocol_busbw(busbw, p, f, nccl);
   }
-  return bw;
+  return busbw * tree_correction(nccl, p, bytes);
+}
+
+double inter_hop_latency(Algorithm a, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
+  // With one GPU per node NCCL prices every algorithm's network step at the tree's (tuning.cc:386-388); the
+  // plugin's latency is paid once more by Simple for its flush (tuning.cc:389-391).
+  const Algorithm row = f.gpus_per_node == 1 ? Algorithm::tree : a;
+  const auto net = nccl.hw_latency(Fabric::net, row, f.arch);
+  if (!net || net->get(p) < 0) return -1;
+  const double plugin = nccl.net_plugin_latency(f.net_class) * (p == Protocol::simple ? 2 : 1);
+  return net->get(p) + plugin + edge_excess_latency(f, nccl, true);
+}
+
+int log2_floor(int n) {
+  int k = 0;
+  while (n > 1) {
+    n >>= 1;
+    ++k;
+  }
+  return k;
 }
 
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
@@ -39,6 +93,31 @@ double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
 }
 
 int one_round(const FlowSpace&, CollectiveKind) { return 1; }
+
+std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& nccl) {
+  if (!f.nvls) return "the topology's GPUs have no NVLink SHARP (an NVSwitch with intra_node.nvls: true)";
+  if (f.gpus_per_node < nccl.nvls_min_gpus)
+    return fmt::format(
+        "{} GPUs per node: dpsim runs NVLS with {} or more in the NVSwitch domain (data/nccl.yaml nvls_min_gpus; "
+        "with fewer it is no faster than the ring)",
+        f.gpus_per_node, nccl.nvls_min_gpus);
+  return {};
+}
+
+double nvls_intra_algbw(const FabricSummary& f, const NcclModel& nccl) {
+  return f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;
+}
+
+std::vector<Flow> nvls_flows(const FlowSpace& p, CollectiveKind) {
+  std::vector<Flow> out;
+  for (int v = 0; v < p.simulated_nodes(); ++v)
+    for (int x = 0; x < p.gpus_per_node(); ++x) {
+      out.push_back({p.gpu(v, x), p.nvswitch(v), 1.0});
+      out.push_back({p.nvswitch(v), p.gpu(v, x), 1.0});
+    }
+  append_inter_node_double_tree(p, out);
+  return out;
+}
 
 namespace {
 

@@ -1,6 +1,7 @@
 #pragma once
 // Terms of NCCL's cost model that several algorithm descriptors share (core/algorithms/*.cpp), and the inter-node
 // double binary tree that tree and NVLS both cross.
+#include <string>
 #include <vector>
 
 #include "dpsim/collective_algorithm.hpp"
@@ -12,13 +13,36 @@ double base_latency(const NcclModel& nccl, Algorithm a, Protocol p);
 // The effective ring bus bandwidth inside a node / end to end: nominal bottleneck x measured efficiency of its class.
 double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl);
 double ring_busbw(const FabricSummary& f, const NcclModel& nccl);
-// A protocol's share of the bus bandwidth (LL also capped per architecture).
+double inter_ring_busbw(const FabricSummary& f, const NcclModel& nccl);  // the network side alone
+// NCCL's cap on LL bus bandwidth: by architecture on one node, by host CPU vendor and node count across nodes.
+double ll_max_busbw(const FabricSummary& f, const NcclModel& nccl);
+// A protocol's share of the ring's bus bandwidth (LL also capped).
 double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const NcclModel& nccl);
+// How much less network traffic per node a double binary tree carries than the ring (2(n-1)/n on two nodes, else 1).
+double tree_network_relief(const FabricSummary& f);
+// The tree all-reduce's bus bandwidth for `bytes` with protocol p, with NCCL's per-size correction. Two views:
+// nccl_tuner, what NCCL's tuning model believes and chooses the algorithm by (tuning.cc:331-335: x0.92 for every
+// protocol, LL x1/3.8 capped by llMaxBw, LL128 x120/128, no relief of the network); wire, what the call reaches: the
+// ring's bus bandwidth with each protocol's share as on the ring, the network relieved on two nodes (published tree
+// sweeps reach more than NCCL's 0.92: ar-h100-2node-1gpu-per-node-4nic-tree-sweep 41.3 GB/s at 32 MiB).
+enum class TreeView { nccl_tuner, wire };
+double tree_busbw(Protocol p, double bytes, const FabricSummary& f, const NcclModel& nccl, TreeView view);
+// One network step of algorithm a: NCCL's hwLat[NET] (the tree's row with one GPU per node) + the plugin's latency
+// (twice for Simple) + what the topology's edge exceeds NCCL's table; -1 where NCCL has no such entry.
+double inter_hop_latency(Algorithm a, Protocol p, const FabricSummary& f, const NcclModel& nccl);
+int log2_floor(int n);  // NCCL's log2i
 // NCCL's per-size tree correction (tuning.cc treeCorrectionFactor), 1 outside the table.
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes);
 
 // The step count of an algorithm without a per-step form: one round of its flows (tree, NVLS).
 int one_round(const FlowSpace& space, CollectiveKind kind);
+
+// NVLS inside a node (NVLS and NVLSTree): why the node's NVSwitch domain cannot run it (empty: it can); the
+// algorithm bandwidth it reaches (each GPU sends and receives S once, data/nccl.yaml nvls_algbw_per_link); its flows
+// (GPU -> NVSwitch -> GPU, and NCCL's double binary tree across nodes), per payload byte.
+std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& nccl);
+double nvls_intra_algbw(const FabricSummary& f, const NcclModel& nccl);
+std::vector<Flow> nvls_flows(const FlowSpace& space, CollectiveKind kind);
 
 // Flows of NCCL's double binary tree across nodes, per payload byte: each tree moves half the data up for the
 // reduce and down for the broadcast, pipelined, so both directions run at once.

@@ -2,8 +2,6 @@
 // hops, each way; bandwidth with the per-size treeCorrectionFactor). Flows: inside a node a chain 0 -> 1 -> ... -> g-1
 // (reduce up the chain, broadcast back down, pipelined: every chain edge carries S in each direction); across nodes
 // NCCL's double binary tree, each tree carrying half the data, up (reduce) and down (broadcast) at once.
-#include <cmath>
-
 #include "terms.hpp"
 
 namespace dpsim {
@@ -14,21 +12,27 @@ using namespace algorithms;
 
 bool runs(CollectiveKind kind) { return kind == CollectiveKind::all_reduce; }
 
-// Single node: NCCL's tree degenerates to a chain; the ring or NVLS wins.
-bool available(const FabricSummary& f, const NcclModel&) { return f.nodes >= 2; }
+// Single node: NCCL's tree degenerates to a chain of the node's GPUs, which NCCL's model never prefers to the ring
+// there (its LL128 factor is 7/9 on one node, tuning.cc:335); dpsim does not offer it.
+std::string unavailable(const FabricSummary& f, const NcclModel&) {
+  return f.nodes >= 2 ? std::string()
+                      : "NCCL's tree spans nodes; on one node it is a chain of the node's GPUs that the ring (or NVLS) "
+                        "always beats, so dpsim runs it across 2 or more nodes only";
+}
 
 AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::tree, f.arch);
-  const auto net = nccl.hw_latency(Fabric::net, Algorithm::tree, f.arch);
-  if (!intra || !net || intra->get(p) < 0 || net->get(p) < 0) return {};
+  const double inter_hop = inter_hop_latency(Algorithm::tree, p, f, nccl);
+  if (!intra || intra->get(p) < 0 || inter_hop < 0) return {};
   const double intra_hop = intra->get(p) + edge_excess_latency(f, nccl, false);
-  const double inter_hop = net->get(p) + nccl.net_plugin_latency(f.net_class) + edge_excess_latency(f, nccl, true);
+  // tuning.cc:416: 2 * ((nRanks / nNodes - 1) * intraLat + log2i(nNodes) * interLat)
   const double latency = base_latency(nccl, Algorithm::tree, p) +
-                         2.0 * ((f.gpus_per_node - 1) * intra_hop + std::log2(f.nodes) * inter_hop);
-  const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl) * tree_correction(nccl, p, bytes);
-  // A double binary tree moves the same 2(n-1)/n * S per GPU as the ring (reduce up, broadcast down, each
-  // half of the data on each tree); NCCL's "algBw = busBw / 2" counts its busBw over both trees.
-  return {true, latency, latency + ring_bytes_sent_per_gpu(bytes, f.world) / busbw, 0};
+                         2.0 * ((f.gpus_per_node - 1) * intra_hop + log2_floor(f.nodes) * inter_hop);
+  // busbw as nccl-tests reports it: 2(n-1)/n * S over the time. NCCL chooses by its own model's bandwidth; the call
+  // runs at the wire's (terms.cpp tree_busbw).
+  const double sent = ring_bytes_sent_per_gpu(bytes, f.world);
+  return {true, latency, latency + sent / tree_busbw(p, bytes, f, nccl, TreeView::wire), 0,
+          latency + sent / tree_busbw(p, bytes, f, nccl, TreeView::nccl_tuner)};
 }
 
 std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
@@ -51,7 +55,7 @@ const AlgorithmDescriptor& tree_algorithm() {
                                      "NCCL's double binary tree across nodes (a chain inside each): latency "
                                      "logarithmic in the node count, all-reduce only",
                                      runs,
-                                     available,
+                                     unavailable,
                                      cost,
                                      flows,
                                      one_round,

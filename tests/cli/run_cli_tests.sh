@@ -54,7 +54,11 @@ check inspect-topology-nodes 0 "4 nodes x 8 = 32" -- "$dpsim" inspect topology h
 # The Megatron-LM 2019 cluster: 32 DGX-2H of 16 V100 SXM3, the 8 EDR NICs bounding it at 100 GB/s per node.
 check inspect-topology-dgx2h 0 "32 nodes x 16 = 512 x Tesla V100-SXM3-32GB-H" -- "$dpsim" inspect topology dgx2h-v100 --min-bytes 1GiB --max-bytes 1GiB
 check inspect-topology-json 0 '"busbw_GBps"' -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 4 --json
-check inspect-topology-too-many 2 "GPU 8 is behind 0 PCIe switches" -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 12
+check inspect-topology-too-many 2 "--gpus-per-node 12: .* has 8 GPUs per node" -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 12
+check inspect-topology-nvswitch-too-many 2 "--gpus-per-node 64: 8x H100 SXM, NVSwitch has 8 GPUs per node" -- "$dpsim" inspect topology h100-8x-nvswitch --gpus-per-node 64
+check inspect-topology-tree-one-node 2 "--algorithm tree: NCCL's tree spans nodes" -- "$dpsim" inspect topology h100-8x-nvswitch --algorithm tree
+check inspect-topology-nvlstree 0 "nvlstree/simple" -- "$dpsim" inspect topology h100-ib-cluster --min-bytes 1GiB --max-bytes 1GiB
+check inspect-topology-framework-torch 0 "PyTorch launch per call" -- "$dpsim" inspect topology h200-8x-nvswitch --framework torch --max-bytes 1MiB
 check inspect-topology-unknown 2 'no topology named "h900" \(shipped: a100-40gb-roce-cluster, a100-4xhdr-cluster' -- "$dpsim" inspect topology h900
 check inspect-topology-bad-size 2 "--min-bytes: \"lots\" is not a message size" -- "$dpsim" inspect topology pcie4-8x --min-bytes lots
 check help 0 "estimate" -- "$dpsim" --help

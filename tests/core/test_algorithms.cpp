@@ -50,7 +50,7 @@ TEST_CASE("every algorithm is registered once, with its names and every function
     CHECK(nccl.insert(d->nccl_algo).second);
     CHECK(std::string(d->description).size() > 20);
     CHECK(d->runs != nullptr);
-    CHECK(d->available != nullptr);
+    CHECK(d->unavailable != nullptr);
     CHECK(d->cost != nullptr);
     CHECK(d->flows != nullptr);
     CHECK(d->steps != nullptr);
@@ -61,8 +61,8 @@ TEST_CASE("every algorithm is registered once, with its names and every function
     CHECK(&algorithm_descriptor(d->id) == d);
   }
   CHECK(algorithm_named("auto") == Algorithm::automatic);
-  CHECK_FALSE(algorithm_named("nvlstree"));
-  CHECK(algorithm_names(false) == "ring, tree or nvls");
+  CHECK_FALSE(algorithm_named("collnet"));
+  CHECK(algorithm_names(false) == "ring, tree, nvls or nvlstree");
   CHECK(algorithm_name_list(true).front() == "auto");
 }
 
@@ -86,6 +86,20 @@ TEST_CASE("one availability rule: NVLS on one NVSwitch node with enough GPUs, tr
   two.world = 16;
   CHECK_FALSE(algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, two, nccl));
   CHECK(algorithm_available(Algorithm::tree, CollectiveKind::all_reduce, two, nccl));
+  // NCCL disables NVLSTree on one node and NVLS across nodes without CollNet (tuning.cc:501-505); the reasons say so
+  CHECK(algorithm_available(Algorithm::nvlstree, CollectiveKind::all_reduce, two, nccl));
+  CHECK_FALSE(algorithm_available(Algorithm::nvlstree, CollectiveKind::all_reduce, one, nccl));
+  CHECK_THAT(algorithm_unavailable_reason(Algorithm::nvls, CollectiveKind::all_reduce, two, nccl),
+             Catch::Contains("CollNet") && Catch::Contains("nvlstree"));
+  CHECK_THAT(algorithm_unavailable_reason(Algorithm::nvlstree, CollectiveKind::all_reduce, one, nccl),
+             Catch::Contains("single node"));
+  CHECK_THAT(algorithm_unavailable_reason(Algorithm::tree, CollectiveKind::all_reduce, one, nccl),
+             Catch::Contains("2 or more nodes"));
+  FabricSummary two_small = two;
+  two_small.gpus_per_node = nccl.nvls_min_gpus - 1;
+  CHECK_THAT(algorithm_unavailable_reason(Algorithm::nvlstree, CollectiveKind::all_reduce, two_small, nccl),
+             Catch::Contains("nvls_min_gpus"));
+  CHECK(algorithm_unavailable_reason(Algorithm::ring, CollectiveKind::all_reduce, two, nccl).empty());
   // A pinned algorithm that does not run there is refused by the cost model with the kind named.
   Collective pin;
   pin.algorithm = Algorithm::nvls;

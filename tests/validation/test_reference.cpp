@@ -84,13 +84,15 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // Multi-node: 1 GPU per node tree sweep (H100, 2 MiB..32 MiB), 3 A100 nodes x 4 HDR at 128 MB (NCCL's ring
       // latency still charged on the NIC plateau), 2 DGX A100 x 8 HDR (192 GB/s)
       {"multinode", "allreduce_busbw_mid", 8, 0.072, 0.1044},
-      {"multinode", "allreduce_busbw_large", 1, 0.0011, 0.0011},
-      // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 12 us, measured ~19-20 us
-      {"multinode", "allreduce_latency", 4, 0.3884, 0.4194},
+      {"multinode", "allreduce_busbw_large", 1, 0.0022, 0.0022},
+      // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 16.6 us (issue 17: with one GPU per node NCCL prices
+      // the ring's network steps at the tree's NET row, tuning.cc:386; 12 us before), measured ~19-20 us
+      {"multinode", "allreduce_latency", 4, 0.1540, 0.1968},
       // AWS p5 over EFA, 4..32 nodes (one benchmark repository, aws-ofi-nccl tuner plugin), 32 MiB..8 GiB: the 8 GiB
       // plateau is where ring_efficiency.efa is fitted (within 1% at 4..16 nodes, +10% at 32); below it the measured
       // busbw is 1.2-2x lower, in size steps the model does not have. p5en at 16 nodes, 16 GiB (not fitted): -4%.
-      {"multinode_efa", "allreduce_busbw_large", 25, 0.192, 0.9832},
+      // Issue 17 (Simple pays the plugin's latency twice, NVLSTree across nodes): large 19.2% -> 14.8%.
+      {"multinode_efa", "allreduce_busbw_large", 25, 0.1483, 0.9580},
       {"multinode_efa", "allreduce_busbw_mid", 12, 0.7803, 0.9989},
       // DDP on the V100 mesh: 8-GPU speedups (BERT-large, ResNet-50 FP32 within 3%; AMP +15%: the measured loss is
       // outside DDP), ResNet-50 step time on 1..8 V100 (within 3.2%: issue 15's per-shape GEMMs), ResNet-50
@@ -138,7 +140,7 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 5);
-  CHECK(t[0].value == Approx(0.0342).margin(0.001));  // busbw >= 1 MiB median (159 numbers): target 5%, met
+  CHECK(t[0].value == Approx(0.0314).margin(0.001));  // busbw >= 1 MiB median (159 numbers): target 5%, met
   CHECK(t[0].met);
   CHECK(t[1].value == Approx(1.1932).margin(0.001));  // worst: target 15%, missed (A100 per-call floors at 1-16
                                                       // MiB: +119%; EFA below its plateau: up to +100%)

@@ -54,6 +54,9 @@ struct AlgorithmCost {
   double latency_s = 0;
   double time_s = 0;
   double fill_s = 0;
+  // What NCCL's own tuning model believes the call takes, which is what it chooses the algorithm by; 0: time_s.
+  // It differs where NCCL's model leaves out what the wire does (the two-node tree's halved network traffic).
+  double tuner_time_s = 0;
 };
 
 struct AlgorithmDescriptor {
@@ -62,8 +65,9 @@ struct AlgorithmDescriptor {
   const char* nccl_algo = "";  // NCCL_ALGO value the backend sets (NCCL src/graph/tuning.cc ncclAlgoStr)
   const char* description = "";
   bool (*runs)(CollectiveKind kind) = nullptr;
-  // Where NCCL enables it (fabric, GPU count); the cost below also returns ok = false where it does not run.
-  bool (*available)(const FabricSummary& fabric, const NcclModel& nccl) = nullptr;
+  // Why NCCL does not enable it on this fabric (one sentence for messages); empty where it does. The cost below
+  // also returns ok = false where it does not run.
+  std::string (*unavailable)(const FabricSummary& fabric, const NcclModel& nccl) = nullptr;
   AlgorithmCost (*cost)(CollectiveKind kind, double bytes, Protocol protocol, const FabricSummary& fabric,
                         const NcclModel& nccl) = nullptr;
   // Fast fidelity: every flow of one call at once, per payload byte.
@@ -82,5 +86,8 @@ std::string algorithm_names(bool with_auto);
 std::vector<std::string> algorithm_name_list(bool with_auto);
 // Whether NCCL runs `algorithm` for `kind` on this fabric (the one availability rule of every layer).
 bool algorithm_available(Algorithm algorithm, CollectiveKind kind, const FabricSummary& fabric, const NcclModel& nccl);
+// Why not, for messages: empty where it runs.
+std::string algorithm_unavailable_reason(Algorithm algorithm, CollectiveKind kind, const FabricSummary& fabric,
+                                         const NcclModel& nccl);
 
 }  // namespace dpsim

@@ -17,6 +17,7 @@ struct FabricSummary {
   int gpus_per_node = 1;
   int world = 1;
   Arch arch = Arch::hopper;
+  CpuVendor cpu_vendor = CpuVendor::intel;
   std::string intra_class;        // nvswitch | pcie | nvlink_mesh
   std::string net_class = "net";  // net (InfiniBand / RoCE) | efa: the inter-node ring_efficiency class
   bool nvls = false;

@@ -25,9 +25,12 @@ enum class AttentionImpl { flash, flash1, eager };
 // keeps only the block's input (Korthikanti et al. 2022, arXiv 2205.05198, Section 4: "full activation
 // recomputation"); llm-foundry / Composer's fsdp_config.activation_checkpointing wraps every block.
 enum class ActivationCheckpointing { none, full };
-enum class Algorithm { automatic, ring, tree, nvls };
+enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
 enum class Protocol { automatic, ll, ll128, simple };
 enum class Arch { volta, ampere, ada, hopper };
+// The host CPUs' vendor, as NCCL reads it (src/graph/tuning.cc: the multi-node LL bandwidth row and the network
+// post overhead depend on it); a topology's `cpu_vendor`, intel by default.
+enum class CpuVendor { intel, amd };
 
 int dtype_bytes(Dtype dtype);
 const char* to_string(Dtype dtype);
@@ -39,6 +42,7 @@ const char* to_string(Algorithm algorithm);
 std::optional<Algorithm> algorithm_named(std::string_view name);  // inverse of to_string ("auto", "ring", ...)
 const char* to_string(Protocol protocol);
 const char* to_string(Arch arch);
+const char* to_string(CpuVendor vendor);
 std::optional<Arch> arch_named(std::string_view name);  // inverse of to_string ("volta", "ampere", ...)
 
 // ---- hardware ---------------------------------------------------------------------------------
@@ -135,6 +139,7 @@ struct Topology {
   IntraNode intra;
   std::vector<Nic> nics;
   Network network;
+  CpuVendor cpu_vendor = CpuVendor::intel;
   int world_size() const { return nodes * gpus_per_node; }
 };
 
@@ -178,7 +183,13 @@ struct NcclModel {
   // A calibrated per-hop latency: replaces the shipped value and every architecture's replacement of it.
   void set_hw_latency(Fabric fabric, Algorithm algorithm, Protocol protocol, double seconds);
   ProtoValues protocol_efficiency;
-  std::map<Arch, double> ll_max_busbw_bytes_per_s;
+  std::map<Arch, double> ll_max_busbw_bytes_per_s;  // one node, by architecture (llMaxBws column N1)
+  // Several nodes, by host CPU vendor: [0] two nodes, [1] more (llMaxBws columns N2 / N4).
+  std::map<CpuVendor, std::array<double, 2>> ll_max_busbw_multi_node_bytes_per_s;
+  // The tree all-reduce's share of the bus bandwidth (tuning.cc: x0.92 for every protocol, then LL x1/3.8, LL128
+  // x120/128 across nodes).
+  double tree_bandwidth_factor = 1;
+  ProtoValues tree_protocol_efficiency{1, 1, 1};
   std::map<Arch, double> per_channel_max_ll128_busbw_bytes_per_s;
   double nvls_efficiency = 0;
   double nvls_algbw_per_link = 1;  // NVLS algorithm bandwidth / nominal NVLink bandwidth (measured)
@@ -188,7 +199,8 @@ struct NcclModel {
   // Tree all-reduce bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor)
   std::map<Protocol, std::vector<double>> tree_correction;
   double ring_simple_plateau_latency_factor = 1;
-  double net_overhead_s = 0;
+  std::map<CpuVendor, double> net_overhead_s;  // NCCL getNetOverhead, by host CPU vendor
+  double net_overhead(CpuVendor vendor) const;
   double net_overhead_simple_factor = 1;  // the Simple protocol's multiple of it (data/nccl.yaml)
   // Latency the network plugin reports to NCCL, added to every inter-node step (NCCL's graph.latencyInter), per
   // inter-node ring_efficiency class ("efa"); absent: 0 (NCCL's own IB transport reports none).

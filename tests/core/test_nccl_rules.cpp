@@ -1,0 +1,136 @@
+// NCCL's tuning rules, one test each, with the src/graph/tuning.cc line (NCCL 2.30.7, data/nccl.yaml) it follows.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "../source_dir.hpp"
+#include "dpsim/collective_algorithm.hpp"
+#include "dpsim/cost.hpp"
+#include "dpsim/load.hpp"
+
+using namespace dpsim;
+
+namespace {
+
+std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
+
+FabricSummary cluster(const char* topology, int nodes, int gpus_per_node = 0) {
+  Topology t = load_topology(src(std::string("topologies/") + topology + ".yaml"));
+  t.nodes = nodes;
+  if (gpus_per_node > 0) t = keep_first_gpus(t, gpus_per_node);
+  return summarize_fabric(t);
+}
+
+double busbw(double bytes, const FabricSummary& f, const NcclModel& nccl, Algorithm a, Protocol p) {
+  return allreduce_cost(bytes, f, nccl, {a, p}).busbw_bytes_per_s;
+}
+
+double latency(const FabricSummary& f, const NcclModel& nccl, Algorithm a, Protocol p) {
+  return allreduce_cost(8, f, nccl, {a, p}).latency_s;
+}
+
+const double kHuge = 64.0 * (1LL << 30);  // past the tree correction table and every fill: bandwidth only
+
+}  // namespace
+
+TEST_CASE("NCCL chooses the tree by its own factors: x0.92, LL x1/3.8, LL128 x120/128 (tuning.cc:331-335)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary f = cluster("h100-ib-cluster", 4);  // 4 nodes: no two-node relief
+  const auto tuner = [&](Protocol p) {
+    return algorithm_descriptor(Algorithm::tree).cost(CollectiveKind::all_reduce, kHuge, p, f, nccl).tuner_time_s;
+  };
+  const double ring = busbw(kHuge, f, nccl, Algorithm::ring, Protocol::simple);
+  const double sent = ring_bytes_sent_per_gpu(kHuge, f.world);
+  CHECK(sent / tuner(Protocol::simple) == Approx(0.92 * ring).epsilon(0.01));
+  CHECK(sent / tuner(Protocol::ll128) == Approx(0.92 * 120 / 128 * ring).epsilon(0.01));
+  CHECK(sent / tuner(Protocol::ll) == Approx(20.4e9).epsilon(0.01));  // 0.92/3.8 of it, capped by llMaxBw (3+ nodes)
+  // the call itself runs at the ring's protocol shares: Simple as the ring, so NCCL's model runs the ring here
+  CHECK(busbw(kHuge, f, nccl, Algorithm::tree, Protocol::simple) == Approx(ring).epsilon(0.01));
+  CHECK(allreduce_cost(kHuge, f, nccl, {Algorithm::automatic, Protocol::simple}).algorithm != Algorithm::tree);
+}
+
+TEST_CASE("LL's cap across nodes is llMaxBws' row of the host CPU vendor, column of the node count (:267-272)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  FabricSummary two = cluster("h100-ib-cluster", 2), four = cluster("h100-ib-cluster", 4);
+  CHECK(busbw(kHuge, two, nccl, Algorithm::ring, Protocol::ll) == Approx(39.0e9).epsilon(0.01));
+  CHECK(busbw(kHuge, four, nccl, Algorithm::ring, Protocol::ll) == Approx(20.4e9).epsilon(0.01));
+  two.cpu_vendor = four.cpu_vendor = CpuVendor::amd;
+  CHECK(busbw(kHuge, two, nccl, Algorithm::ring, Protocol::ll) == Approx(22.5e9).epsilon(0.01));
+  CHECK(busbw(kHuge, four, nccl, Algorithm::ring, Protocol::ll) == Approx(19.0e9).epsilon(0.01));
+  // one node: the architecture's row (Hopper 141 GB/s) whatever the CPU
+  FabricSummary one = cluster("h100-8x-nvswitch", 1);
+  one.cpu_vendor = CpuVendor::amd;
+  CHECK(busbw(kHuge, one, nccl, Algorithm::ring, Protocol::ll) == Approx(141e9).epsilon(0.01));
+}
+
+TEST_CASE("a topology's cpu_vendor: amd hosts post network work slower (getNetOverhead 2 us, x3 Simple, :230)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  FabricSummary intel = cluster("h100-ib-cluster", 2), amd = intel;
+  amd.cpu_vendor = CpuVendor::amd;
+  // each of the 2(n-1) - 2(nodes-1) intra-node steps costs max(hwLat NVLink Ring Simple 3.4 us, overhead x 3)
+  const int intra_steps = 2 * (16 - 1) - 2 * (2 - 1);
+  const double factor = nccl.ring_simple_plateau_latency_factor;
+  CHECK(latency(amd, nccl, Algorithm::ring, Protocol::simple) - latency(intel, nccl, Algorithm::ring, Protocol::simple) ==
+        Approx(intra_steps * (6.0e-6 - 3.4e-6) * factor));
+}
+
+TEST_CASE("tree latency: 2 ((ppn - 1) intraLat + log2i(nNodes) interLat), integer log2 (:416)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const double two = latency(cluster("h100-ib-cluster", 2), nccl, Algorithm::tree, Protocol::ll);
+  const double three = latency(cluster("h100-ib-cluster", 3), nccl, Algorithm::tree, Protocol::ll);
+  const double four = latency(cluster("h100-ib-cluster", 4), nccl, Algorithm::tree, Protocol::ll);
+  CHECK(three == Approx(two));  // log2i(3) = 1
+  CHECK(four - two == Approx(2 * 5.0e-6));  // one more level of hwLat NET Tree LL, both ways
+  CHECK(two == Approx(6.8e-6 + 2 * (7 * 0.6e-6 + 1 * 5.0e-6)));
+}
+
+TEST_CASE("with one GPU per node the ring's network step is priced at the tree's NET row (:386-388)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary f = cluster("h100-ib-cluster", 2, 1);
+  // baseLat Ring LL 6.6 us + 2(n-1) = 2 steps, both inter-node, at hwLat NET Tree LL 5.0 us (the ring's row is 2.7)
+  CHECK(latency(f, nccl, Algorithm::ring, Protocol::ll) == Approx(6.6e-6 + 2 * 5.0e-6));
+}
+
+TEST_CASE("Simple pays the network plugin's latency twice per network step (the flush, :389-391)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary efa = cluster("aws-p5-efa", 4);
+  FabricSummary ib = efa;
+  ib.net_class = "net";
+  const double plugin = nccl.net_plugin_latency("efa");
+  REQUIRE(plugin > 0);
+  // tree on 4 nodes: 2 levels, both ways
+  CHECK(latency(efa, nccl, Algorithm::tree, Protocol::ll) - latency(ib, nccl, Algorithm::tree, Protocol::ll) ==
+        Approx(2 * 2 * plugin));
+  CHECK(latency(efa, nccl, Algorithm::tree, Protocol::simple) -
+            latency(ib, nccl, Algorithm::tree, Protocol::simple) ==
+        Approx(2 * 2 * 2 * plugin));
+}
+
+TEST_CASE("two-node tree: the wire carries half the ring's network traffic; NCCL chooses without that (:316)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary f = cluster("a100-hdr-rail", 2);  // DGX A100: 8x HDR, the network is the ring's bottleneck
+  const double ring = busbw(kHuge, f, nccl, Algorithm::ring, Protocol::simple);
+  const double tree = busbw(kHuge, f, nccl, Algorithm::tree, Protocol::simple);
+  CHECK(ring == Approx(200e9 * nccl.ring_efficiency.at("net")).epsilon(0.01));
+  CHECK(tree > 1.05 * ring);  // a forced tree beats the network's line rate: bounded by the node's NVSwitch ring
+  CHECK(tree == Approx(300e9 * nccl.ring_efficiency_for("nvswitch", Arch::ampere)).epsilon(0.01));
+  // NCCL's own model prices the tree at the ring's network bandwidth x 0.92, so it runs the ring at this size
+  CHECK(allreduce_cost(kHuge, f, nccl, {}).algorithm == Algorithm::ring);
+}
+
+TEST_CASE("NVLSTree: latency intraLat + 2 log2i(nNodes) interLat, the network doubled on two nodes (:320, :428)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary two = cluster("h100-ib-cluster", 2), eight = cluster("h100-ib-cluster", 8);
+  CHECK(latency(two, nccl, Algorithm::nvlstree, Protocol::simple) == Approx(25e-6 + 2 * 1 * 20.9e-6));
+  CHECK(latency(eight, nccl, Algorithm::nvlstree, Protocol::simple) == Approx(25e-6 + 2 * 3 * 20.9e-6));
+  // two nodes: NVLS inside the node bounds it (0.587 x 450 GB/s algbw), above the network's 0.96 x 400 line rate
+  const double on_two = busbw(kHuge, two, nccl, Algorithm::nvlstree, Protocol::simple);
+  CHECK(on_two == Approx(0.587 * 450e9 * 2 * 15 / 16).epsilon(0.01));
+  CHECK(on_two > 400e9);
+  // eight nodes: the network at the ring's efficiency (the ring itself is bounded lower, by the NVSwitch ring)
+  CHECK(busbw(kHuge, eight, nccl, Algorithm::nvlstree, Protocol::simple) ==
+        Approx(400e9 * nccl.ring_efficiency.at("net")).epsilon(0.01));
+  CHECK(busbw(kHuge, eight, nccl, Algorithm::ring, Protocol::simple) < 0.97 * 400e9 * nccl.ring_efficiency.at("net"));
+  CHECK_THROWS_WITH(allreduce_cost(1e6, two, nccl, {Algorithm::nvlstree, Protocol::ll}),
+                    Catch::Contains("not available"));
+}
