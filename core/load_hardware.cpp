@@ -32,7 +32,9 @@ namespace {
 // A GPU architecture named by `text` (a value, or a map key) at `where`.
 Arch parse_arch(const YNode& where, const std::string& text) {
   if (const auto a = arch_named(text)) return *a;
-  where.fail("\"" + text + "\" is not one of: volta, ampere, ada, hopper");
+  std::vector<std::string> names;
+  for (Arch a : kArchs) names.emplace_back(to_string(a));
+  where.fail(fmt::format("\"{}\" is not one of: {}", text, fmt::join(names, ", ")));
 }
 
 CpuVendor parse_cpu_vendor(const YNode& n) {
@@ -170,8 +172,12 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   spec.flash2_speedup_over_flash1 = k.at("flash2_speedup_over_flash1").as_positive_number();
   spec.cuda_context_bytes = k.at("cuda_context").as_bytes();
   const YNode cublas = k.at("cublas_workspace");
-  cublas.allow_only({"hopper", "other"});
-  spec.cublas_workspace_bytes = cublas.at(spec.arch == Arch::hopper ? "hopper" : "other").as_bytes();
+  // One size per architecture that PyTorch treats apart, "other" for the rest.
+  std::vector<std::string> keys{"other"};
+  for (Arch a : kArchs) keys.emplace_back(to_string(a));
+  cublas.allow_only(keys);
+  const char* arch_key = to_string(spec.arch);
+  spec.cublas_workspace_bytes = cublas.at(cublas.has(arch_key) ? arch_key : "other").as_bytes();
   const YNode eager = k.at("eager_attention_bytes_per_score");
   eager.allow_only({"forward", "backward"});
   spec.eager_score_bytes = {eager.at("forward").as_positive_number(), eager.at("backward").as_positive_number()};

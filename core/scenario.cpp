@@ -71,9 +71,11 @@ const char* to_string(Protocol protocol) {
 const char* to_string(Arch arch) {
   switch (arch) {
     case Arch::volta: return "volta";
+    case Arch::turing: return "turing";
     case Arch::ampere: return "ampere";
     case Arch::ada: return "ada";
     case Arch::hopper: return "hopper";
+    case Arch::blackwell: return "blackwell";
   }
   return "?";
 }
@@ -81,7 +83,7 @@ const char* to_string(Arch arch) {
 const char* to_string(CpuVendor vendor) { return vendor == CpuVendor::amd ? "amd" : "intel"; }
 
 std::optional<Arch> arch_named(std::string_view name) {
-  for (Arch a : {Arch::volta, Arch::ampere, Arch::ada, Arch::hopper})
+  for (Arch a : kArchs)
     if (name == to_string(a)) return a;
   return std::nullopt;
 }

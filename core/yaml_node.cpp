@@ -78,8 +78,11 @@ std::vector<std::string> YNode::keys() const {
 }
 
 void YNode::allow_only(std::initializer_list<const char*> allowed) const {
+  allow_only(std::vector<std::string>(allowed.begin(), allowed.end()));
+}
+
+void YNode::allow_only(const std::vector<std::string>& names) const {
   require_map();
-  const std::vector<std::string> names(allowed.begin(), allowed.end());
   for (const auto& kv : node_) {
     if (!kv.first.IsScalar())  // "? [a, b]: 1" or an alias of a list used as a key
       throw InputError(file_, kv.first.Mark().line + 1, path_, "a key must be a name, not a list or mapping");

@@ -36,6 +36,7 @@ class YNode {
   std::optional<YNode> get(const std::string& key) const;
   std::vector<std::string> keys() const;
   void allow_only(std::initializer_list<const char*> keys) const;
+  void allow_only(const std::vector<std::string>& keys) const;
   void require_map() const;
   // Set a dotted key path to a YAML value, creating maps on the way (scenario overrides).
   void set_path(const std::string& key_path, const std::string& yaml_value);

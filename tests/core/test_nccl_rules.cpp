@@ -70,7 +70,8 @@ TEST_CASE("a topology's cpu_vendor: amd hosts post network work slower (getNetOv
   // each of the 2(n-1) - 2(nodes-1) intra-node steps costs max(hwLat NVLink Ring Simple 3.4 us, overhead x 3)
   const int intra_steps = 2 * (16 - 1) - 2 * (2 - 1);
   const double factor = nccl.ring_simple_plateau_latency_factor;
-  CHECK(latency(amd, nccl, Algorithm::ring, Protocol::simple) - latency(intel, nccl, Algorithm::ring, Protocol::simple) ==
+  CHECK(latency(amd, nccl, Algorithm::ring, Protocol::simple) -
+            latency(intel, nccl, Algorithm::ring, Protocol::simple) ==
         Approx(intra_steps * (6.0e-6 - 3.4e-6) * factor));
 }
 
@@ -79,7 +80,7 @@ TEST_CASE("tree latency: 2 ((ppn - 1) intraLat + log2i(nNodes) interLat), intege
   const double two = latency(cluster("h100-ib-cluster", 2), nccl, Algorithm::tree, Protocol::ll);
   const double three = latency(cluster("h100-ib-cluster", 3), nccl, Algorithm::tree, Protocol::ll);
   const double four = latency(cluster("h100-ib-cluster", 4), nccl, Algorithm::tree, Protocol::ll);
-  CHECK(three == Approx(two));  // log2i(3) = 1
+  CHECK(three == Approx(two));              // log2i(3) = 1
   CHECK(four - two == Approx(2 * 5.0e-6));  // one more level of hwLat NET Tree LL, both ways
   CHECK(two == Approx(6.8e-6 + 2 * (7 * 0.6e-6 + 1 * 5.0e-6)));
 }
@@ -101,8 +102,7 @@ TEST_CASE("Simple pays the network plugin's latency twice per network step (the 
   // tree on 4 nodes: 2 levels, both ways
   CHECK(latency(efa, nccl, Algorithm::tree, Protocol::ll) - latency(ib, nccl, Algorithm::tree, Protocol::ll) ==
         Approx(2 * 2 * plugin));
-  CHECK(latency(efa, nccl, Algorithm::tree, Protocol::simple) -
-            latency(ib, nccl, Algorithm::tree, Protocol::simple) ==
+  CHECK(latency(efa, nccl, Algorithm::tree, Protocol::simple) - latency(ib, nccl, Algorithm::tree, Protocol::simple) ==
         Approx(2 * 2 * 2 * plugin));
 }
 

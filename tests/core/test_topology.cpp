@@ -1,7 +1,9 @@
 // The topology rules checked once in core (check_topology), and the node's routes as pure functions.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <set>
 
 #include "../source_dir.hpp"
 #include "dpsim/cost.hpp"
@@ -106,4 +108,50 @@ TEST_CASE("shipped topologies add no latency to NCCL's table but the Ethernet on
   const double a = collective_cost(CollectiveKind::all_reduce, 8192, today, nccl, ring).latency_s;
   const double b = collective_cost(CollectiveKind::all_reduce, 8192, far, nccl, ring).latency_s;
   CHECK(b - a == Approx(2 * 63 * excess));
+}
+
+TEST_CASE("every shipped topology loads, names a GPU of the catalog and prices an all-reduce", "[topology]") {
+  const std::filesystem::path root = std::string(DPSIM_SOURCE_DIR);
+  const NcclModel nccl = load_nccl(root / "data" / "nccl.yaml");
+  std::set<std::string> catalog;
+  for (const GpuSpec& g : load_gpu_catalog()) catalog.insert(g.key);
+  int shipped = 0;
+  for (const auto& e : std::filesystem::directory_iterator(root / "topologies")) {
+    if (e.path().extension() != ".yaml") continue;
+    INFO(e.path().filename().string());
+    const Topology t = load_topology(e.path());
+    ++shipped;
+    CHECK(catalog.count(t.gpu.key) == 1);
+    CHECK(t.gpu.peak_fp16_flops_per_s > 0);
+    CHECK(t.gpu.cublas_workspace_bytes > 0);
+    // `inspect topology NAME` prints this: a 1 GiB all-reduce of NCCL's choice, finite and no faster than the
+    // GPU's own memory could read the buffer.
+    const FabricSummary f = summarize_fabric(t);
+    const CollectiveCost c = allreduce_cost(1 << 30, f, nccl, {Algorithm::automatic, Protocol::automatic});
+    CHECK(std::isfinite(c.time_s));
+    CHECK(c.time_s > (1 << 30) / t.gpu.memory_bandwidth_bytes_per_s);
+  }
+  CHECK(shipped >= 33);  // issue 17's boxes included
+}
+
+TEST_CASE("Blackwell and Turing take NCCL's rows of their compute capability and PyTorch's cuBLAS workspace") {
+  const NcclModel nccl = load_nccl(std::filesystem::path(DPSIM_SOURCE_DIR) / "data" / "nccl.yaml");
+  // tuning.cc: compCapIndex = cc >= 100 ? Blackwell : cc >= 90 ? Hopper : cc >= 80 ? Ampere : Volta (sm75 included)
+  CHECK(nccl.ll_max_busbw_bytes_per_s.at(Arch::blackwell) == Approx(282e9));  // llMaxBws {2*141.0, ...}
+  CHECK(nccl.per_channel_max_ll128_busbw_bytes_per_s.at(Arch::blackwell) == Approx(40e9));
+  CHECK(nccl.ll_max_busbw_bytes_per_s.at(Arch::turing) == nccl.ll_max_busbw_bytes_per_s.at(Arch::volta));
+  CHECK(nccl.per_channel_max_ll128_busbw_bytes_per_s.at(Arch::turing) ==
+        nccl.per_channel_max_ll128_busbw_bytes_per_s.at(Arch::volta));
+  for (const char* key : {"B200", "RTX-5090", "RTX-PRO-6000"}) {
+    INFO(key);
+    const GpuSpec g = load_gpu(key);
+    CHECK(g.arch == Arch::blackwell);
+    CHECK(g.cublas_workspace_bytes == Approx(32.0 * 1024 * 1024));  // PyTorch's use32mb: major 9, 10, 11, 12
+  }
+  const GpuSpec turing = load_gpu("RTX-2080-Ti");
+  CHECK(turing.arch == Arch::turing);
+  CHECK_FALSE(turing.peak_bf16_flops_per_s > 0);  // no bf16 on Turing
+  CHECK(turing.cublas_workspace_bytes == Approx(8320.0 * 1024));
+  CHECK(arch_named("blackwell") == Arch::blackwell);
+  CHECK_FALSE(arch_named("rubin").has_value());
 }

@@ -42,9 +42,28 @@ std::vector<validation::ReferencePoint> load_points() {
 //   slower than NCCL's model below each node count's plateau, in steps that suggest the tuner switching algorithm or
 //   protocol; the 8 GiB plateau (where ring_efficiency.efa is fitted) is within 1% at 4..16 nodes, 9% at 32.
 // - 8x A100 on Azure VMs (NCCL 2.18.5) at 1 and 2 MiB: a ~43 us per-call floor (NCCL's ring/LL: 15 us).
-constexpr int kKnownMisses = 12 + 28 + 2;
+// The boxes of issue 17 (validation/reference/README.md, "Issue 17's boxes"), every number they publish >= 1 MiB but
+// one (the dual-Turin RTX PRO 6000 with NCCL_MIN_NCHANNELS=8, +9.8%):
+// - NVLink-bridged pairs: 2x H100 PCIe (nccl#1161, 116 GB/s of a 300 GB/s bridge: +121..+129%), 2x A100 NV12 (208 of
+//   300: +29%), 2x RTX 2080 Ti (20-21 GB/s of 50: +72..+112%): each reaches about 0.4-0.7 of its bridge, not the 0.90
+//   of data/nccl.yaml ring_efficiency.nvlink_mesh (measured on 8x V100).
+// - PCIe with weak P2P: 4x A100 PCIe on two sockets with 8-10 GB/s P2P (+23..+78%). (2x RTX 2080 Ti with P2P off,
+//   staged through host memory, is unmapped: dpsim has no host-staged path.)
+// - PCIe Gen5: 8x RTX PRO 6000 behind switches reach 39-41 GB/s, 0.63-0.65 of Gen5 x16 against the 0.81 measured on
+//   Gen4 (+24..+29%); the dual-Turin box with NCCL's default channels at 32 MiB (22.2 GB/s: +86%); 8x RTX 5090 (layout
+//   not stated: 4 GPUs +46%, 8 GPUs across the sockets -36%).
+constexpr int kKnownMisses = 12 + 28 + 2 + 12 + 8 + 6;
+bool issue17_known_miss(const validation::ReferencePoint& p) {
+  for (const char* id :
+       {"ar-h100pcie-2gpu-nvlink-bridge-1to4GiB", "ar-a100-nv12-pair-vs-3gpu", "ar-2x-rtx2080ti-nvlink-bridge-sweep",
+        "ar-a100-pcie-40gb-4gpu-2socket-no-nvlink-nccltests-sweep", "ar-rtxpro6000-8gpu-pcie5-3switches-luke",
+        "ar-rtxpro6000-8gpu-pcie5-4switches-grimulkan", "ar-rtx5090-8gpu-4gpu-pcie5"})
+    if (p.entry == id) return true;
+  return p.entry == "ar-rtxpro6000-8gpu-pcie5-dual-turin-festr" && p.label.find("default") != std::string::npos;
+}
 bool known_miss(const validation::ReferencePoint& p) {
   const std::string& id = p.entry;
+  if (issue17_known_miss(p)) return true;
   if (id.rfind("ar-a100-3node-24gpu-4xHDR-128MB", 0) == 0) return true;
   if (id.rfind("ar-v100-sxm2-16gb-8gpu-hybrid-cube-mesh-nccltests-sweep", 0) == 0) return p.bytes <= 64.0 * (1 << 20);
   if (id.rfind("ar-aws-p5-efa-", 0) == 0) return p.bytes <= 4.0 * (1LL << 30);

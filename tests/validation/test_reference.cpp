@@ -70,24 +70,33 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // NVSwitch, all-reduce busbw >= 256 MiB (H100/H200/A100 nccl-tests and torch sweeps): NVLS and ring plateaus,
       // A100 at its own NVLink3 ring efficiency (data/nccl.yaml ring_efficiency.by_arch); NVLS forced on 2-4 GPUs:
       // not available, not counted
-      {"nvswitch", "allreduce_busbw_large", 53, 0.0206, 0.0776},
+      // With issue 17's 8x H800 (nccl#1374, 215 GB/s through NVLS on a 200 GB/s link): -4.5%
+      {"nvswitch", "allreduce_busbw_large", 54, 0.0214, 0.0776},
       // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills (the DGX H100 sweep, not fitted, within 5.2%); worst:
       // A100 per-call floors far above NCCL's LL latency (Azure VMs ~43 us; Galvatron's log, one process driving 8
       // GPUs: 79 us at 1 MiB). A bare-metal A100 log (not citable) floors at 18-24 us: no Ampere latency is shipped.
       {"nvswitch", "allreduce_busbw_mid", 48, 0.0285, 1.1932},
       // V100 NVLink mesh (HGX-1 sweep, OCI 1 GiB point): plateau within 2.3% (ring_efficiency.nvlink_mesh comes from
-      // the OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%)
-      {"nvlink_mesh", "allreduce_busbw_large", 1, 0.023, 0.023},
-      {"nvlink_mesh", "allreduce_busbw_mid", 8, 0.1115, 0.45},
-      // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry
-      {"pcie", "allreduce_busbw_large", 3, 0.0053, 0.0089},
+      // the OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%). Issue 17's
+      // NVLink-bridged pairs reach 0.4-0.7 of their bridge: 2x H100 PCIe +121..+129%, 2x A100 NV12 +29%, 2x RTX 2080 Ti
+      // +72..+112% (validation/reference/README.md, "Issue 17's boxes")
+      {"nvlink_mesh", "allreduce_busbw_large", 5, 1.2100, 1.2887},
+      {"nvlink_mesh", "allreduce_busbw_mid", 16, 0.5857, 1.1179},
+      {"nvlink_mesh", "allreduce_busbw_small", 17, 1.9844, 2.3925},
+      // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry (within 0.9%). With issue 17's boxes:
+      // 4x A100 PCIe with 8-10 GB/s P2P (+23..+78%), 8x RTX PRO 6000 on PCIe Gen5 (+10..+86%), 8x RTX 5090 (+46% /
+      // -36%). 2x RTX 2080 Ti without P2P is unmapped: NCCL stages through host memory, a path dpsim lacks.
+      {"pcie", "allreduce_busbw_large", 10, 0.2538, 0.8592},
+      {"pcie", "allreduce_busbw_mid", 8, 0.5101, 0.7823},
       // Multi-node: 1 GPU per node tree sweep (H100, 2 MiB..32 MiB), 3 A100 nodes x 4 HDR at 128 MB (NCCL's ring
       // latency still charged on the NIC plateau), 2 DGX A100 x 8 HDR (192 GB/s)
       {"multinode", "allreduce_busbw_mid", 8, 0.072, 0.1044},
       {"multinode", "allreduce_busbw_large", 1, 0.0022, 0.0022},
-      // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 16.6 us (issue 17: with one GPU per node NCCL prices
-      // the ring's network steps at the tree's NET row, tuning.cc:386; 12 us before), measured ~19-20 us
-      {"multinode", "allreduce_latency", 4, 0.1540, 0.1968},
+      // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 16.6 us (issue 17: with one GPU per node NCCL prices the
+      // ring's network steps at the tree's NET row, tuning.cc:386; 12 us before), measured ~19-20 us (-13..-20%);
+      // 2 H20 nodes, NCCL_ALGO=NVLSTree (nccl#1244), 4..512 B: NCCL's NVLSTree latency 25 + 2 x 20.9 = 66.8 us
+      // against 46-48 us (+40..+44%: the measurement looks like one network hop, NCCL's model charges two)
+      {"multinode", "allreduce_latency", 12, 0.4042, 0.4443},
       // AWS p5 over EFA, 4..32 nodes (one benchmark repository, aws-ofi-nccl tuner plugin), 32 MiB..8 GiB: the 8 GiB
       // plateau is where ring_efficiency.efa is fitted (within 1% at 4..16 nodes, +10% at 32); below it the measured
       // busbw is 1.2-2x lower, in size steps the model does not have. p5en at 16 nodes, 16 GiB (not fitted): -4%.
@@ -140,10 +149,11 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 5);
-  CHECK(t[0].value == Approx(0.0314).margin(0.001));  // busbw >= 1 MiB median (159 numbers): target 5%, met
+  CHECK(t[0].value == Approx(0.0412).margin(0.001));  // busbw >= 1 MiB median (187 numbers; 3.1% over the 159
+                                                      // before issue 17's boxes): target 5%, met
   CHECK(t[0].met);
-  CHECK(t[1].value == Approx(1.1932).margin(0.001));  // worst: target 15%, missed (A100 per-call floors at 1-16
-                                                      // MiB: +119%; EFA below its plateau: up to +100%)
+  CHECK(t[1].value == Approx(1.2886).margin(0.001));  // worst: target 15%, missed (H100 PCIe NVLink-bridge pair:
+                                                      // +129%; A100 per-call floors at 1-16 MiB: +119%)
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);

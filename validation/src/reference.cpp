@@ -307,6 +307,12 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
     p.note = r.note;
     if (r.value.low != r.value.high)
       p.note += (p.note.empty() ? "" : "; ") + fmt::format("published range {}-{}", r.value.low, r.value.high);
+    if (p.gpus_per_node > base.gpus_per_node) {  // a count in a key ("3gpu") the mapped box does not have
+      out.skipped.push_back({id, file,
+                             fmt::format("{}: not predictable: {} GPUs per node, but topology {} has {}", r.label,
+                                         p.gpus_per_node, p.topology, base.gpus_per_node)});
+      continue;
+    }
     try {
       const bool torch = str(member(e, "software"), "framework").find("torch") != std::string::npos;
       predict_allreduce(r, base, ctx, torch, p);

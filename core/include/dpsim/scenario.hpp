@@ -27,7 +27,9 @@ enum class AttentionImpl { flash, flash1, eager };
 enum class ActivationCheckpointing { none, full };
 enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
 enum class Protocol { automatic, ll, ll128, simple };
-enum class Arch { volta, ampere, ada, hopper };
+// GPU architectures, in NCCL's order of compute capability (sm70, sm75, sm80/86, sm89, sm90, sm100/sm120).
+enum class Arch { volta, turing, ampere, ada, hopper, blackwell };
+inline constexpr Arch kArchs[] = {Arch::volta, Arch::turing, Arch::ampere, Arch::ada, Arch::hopper, Arch::blackwell};
 // The host CPUs' vendor, as NCCL reads it (src/graph/tuning.cc: the multi-node LL bandwidth row and the network
 // post overhead depend on it); a topology's `cpu_vendor`, intel by default.
 enum class CpuVendor { intel, amd };
