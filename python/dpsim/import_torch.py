@@ -228,9 +228,6 @@ class Counter:
                     names.append(n)
         return names
 
-    def per_sample(self, value, what):
-        return value / self.batch
-
     def on_op(self, func, args, kwargs, out):
         torch = self.torch
         name = func.overloadpacket.__name__
@@ -240,10 +237,11 @@ class Counter:
         if name in DATA_DEPENDENT:
             raise ImportFailure(f"data-dependent control flow in {self.where()}: aten.{name} needs tensor values "
                                 "(Tensor.item(), bool(tensor), nonzero); dpsim counts from shapes only")
-        if name in FREE or not any(id(t) not in self.derived for t in ins):
+        state_only = bool(ins) and all(id(t) in self.derived for t in ins)  # views of parameters and buffers
+        if name in FREE or state_only:
             # no data moved, or module state updated from itself (batch norm's num_batches_tracked += 1)
             for o in outs:
-                if params:
+                if state_only:
                     self.keep.append(o)
                     self.derived[id(o)] = tuple(params)
             return
@@ -311,7 +309,6 @@ class Counter:
         layer.flops = flops
 
     def elementwise(self, layer, name, ins, outs, params):
-        torch = self.torch
         # Parameters are read once per step whatever the batch: count only activations as memory-bound traffic.
         acts = [t for t in ins if id(t) not in self.derived]
         out_n = sum(o.numel() for o in outs if o.dtype.is_floating_point) or sum(o.numel() for o in outs)
@@ -325,8 +322,7 @@ class Counter:
         layer.memory = (out_n / self.batch, passes, backward)
 
     def saved(self, t):
-        torch = self.torch
-        if not isinstance(t, torch.Tensor) or id(t) in self.derived or id(t) in self.saved_ids:
+        if not isinstance(t, self.torch.Tensor) or id(t) in self.derived or id(t) in self.saved_ids:
             return
         self.keep.append(t)
         self.saved_ids.add(id(t))

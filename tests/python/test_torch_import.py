@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-dpsim, src = sys.argv[1], sys.argv[2]
+dpsim, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 sys.path[:0] = [os.path.join(src, "python"), os.path.dirname(os.path.abspath(__file__))]
 try:
     import torch
@@ -84,8 +84,8 @@ with tempfile.TemporaryDirectory() as tmp:
     # The order on meta (what the import records) is the order on the CPU: the autograd engine decides it.
     cpu = torchvision.models.resnet50()
     meta = it.build("torchvision.models:resnet50", [], {})
-    check(real_ready_order(cpu, [torch.zeros(1, 3, 32, 32)]) ==
-          real_ready_order(meta, [torch.zeros(1, 3, 32, 32, device="meta")]), "resnet50: meta order = CPU order")
+    check(real_ready_order(cpu, [torch.zeros(2, 3, 32, 32)]) ==
+          real_ready_order(meta, [torch.zeros(2, 3, 32, 32, device="meta")]), "resnet50: meta order = CPU order")
 
     # models/resnet-50.yaml, written from the architecture, against the import.
     counter, _ = it.count(meta, [torch.zeros(2, 3, 224, 224, device="meta")], 2)
