@@ -39,8 +39,8 @@ void run_import(const std::vector<std::string>& args) {
   c_argv.push_back(nullptr);
   std::fflush(nullptr);
   execvp(python.c_str(), c_argv.data());
-  throw RuntimeError(fmt::format("cannot run {} (set DPSIM_PYTHON to a python3 with torch): {}", python,
-                                 std::strerror(errno)));
+  throw RuntimeError(
+      fmt::format("cannot run {} (set DPSIM_PYTHON to a python3 with torch): {}", python, std::strerror(errno)));
 }
 
 }  // namespace

@@ -33,8 +33,9 @@ void register_inspect(CLI::App& app) {
       for (const auto& g : groups) j["tensors"].push_back({{"name", g.name}, {"parameters", g.parameters}});
       j["ops"] = nlohmann::json::array();
       for (const Op& op : build_ops(model, *sequence, Dtype::bf16))
-        j["ops"].push_back(
-            {{"name", op.name}, {"kind", to_string(op.kind)}, {"forward_flops_per_sample", op.forward_flops_per_sample}});
+        j["ops"].push_back({{"name", op.name},
+                            {"kind", to_string(op.kind)},
+                            {"forward_flops_per_sample", op.forward_flops_per_sample}});
       emit(j.dump(2) + "\n", "");
       return;
     }

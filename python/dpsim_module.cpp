@@ -73,8 +73,7 @@ std::string predict_json(const std::string& file, const Pairs& sets, const std::
     o.progress = false;
     StepResult r = simulate(s, make_step_plan(s), o);
     app::record_overrides(overrides, r);
-    if (advice)
-      r.advice = advise(s, r, [&o](const Scenario& v) { return simulate(v, make_step_plan(v), o); });
+    if (advice) r.advice = advise(s, r, [&o](const Scenario& v) { return simulate(v, make_step_plan(v), o); });
     return to_json(r).dump();
   });
 }
