@@ -16,9 +16,14 @@ void register_inspect(CLI::App& app) {
   auto* model_cmd = inspect->add_subcommand("model", "Parameter count of a model, by tensor");
   auto file = std::make_shared<std::string>();
   auto json_out = std::make_shared<bool>(false);
+  auto sequence = std::make_shared<int64_t>(1);
   model_cmd->add_option("MODEL", *file, "models/*.yaml, or a Hugging Face config.json")->required();
-  model_cmd->add_flag("--json", *json_out, "Print JSON: {name, parameters, tensors: [{name, parameters}]}");
-  model_cmd->callback([file, json_out] {
+  model_cmd->add_flag("--json", *json_out,
+                      "Print JSON: {name, parameters, tensors: [{name, parameters}], ops: [{name, kind, "
+                      "forward_flops_per_sample}]}");
+  model_cmd->add_option("--sequence-length", *sequence, "Tokens per sample for the ops' FLOPs (default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  model_cmd->callback([file, json_out, sequence] {
     const ModelSpec model = load_model(*file);
     const auto groups = parameter_breakdown(model);
     int64_t total = 0;
@@ -26,6 +31,11 @@ void register_inspect(CLI::App& app) {
     if (*json_out) {
       nlohmann::json j{{"name", model.name}, {"parameters", total}, {"tensors", nlohmann::json::array()}};
       for (const auto& g : groups) j["tensors"].push_back({{"name", g.name}, {"parameters", g.parameters}});
+      j["ops"] = nlohmann::json::array();
+      for (const Op& op : build_ops(model, *sequence, Dtype::bf16))
+        j["ops"].push_back({{"name", op.name},
+                            {"kind", to_string(op.kind)},
+                            {"forward_flops_per_sample", op.forward_flops_per_sample}});
       emit(j.dump(2) + "\n", "");
       return;
     }

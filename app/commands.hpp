@@ -26,5 +26,6 @@ void register_validate(CLI::App& app);              // app/cmd_validate.cpp (val
 void register_calibrate(CLI::App& app);             // app/cmd_calibrate.cpp (validation)
 void register_sweep(CLI::App& app);                 // app/cmd_sweep.cpp (sweep/)
 void register_plot(CLI::App& app);                  // app/cmd_sweep.cpp (sweep/)
+void register_import_torch(CLI::App& app);          // app/cmd_import_torch.cpp (execs python3)
 
 }  // namespace dpsim::app

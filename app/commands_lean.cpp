@@ -28,6 +28,7 @@ void register_measure(CLI::App&) {}
 void register_lean(CLI::App& app) {
   register_estimate(app);
   register_inspect(app);
+  register_import_torch(app);
 #ifdef DPSIM_HAVE_SIM
   register_in_dpsim_sim(app, "predict", kPredictSummary);
 #endif

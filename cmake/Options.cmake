@@ -23,3 +23,6 @@ if(DPSIM_FUZZ)
                       -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+option(DPSIM_PYTHON "Build the Python module (import dpsim) when pybind11 is found" ON)
+# Debian's python3, where python3-torch, pybind11-dev and python3-dev install (another python3 may come first in PATH).
+set(DPSIM_PYTHON_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "The python3 the module is built for and the tests run")

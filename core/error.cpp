@@ -30,6 +30,8 @@ std::string located(const std::string& file, int line, const std::string& key_pa
 
 InputError::InputError(const std::string& file, int line, const std::string& key_path, const std::string& message)
     : std::runtime_error(located(file, line, key_path, message)),
+      file_(escape_controls(file)),
+      line_(line),
       key_path_(escape_controls(key_path)),
       message_(escape_controls(message)) {}
 

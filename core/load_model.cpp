@@ -1,5 +1,7 @@
 // Loading of models: models/*.yaml (transformer config or explicit layer list), inline mappings in a
 // scenario, and Hugging Face config.json files (JSON is YAML; their fields are read in load_hf_config.cpp).
+#include <map>
+
 #include <fmt/format.h>
 
 #include "dpsim/error.hpp"
@@ -68,15 +70,45 @@ TransformerConfig parse_transformer(const YNode& n) {
   return c;
 }
 
+// tensors: [{name, shape}] of an imported layer (python/dpsim/import_torch.py): their elements add up to the layer's
+// parameters.
+std::vector<LayerTensor> parse_tensors(const YNode& n, int64_t parameters) {
+  std::vector<LayerTensor> tensors;
+  double total = 0;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const YNode t = n[i];
+    t.allow_only({"name", "shape"});
+    LayerTensor tensor;
+    tensor.name = t.at("name").as_string();
+    if (tensor.name.empty()) t.at("name").fail("expected a tensor name");
+    const YNode shape = t.at("shape");
+    tensor.numel = 1;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      tensor.shape.push_back(shape[k].as_int(1, int64_t{1} << 40));
+      if (static_cast<double>(tensor.numel) * static_cast<double>(tensor.shape.back()) > kMaxParameters)
+        shape[k].fail(fmt::format("the tensor has more than {} elements", format_count(kMaxParameters)));
+      tensor.numel *= tensor.shape.back();
+    }
+    total += static_cast<double>(tensor.numel);
+    tensors.push_back(std::move(tensor));
+  }
+  if (total != static_cast<double>(parameters))
+    n.fail(fmt::format("the tensors hold {} elements, but the layer states {} parameters", format_count(total),
+                       format_count(static_cast<double>(parameters))));
+  return tensors;
+}
+
 std::vector<ExplicitLayer> parse_layers(const YNode& n) {
   std::vector<ExplicitLayer> layers;
   if (n.size() == 0) n.fail("a layer list needs at least one layer");
   for (size_t i = 0; i < n.size(); ++i) {
     const YNode l = n[i];
-    l.allow_only({"name", "parameters", "forward_flops_per_sample", "gemm", "memory"});
+    l.allow_only({"name", "parameters", "tensors", "forward_flops_per_sample", "gemm", "memory",
+                  "activation_elements_per_sample"});
     ExplicitLayer layer;
     layer.name = l.at("name").as_string();
     layer.parameters = l.at("parameters").as_int(0, int64_t{1} << 50);
+    if (auto t = l.get("tensors")) layer.tensors = parse_tensors(*t, layer.parameters);
     layer.forward_flops_per_sample = l.at("forward_flops_per_sample").as_number();
     if (layer.forward_flops_per_sample < 0) l.at("forward_flops_per_sample").fail("must not be negative");
     if (layer.forward_flops_per_sample > kMaxLayerFlops)
@@ -87,6 +119,11 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
       g->allow_only({"m", "n", "k", "batch"});
       layer.gemm = GemmShape{model_dim(g->at("m")), model_dim(g->at("n")), model_dim(g->at("k")),
                              g->has("batch") ? model_dim(g->at("batch")) : 1};
+    }
+    if (auto a = l.get("activation_elements_per_sample")) {
+      layer.activation_elements_per_sample = a->as_number();
+      if (!(layer.activation_elements_per_sample >= 0 && layer.activation_elements_per_sample <= kMaxLayerFlops))
+        a->fail("must be between 0 and 1e24 elements");
     }
     if (auto m = l.get("memory")) {
       m->allow_only({"elements_per_sample", "forward_passes", "backward_passes"});
@@ -103,6 +140,29 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
   return layers;
 }
 
+// gradient_ready_order: every tensor of the layers, once, in the order autograd made its gradient ready.
+std::vector<std::string> parse_ready_order(const YNode& n, const std::vector<ExplicitLayer>& layers) {
+  std::map<std::string, bool> seen;  // tensor name -> listed yet
+  for (const auto& l : layers) {
+    if (l.parameters > 0 && l.tensors.empty())
+      n.fail(fmt::format("layer {} has parameters but no tensors: list; the order names tensors", l.name));
+    for (const auto& t : l.tensors)
+      if (!seen.emplace(t.name, false).second) n.fail(fmt::format("tensor {} is in two layers", t.name));
+  }
+  std::vector<std::string> order;
+  for (size_t i = 0; i < n.size(); ++i) {
+    std::string name = n[i].as_string();
+    auto it = seen.find(name);
+    if (it == seen.end()) n[i].fail(fmt::format("no layer has a tensor named {}", name));
+    if (it->second) n[i].fail(fmt::format("tensor {} is listed twice", name));
+    it->second = true;
+    order.push_back(std::move(name));
+  }
+  for (const auto& [name, listed] : seen)
+    if (!listed) n.fail(fmt::format("tensor {} is missing (every tensor's gradient becomes ready once)", name));
+  return order;
+}
+
 // input: what one sample is (descriptive: dpsim counts samples, and tokens from training.sequence_length).
 void check_input(const YNode& n) {
   n.allow_only({"samples_unit", "tokens_per_sample"});
@@ -114,13 +174,17 @@ ModelSpec parse_model_map_unchecked(const YNode& n, const std::string& fallback_
   ModelSpec m;
   m.file = n.file();
   if (n.has("transformer") || n.has("layers")) {
-    n.allow_only({"name", "source", "transformer", "layers", "input", "parameters"});
+    n.allow_only({"name", "source", "transformer", "layers", "input", "parameters", "gradient_ready_order"});
     m.name = n.has("name") ? n.at("name").as_string() : fallback_name;
     if (n.has("transformer") && n.has("layers")) n.fail("give either transformer or layers, not both");
     if (auto v = n.get("source")) v->as_string();
     if (auto v = n.get("input")) check_input(*v);
     if (auto t = n.get("transformer")) m.transformer = parse_transformer(*t);
     if (auto l = n.get("layers")) m.layers = parse_layers(*l);
+    if (auto g = n.get("gradient_ready_order")) {
+      if (!n.has("layers")) g->fail("a gradient order names the tensors of a layers: list");
+      m.gradient_ready_order = parse_ready_order(*g, m.layers);
+    }
     return m;
   }
   if (n.has("model_type") || n.has("hidden_size") || n.has("n_embd") || n.has("d_model")) {

@@ -17,20 +17,22 @@ const char* to_string(OpKind kind) {
 
 namespace {
 
-// An explicit layer list (non-transformer nets): each layer owns one tensor; backward is twice the forward
-// FLOPs; a layer's `memory` passes give its bytes.
+// An explicit layer list (non-transformer nets): each layer owns its listed tensors (or one, NAME.weight); backward is
+// twice the forward FLOPs; a layer's `memory` passes give its bytes.
 std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers, double act_bytes) {
   std::vector<Op> ops;
   for (const auto& l : layers) {
     Op op;
     op.name = l.name;
     op.kind = l.gemm ? OpKind::matmul : OpKind::elementwise;
-    if (l.parameters > 0) op.params.push_back({l.name + ".weight", l.parameters});
+    for (const auto& t : l.tensors) op.params.push_back({t.name, t.numel});
+    if (l.tensors.empty() && l.parameters > 0) op.params.push_back({l.name + ".weight", l.parameters});
     op.forward_flops_per_sample = l.forward_flops_per_sample;
     op.backward_flops_per_sample = 2.0 * l.forward_flops_per_sample;
     if (l.gemm) op.gemms.push_back(*l.gemm);
     op.forward_bytes_per_sample = l.memory_elements_per_sample * l.forward_passes * act_bytes;
     op.backward_bytes_per_sample = l.memory_elements_per_sample * l.backward_passes * act_bytes;
+    op.activation_bytes_per_sample = l.activation_elements_per_sample * act_bytes;
     ops.push_back(std::move(op));
   }
   return ops;

@@ -36,6 +36,27 @@ double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dt
   return impl == OptimizerImpl::forloop ? per_group * static_cast<double>(tensors) : per_group;
 }
 
+namespace {
+
+// The order gradients become ready: the model's recorded order (an imported layer list), else backward order and
+// within an op the reverse of definition. Each entry: the op and its parameter tensor.
+std::vector<std::pair<int, const ParamTensor*>> gradient_ready_order(const ModelSpec& model, const std::vector<Op>& ops,
+                                                                     const std::vector<int>& backward_order) {
+  std::vector<std::pair<int, const ParamTensor*>> order;
+  for (int op_index : backward_order) {
+    const auto& params = ops[static_cast<size_t>(op_index)].params;
+    for (auto it = params.rbegin(); it != params.rend(); ++it) order.emplace_back(op_index, &*it);
+  }
+  if (model.gradient_ready_order.empty()) return order;
+  std::map<std::string, std::pair<int, const ParamTensor*>> by_name;
+  for (const auto& entry : order) by_name.emplace(entry.second->name, entry);
+  order.clear();
+  for (const std::string& name : model.gradient_ready_order) order.push_back(by_name.at(name));
+  return order;
+}
+
+}  // namespace
+
 std::vector<std::vector<int>> assign_buckets(const std::vector<int64_t>& tensor_bytes, double first_bucket_bytes,
                                              double bucket_cap_bytes) {
   std::vector<std::vector<int>> buckets;
@@ -377,11 +398,9 @@ StepPlan make_step_plan(const Scenario& s) {
   const bool deepspeed = deepspeed_zero(s);
   // DDP-style gradient buckets: DDP's, zero1's, DeepSpeed's (stages 1 and 2)
   const bool bucketed = deepspeed || sharding == Sharding::none || sharding == Sharding::zero1;
-  // Gradients become ready in backward order; within an op, in reverse of definition.
   std::vector<int64_t> ready_bytes;
-  for (int op_index : plan.backward_order) {
-    const auto& params = ops[static_cast<size_t>(op_index)].params;
-    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+  for (const auto& [op_index, it] : gradient_ready_order(s.model, ops, plan.backward_order)) {
+    {
       plan.parameters += it->numel;
       if (!it->trainable) continue;  // frozen: no gradient (core/trainable.cpp)
       Grad g{it->name, it->numel, it->numel * grad_bytes, op_index, 0};

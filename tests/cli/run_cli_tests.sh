@@ -63,6 +63,8 @@ check inspect-topology-unknown 2 'no topology named "h900" \(shipped: a100-40gb-
 check inspect-topology-bad-size 2 "--min-bytes: \"lots\" is not a message size" -- "$dpsim" inspect topology pcie4-8x --min-bytes lots
 check help 0 "estimate" -- "$dpsim" --help
 check estimate-help 0 "--json" -- "$dpsim" estimate --help
+# dpsim import-torch execs python3 -m dpsim.import_torch (tests/python/test_torch_import.py runs it with torch)
+check import-torch-no-python 1 "cannot run /nonexistent/python3 \(set DPSIM_PYTHON" -- env DPSIM_PYTHON=/nonexistent/python3 "$dpsim" import-torch m:f
 check bad-input-exit-2 2 "training.micro_bach: unknown key" -- "$dpsim" estimate "$src/tests/bad-inputs/unknown-key.yaml"
 check missing-file 2 "no such file" -- "$dpsim" estimate /nonexistent.yaml
 check bad-option 2 "" -- "$dpsim" estimate --no-such-option

@@ -11,8 +11,12 @@ class InputError : public std::runtime_error {
   explicit InputError(const std::string& message) : std::runtime_error(message), message_(message) {}
   const std::string& key_path() const { return key_path_; }  // empty when the error names no key
   const std::string& message() const { return message_; }    // what() without file, line and key path
+  const std::string& file() const { return file_; }          // empty when the error names no file
+  int line() const { return line_; }                         // 0 when it names no line
 
  private:
+  std::string file_;
+  int line_ = 0;
   std::string key_path_;
   std::string message_;
 };

@@ -262,15 +262,24 @@ struct GemmShape {
   int64_t batch = 1;  // batched GEMM count per sample (attention heads)
 };
 
+// A parameter tensor of a layer, with its shape (an imported model: python/dpsim/import_torch.py).
+struct LayerTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;  // the product of shape
+};
+
 struct ExplicitLayer {
   std::string name;
   int64_t parameters = 0;
+  std::vector<LayerTensor> tensors;  // empty: one tensor NAME.weight of `parameters` elements
   double forward_flops_per_sample = 0;
   std::optional<GemmShape> gemm;
   // memory-bound work: passes over this many activation elements per sample (bytes = x the activation dtype)
   double memory_elements_per_sample = 0;
   double forward_passes = 0;
   double backward_passes = 0;
+  double activation_elements_per_sample = 0;  // saved for backward (bytes = x the activation dtype)
 };
 
 struct ModelSpec {
@@ -278,6 +287,9 @@ struct ModelSpec {
   std::string file;
   std::optional<TransformerConfig> transformer;  // exactly one of transformer / layers
   std::vector<ExplicitLayer> layers;
+  // A layer list's tensors in the order their gradients become ready in backward (names from layers[].tensors, as an
+  // autograd hook saw them); empty: backward op order, within a layer the reverse of its tensors.
+  std::vector<std::string> gradient_ready_order;
 };
 
 // ---- training, DDP, collective ----------------------------------------------------------------
