@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "dpsim/cost.hpp"
+#include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
+#include "dpsim/topology.hpp"
 #include "dpsim/units.hpp"
 
 namespace dpsim {
@@ -47,10 +49,22 @@ Scenario zero3_over_all(const Scenario& s) {
   return t;
 }
 
-// The smallest node count (doubling the cluster, up to 2^16 nodes) at which `t` fits; 0 if none does.
+// Whether the topology can be built at this size (a single-node topology without NICs cannot span nodes).
+bool routable(const Topology& t) {
+  try {
+    check_topology(t);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+// The smallest node count (doubling the cluster, up to 2^16 nodes) at which `t` fits; 0 if none does or the
+// topology cannot grow past its nodes.
 int nodes_to_fit(Scenario t) {
   for (int nodes = t.topology.nodes * 2; nodes <= (1 << 16); nodes *= 2) {
     t.topology.nodes = nodes;
+    if (!routable(t.topology)) return 0;
     if (memory_of(t).fits) return nodes;
   }
   return 0;
@@ -73,6 +87,13 @@ std::string none_fits(const Scenario& s) {
     if (rc.fits) return text;
     tries.push_back(std::move(c));
   }
+  Scenario grown = s;
+  grown.topology.nodes *= 2;
+  if (!routable(grown.topology))
+    return text + fmt::format(
+                      " {} is one node with no NICs: more GPUs need a multi-node topology (e.g. h100-ib-cluster), or "
+                      "use a smaller micro-batch or sequence, a larger parallelism.tensor, or parallelism.pipeline.",
+                      s.topology.name);
   for (const Scenario& t : tries) {
     const int nodes = nodes_to_fit(t);
     if (nodes == 0) continue;
@@ -83,8 +104,8 @@ std::string none_fits(const Scenario& s) {
   }
   return text +
          " More GPUs do not help (the activations per GPU stay): use a smaller micro-batch or sequence, a larger "
-         "parallelism.tensor (it splits the activations too), or a GPU with more memory; pipeline parallelism is not "
-         "modelled yet.";
+         "parallelism.tensor (it splits the activations too), parallelism.pipeline (each stage holds its own "
+         "layers' activations), or a GPU with more memory.";
 }
 
 // Each sharding strategy the scenario does not use, evaluated as the command evaluates the scenario itself; for an

@@ -84,6 +84,18 @@ TEST_CASE("when even zero3 does not fit, the advice says by how much and the sma
   }
 }
 
+TEST_CASE("when nothing fits on a single-node topology without NICs, the advice says so instead of failing") {
+  // The same 70B model on one 8x H100 NVSwitch box: doubling the nodes is not a cluster dpsim can route (no NICs),
+  // which the advice used to price anyway (an all-reduce over zero network bandwidth: "not available").
+  Scenario s = load_scenario(src("scenarios/llama3.1-70b-64xh100-ib.yaml"),
+                             {{"cluster.topology", "h100-8x-nvswitch"}, {"cluster.nodes", "1"}});
+  const StepResult r = evaluate(s);
+  REQUIRE_FALSE(r.fits);
+  const std::string text = advise(s, r, evaluate).at(0);
+  CHECK(text.find("None fits: zero3 is short by") != std::string::npos);
+  CHECK(text.find("is one node with no NICs: more GPUs need a multi-node topology") != std::string::npos);
+}
+
 TEST_CASE("tensor parallelism's collectives above the threshold make the step tensor-communication-bound") {
   const Scenario s = load_scenario(src("scenarios/megatron-8.3b-8xv100-tp8.yaml"));
   StepResult r = evaluate(s);
