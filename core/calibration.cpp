@@ -401,7 +401,8 @@ void apply_fit(Scenario& s, const CollectiveFit& f) {
     // NVLS algbw = busbw * n / (2(n-1)) is flat in the GPU count (data/nccl.yaml).
     const double n = f.world_size;
     if (f.link_bytes_per_s > 0)
-      s.nccl.nvls_algbw_per_link = f.busbw_bytes_per_s * n / (2.0 * (n - 1)) / f.link_bytes_per_s;
+      s.nccl.nvls_algbw_per_link = f.busbw_bytes_per_s * n / (2.0 * (n - 1)) / f.link_bytes_per_s /
+                                   s.nccl.nvls_efficiency_vs_hopper(s.topology.gpu.arch);  // stored as Hopper's
     set(Fabric::nvlink, Algorithm::nvls, f.latency_s);
     return;
   }

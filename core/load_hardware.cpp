@@ -301,7 +301,9 @@ NcclModel load_nccl(const fs::path& file) {
                                 fraction(tree_eff.at("simple"))};
   if (auto n = root.get("per_channel_max_ll128_busbw"))
     m.per_channel_max_ll128_busbw_bytes_per_s = parse_arch_bandwidths(*n);
-  m.nvls_efficiency = fraction(root.at("nvls_efficiency"));
+  const YNode nvls_eff = root.at("nvls_efficiency");
+  for (const auto& key : nvls_eff.keys())
+    m.nvls_efficiency[parse_arch(nvls_eff.at(key), key)] = fraction(nvls_eff.at(key));
   m.nvls_algbw_per_link = root.at("nvls_algbw_per_link").as_positive_number();
   m.nvls_min_gpus = static_cast<int>(root.at("nvls_min_gpus").as_int(2, 1024));
   m.nvls_fill = parse_fill(root.at("nvls_fill"));

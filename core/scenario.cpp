@@ -188,6 +188,11 @@ double NcclModel::net_plugin_latency(const std::string& net_class) const {
   return it == net_plugin_latency_s.end() ? 0.0 : it->second;
 }
 
+double NcclModel::nvls_efficiency_vs_hopper(Arch arch) const {
+  const auto it = nvls_efficiency.find(arch), hopper = nvls_efficiency.find(Arch::hopper);
+  return it == nvls_efficiency.end() || hopper == nvls_efficiency.end() ? 1.0 : it->second / hopper->second;
+}
+
 double NcclModel::net_overhead(CpuVendor vendor) const {
   const auto it = net_overhead_s.find(vendor);
   return it == net_overhead_s.end() ? 0.0 : it->second;

@@ -105,7 +105,7 @@ std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& ncc
 }
 
 double nvls_intra_algbw(const FabricSummary& f, const NcclModel& nccl) {
-  return f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link;
+  return f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link * nccl.nvls_efficiency_vs_hopper(f.arch);
 }
 
 std::vector<Flow> nvls_flows(const FlowSpace& p, CollectiveKind) {

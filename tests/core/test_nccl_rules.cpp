@@ -134,3 +134,13 @@ TEST_CASE("NVLSTree: latency intraLat + 2 log2i(nNodes) interLat, the network do
   CHECK_THROWS_WITH(allreduce_cost(1e6, two, nccl, {Algorithm::nvlstree, Protocol::ll}),
                     Catch::Contains("not available"));
 }
+
+TEST_CASE("NVLS on Blackwell: the Hopper-measured fraction x NCCL's nvlsEfficiency ratio 0.74 / 0.85 (:139-144)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary b200 = cluster("dgx-b200", 1), h100 = cluster("h100-8x-nvswitch", 1);
+  const auto per_link = [&](const FabricSummary& f) {
+    return kHuge / allreduce_cost(kHuge, f, nccl, {Algorithm::nvls, Protocol::simple}).time_s /
+           f.intra_ring_bytes_per_s;
+  };
+  CHECK(per_link(b200) / per_link(h100) == Approx(0.74 / 0.85).epsilon(0.01));
+}

@@ -193,7 +193,10 @@ struct NcclModel {
   double tree_bandwidth_factor = 1;
   ProtoValues tree_protocol_efficiency{1, 1, 1};
   std::map<Arch, double> per_channel_max_ll128_busbw_bytes_per_s;
-  double nvls_efficiency = 0;
+  std::map<Arch, double> nvls_efficiency;  // NCCL's nvlsEfficiency by architecture
+  // nvls_algbw_per_link is Hopper's; an architecture's NVLS runs at it x this (its nvls_efficiency / Hopper's; 1 where
+  // either is missing).
+  double nvls_efficiency_vs_hopper(Arch arch) const;
   double nvls_algbw_per_link = 1;  // NVLS algorithm bandwidth / nominal NVLink bandwidth (measured)
   int nvls_min_gpus = 2;           // NVLS only with at least this many GPUs per NVSwitch domain
   PipelineFill nvls_fill;          // NVLS (Simple) pipeline fill (data/nccl.yaml)
