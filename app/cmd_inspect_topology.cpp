@@ -49,12 +49,10 @@ std::vector<std::pair<double, CollectiveCost>> sweep(const FabricSummary& f, con
   if (hi < lo) throw InputError("inspect topology: --max-bytes is smaller than --min-bytes");
   const Collective want{algorithm_named(a.algorithm).value_or(Algorithm::automatic), Protocol::automatic};
   std::vector<std::pair<double, CollectiveCost>> rows;
-  const double launch_s = a.framework == "torch" ? nccl.framework_launch_overhead_s : 0.0;
   for (double s = lo; s <= hi * (1 + 1e-12); s *= 2) {
-    CollectiveCost c = allreduce_cost(s, f, nccl, want);
-    c.time_s += launch_s;
-    c.busbw_bytes_per_s = bytes_moved_per_rank(CollectiveKind::all_reduce, f.world, s) / c.time_s;
-    rows.push_back({s, c});
+    const CollectiveCost c = allreduce_cost(s, f, nccl, want);
+    rows.push_back(
+        {s, a.framework == "torch" ? launched_from_torch(c, CollectiveKind::all_reduce, s, f.world, nccl) : c});
   }
   return rows;
 }

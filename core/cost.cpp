@@ -182,6 +182,13 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSu
   return best;
 }
 
+CollectiveCost launched_from_torch(CollectiveCost cost, CollectiveKind kind, double bytes, int world,
+                                   const NcclModel& nccl) {
+  cost.time_s += nccl.framework_launch_overhead_s;
+  cost.busbw_bytes_per_s = bytes_moved_per_rank(kind, world, bytes) / cost.time_s;
+  return cost;
+}
+
 CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclModel& nccl, Collective requested) {
   return collective_cost(CollectiveKind::all_reduce, bytes, f, nccl, requested);
 }

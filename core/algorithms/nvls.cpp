@@ -24,10 +24,8 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   if (p != Protocol::simple) return {};
   const auto lat = nccl.hw_latency(Fabric::nvlink, Algorithm::nvls, f.arch);
   if (!lat || lat->get(p) < 0) return {};
-  const double algbw = nvls_intra_algbw(f, nccl);                            // flat in the GPU count
   const double latency = lat->get(p) + edge_excess_latency(f, nccl, false);  // one pass GPU -> switch -> GPU
-  const double fill = nccl.nvls_fill.seconds(bytes);
-  return {true, latency, latency + fill + bytes / algbw, fill};
+  return nvls_call(latency, nvls_intra_algbw(f, nccl), bytes, nccl);         // algbw flat in the GPU count
 }
 
 }  // namespace

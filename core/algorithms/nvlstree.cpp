@@ -28,9 +28,7 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   // The network side as algorithm bandwidth: the ring's bus bandwidth over its 2(n-1)/n bytes per byte, relieved as
   // the tree is on two nodes.
   const double net_algbw = inter_ring_busbw(f, nccl) * tree_network_relief(f) / ring_bytes_sent_per_gpu(1.0, f.world);
-  const double algbw = std::min(nvls_intra_algbw(f, nccl), net_algbw);
-  const double fill = nccl.nvls_fill.seconds(bytes);
-  return {true, latency, latency + fill + bytes / algbw, fill};
+  return nvls_call(latency, std::min(nvls_intra_algbw(f, nccl), net_algbw), bytes, nccl);
 }
 
 }  // namespace

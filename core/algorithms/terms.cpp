@@ -104,6 +104,11 @@ std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& ncc
   return {};
 }
 
+AlgorithmCost nvls_call(double latency_s, double algbw, double bytes, const NcclModel& nccl) {
+  const double fill = nccl.nvls_fill.seconds(bytes);
+  return {true, latency_s, latency_s + fill + bytes / algbw, fill};
+}
+
 double nvls_intra_algbw(const FabricSummary& f, const NcclModel& nccl) {
   return f.intra_ring_bytes_per_s * nccl.nvls_algbw_per_link * nccl.nvls_efficiency_vs_hopper(f.arch);
 }

@@ -42,6 +42,8 @@ int one_round(const FlowSpace& space, CollectiveKind kind);
 // (GPU -> NVSwitch -> GPU, and NCCL's double binary tree across nodes), per payload byte.
 std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& nccl);
 double nvls_intra_algbw(const FabricSummary& f, const NcclModel& nccl);
+// An NVLS-family call: latency + the NVLS pipeline fill (data/nccl.yaml nvls_fill) + S / algbw.
+AlgorithmCost nvls_call(double latency_s, double algbw, double bytes, const NcclModel& nccl);
 std::vector<Flow> nvls_flows(const FlowSpace& space, CollectiveKind kind);
 
 // Flows of NCCL's double binary tree across nodes, per payload byte: each tree moves half the data up for the

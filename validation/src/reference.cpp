@@ -175,18 +175,19 @@ void predict_allreduce(const RawPoint& r, const Topology& base, const Context& c
   const Topology t = resized(base, p.nodes, p.gpus_per_node);
   p.cls = class_of(t);
   const FabricSummary f = summarize_fabric(t);
-  const CollectiveCost c =
+  const CollectiveCost nccl =
       allreduce_cost(r.bytes, f, ctx.nccl,
                      Collective{algorithm_named(r.algorithm).value_or(Algorithm::automatic), Protocol::automatic});
+  const CollectiveCost c =
+      torch_timed ? launched_from_torch(nccl, CollectiveKind::all_reduce, r.bytes, f.world, ctx.nccl) : nccl;
   p.predicted_by = fmt::format("allreduce_cost {}/{}{}", to_string(c.algorithm), to_string(c.protocol),
                                torch_timed ? " + PyTorch launch" : "");
-  const double time_s = c.time_s + (torch_timed ? ctx.nccl.framework_launch_overhead_s : 0.0);
   p.torch_timed = torch_timed;
   if (r.kind_hint == "busbw") {
-    p.predicted = ring_bytes_sent_per_gpu(r.bytes, f.world) / time_s / 1e9;
+    p.predicted = ring_bytes_sent_per_gpu(r.bytes, f.world) / c.time_s / 1e9;
     p.unit = "GB/s";
   } else {
-    p.predicted = time_s;
+    p.predicted = c.time_s;
     p.unit = "s";
   }
 }

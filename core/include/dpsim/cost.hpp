@@ -64,6 +64,11 @@ CollectiveCost allreduce_cost(double bytes, const FabricSummary& fabric, const N
 CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& fabric, const NcclModel& nccl,
                                Collective requested);
 
+// The same call issued from PyTorch (torch.distributed, a DDP bucket): NCCL's time + PyTorch's launch of it
+// (data/nccl.yaml framework_launch_overhead), the bus bandwidth recomputed over that time.
+CollectiveCost launched_from_torch(CollectiveCost cost, CollectiveKind kind, double bytes, int world,
+                                   const NcclModel& nccl);
+
 // The back-of-envelope: 2(n-1)/n * S / B, with B the nominal ring bottleneck per direction.
 double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_bytes_per_s);
 double ring_bytes_sent_per_gpu(double bytes, int world);  // 2(n-1)/n * S
