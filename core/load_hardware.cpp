@@ -1,9 +1,11 @@
 // Loading of data/gpus.yaml, data/nccl.yaml and topologies/*.yaml.
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -189,10 +191,37 @@ std::vector<std::string> sorted_keys(const YNode& n) {
   return keys;
 }
 
+// flash1_fwd_bwd: a list of {causal, head_dim, tflops: {sequence length: rate}}, each pair (causal, head_dim) once.
+std::vector<AttentionRateCurve> parse_attention_rates(const YNode& list) {
+  std::vector<AttentionRateCurve> out;
+  if (!list.is_sequence() || list.size() == 0) list.fail("must list at least one {causal, head_dim, tflops}");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YNode c = list[i];
+    c.allow_only({"causal", "head_dim", "tflops"});
+    AttentionRateCurve curve{c.at("causal").as_bool(), c.at("head_dim").as_int(1, 4096), {}};
+    for (const AttentionRateCurve& seen : out)
+      if (seen.causal == curve.causal && seen.head_dim == curve.head_dim)
+        c.fail(fmt::format("a second curve for causal {} and head_dim {}", curve.causal, curve.head_dim));
+    const YNode rates = c.at("tflops");
+    rates.require_map();
+    for (const std::string& k : rates.keys()) {
+      int64_t seq = 0;
+      const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), seq);
+      if (ec != std::errc{} || end != k.data() + k.size() || seq < 1)
+        rates.fail(fmt::format("key \"{}\" is not a sequence length (a positive integer)", k));
+      curve.rate_by_sequence.emplace_back(seq, rates.at(k).as_flops());
+    }
+    if (curve.rate_by_sequence.empty()) rates.fail("must give at least one {sequence length: rate}");
+    std::sort(curve.rate_by_sequence.begin(), curve.rate_by_sequence.end());
+    out.push_back(std::move(curve));
+  }
+  return out;
+}
+
 GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) {
   g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "peak_tf32", "memory", "memory_bandwidth",
-                "gemm_efficiency", "memory_efficiency", "sm_count", "attention_efficiency", "source", "form_factor",
-                "notes"});
+                "gemm_efficiency", "memory_efficiency", "sm_count", "attention_efficiency", "flash1_fwd_bwd",
+                "flash1_fwd_bwd_scale", "source", "form_factor", "notes"});
   GpuSpec spec;
   spec.key = key;
   spec.name = g.at("name").as_string();
@@ -208,6 +237,14 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) 
   spec.memory_efficiency = fraction(g.at("memory_efficiency"));
   spec.sm_count = static_cast<int>(g.at("sm_count").as_int(1, 1 << 16));
   spec.attention_efficiency = fraction(g.at("attention_efficiency"));
+  if (auto v = g.get("flash1_fwd_bwd")) spec.flash1_rates = parse_attention_rates(*v);
+  // flash1_fwd_bwd_scale: the rate the trained runs' kernel reached over the benchmark's, applied to every point.
+  if (auto v = g.get("flash1_fwd_bwd_scale")) {
+    if (spec.flash1_rates.empty()) v->fail("scales flash1_fwd_bwd, which this GPU does not list");
+    const double scale = v->as_positive_number();
+    for (AttentionRateCurve& c : spec.flash1_rates)
+      for (auto& point : c.rate_by_sequence) point.second *= scale;
+  }
   if (auto v = g.get("source")) spec.source = v->as_string();
   parse_kernels(kernels, spec);
   return spec;

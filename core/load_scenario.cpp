@@ -232,7 +232,7 @@ Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
                     "not {}",
                     to_string(sharding)));
   n.allow_only({"backward_prefetch", "limit_all_gathers", "reduce_dtype", "wrap_root_ops", "forward_prefetch",
-                "reshard_after_forward", "wrap", "wrap_blocks"});
+                "reshard_after_forward", "wrap", "wrap_blocks", "no_sync"});
   Fsdp f;
   if (auto v = n.get("backward_prefetch"))
     f.backward_prefetch = v->as_enum<BackwardPrefetch>({{"backward_pre", BackwardPrefetch::backward_pre},
@@ -242,6 +242,7 @@ Fsdp parse_fsdp(const YNode& n, Sharding sharding) {
   if (auto v = n.get("reduce_dtype")) f.reduce_dtype = parse_dtype(*v);
   if (auto v = n.get("wrap_root_ops")) f.wrap_root_ops = v->as_bool();
   if (auto v = n.get("forward_prefetch")) f.forward_prefetch = v->as_bool();
+  if (auto v = n.get("no_sync")) f.no_sync = v->as_bool();
   if (auto v = n.get("reshard_after_forward")) {
     f.reshard_after_forward = v->as_bool();
     if (*f.reshard_after_forward && sharding == Sharding::zero2)

@@ -150,6 +150,7 @@ struct Builder {
     const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
     op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
     op.score_dropout = c.attention_dropout > 0;
+    op.causal = causal;
     ops.push_back(std::move(op));
   }
 

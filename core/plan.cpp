@@ -107,6 +107,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.forward_bytes = op.forward_bytes_per_sample * mb;
   p.backward_bytes = op.backward_bytes_per_sample * mb + op.backward_fixed_bytes;
   p.score_dropout = op.score_dropout;
+  p.causal = op.causal;
   p.input_grad = op.input_grad;
   p.weight_grad = op.weight_grad;
   for (const TensorComm& c : op.tensor_comms)
@@ -192,6 +193,7 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.backward_prefetch = s.fsdp.backward_prefetch;
   sh.limit_all_gathers = s.fsdp.limit_all_gathers;
   sh.forward_prefetch = s.fsdp.forward_prefetch;
+  sh.no_sync = s.fsdp.no_sync;
   sh.inflight_all_gathers = s.nccl.fsdp_inflight_all_gathers;
   sh.reshard_after_forward = sh.sharding == Sharding::zero3 && s.fsdp.reshard_after_forward.value_or(true);
   if (sh.sharding == Sharding::none) return;

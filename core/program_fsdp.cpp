@@ -198,11 +198,15 @@ StepProgram fsdp_program(const StepPlan& plan, const ProgramOptions& options) {
   int last_reduce_unit = -1;
   for (int micro = 0; micro < program.micro_steps; ++micro) {
     f.micro = micro;
-    f.sync = micro == program.micro_steps - 1;  // FSDP's no_sync() on the first k-1 micro-steps
+    // FSDP's no_sync() on the first k-1 micro-steps, unless the trainer reduces every micro-step (fsdp.no_sync false)
+    f.sync = !plan.sharded.no_sync || micro == program.micro_steps - 1;
     // The root's parameters stay gathered across the micro-steps; zero2 keeps every unit's under no_sync() too
     // (_runtime_utils.py _should_free_in_backward), zero3 frees them after each use (with reshard_after_forward
     // false, after each micro-step's backward: FSDP2's reshard_after_backward default).
-    f.forward(micro == 0, f.zero3() || micro == 0);
+    // Without no_sync() every backward reshards (_should_free_in_backward: `state._sync_gradients or ...`), so each
+    // micro-step gathers everything again.
+    const bool regather = micro == 0 || !plan.sharded.no_sync;
+    f.forward(regather, f.zero3() || regather);
     f.backward();
   }
   for (const CommCall& c : bld.rank.comms)

@@ -85,6 +85,60 @@ TEST_CASE("flash attention: its own efficiency, backward 2.5x forward; eager mov
   CHECK(forward_seconds(attn, eager) > forward_seconds(attn, flash));
 }
 
+TEST_CASE("flash1 on a GPU with a published benchmark: the rate of its mask, head size and sequence length") {
+  ComputeModel m;
+  m.attention = AttentionImpl::flash1;
+  m.attention_backward_factor = 2.5;
+  m.attention_rates = {{true, 64, {{512, 50e12}, {2048, 70e12}}},
+                       {true, 128, {{512, 40e12}, {2048, 60e12}}},
+                       {false, 128, {{512, 90e12}}}};
+  PlanOp attn;
+  attn.kind = OpKind::attention;
+  attn.causal = true;
+  const auto shaped = [&](int64_t seq, int64_t head_dim) {
+    attn.gemms = {{seq, seq, head_dim, 16}, {seq, head_dim, seq, 16}};
+    return published_attention_rate(attn, m).value_or(0);
+  };
+  CHECK(shaped(512, 128) == Approx(40e12));
+  CHECK(shaped(2048, 128) == Approx(60e12));
+  CHECK(shaped(1024, 128) == Approx(50e12));  // halfway in log2(sequence length)
+  CHECK(shaped(256, 128) == Approx(40e12));   // flat beyond the benchmarked lengths
+  CHECK(shaped(65536, 128) == Approx(60e12));
+  CHECK(shaped(1024, 64) == Approx(60e12));
+  CHECK(shaped(1024, 96) == Approx(50e12));  // a tie between 64 and 128: the larger head size
+  CHECK(shaped(1024, 80) == Approx(60e12));  // nearest: 64
+  attn.causal = false;
+  CHECK(shaped(4096, 128) == Approx(90e12));
+  // The op's forward and backward together run at the rate: the backward 2.5x the forward.
+  attn.causal = true;
+  shaped(1024, 128);
+  attn.forward_flops = 1e12;
+  attn.backward_flops = 2.5e12;
+  CHECK(forward_seconds(attn, m) == Approx(1e12 / 50e12));
+  CHECK(forward_seconds(attn, m) + backward_seconds(attn, m) == Approx(3.5e12 / 50e12));
+  // No curve for the mask: nothing published, the efficiency path applies.
+  m.attention_rates = {{false, 128, {{512, 90e12}}}};
+  CHECK_FALSE(published_attention_rate(attn, m).has_value());
+}
+
+TEST_CASE("flash1 on the catalog's A100 and H100 reads the FlashAttention-2 paper's FlashAttention bars") {
+  Scenario s = llama();  // H100, Llama 3.1 8B (head size 128, causal), 2048 tokens per sample
+  s.training.attention = AttentionImpl::flash1;
+  const PlanOp& attn = op_of(make_step_plan(s), OpKind::attention);
+  CHECK(attn.causal);
+  const ComputeModel h100 = compute_model(s);
+  // "(d) causal, head dimension 128", 2k: 108, times the scale fitted to llm-foundry's H100 runs
+  // (flash1_fwd_bwd_scale).
+  CHECK(published_attention_rate(attn, h100).value_or(0) == Approx(108e12 * 1.244));
+  s.training.attention = AttentionImpl::flash;  // FlashAttention-2 keeps its efficiency
+  CHECK(compute_model(s).attention_rates.empty());
+  s.topology.gpu = load_gpu("A100-SXM-80GB");
+  s.training.attention = AttentionImpl::flash1;
+  CHECK(published_attention_rate(attn, compute_model(s)).value_or(0) == Approx(69e12));
+  s.topology.gpu = load_gpu("V100-SXM2-32GB");  // no benchmark listed: attention_efficiency / 2 as before
+  CHECK(compute_model(s).attention_rates.empty());
+}
+
 TEST_CASE("no op runs faster than the CPU launches its kernels") {
   const Scenario s = llama();
   ComputeModel m = compute_model(s);

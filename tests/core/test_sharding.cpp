@@ -98,6 +98,28 @@ TEST_CASE("zero3 program: the root gathered once, each block twice, every unit r
   CHECK(order.back() == "RS:0");  // the root's gradients are ready last (the embedding)
 }
 
+TEST_CASE("fsdp.no_sync false: every micro-step gathers and reduce-scatters (Composer's accumulation)") {
+  const auto program_of = [](const std::string& sharding, const std::string& no_sync) {
+    return make_step_program(
+        make_step_plan(llama8b(sharding, {{"training.gradient_accumulation", "3"}, {"fsdp.no_sync", no_sync}})));
+  };
+  const int units = static_cast<int>(make_step_plan(llama8b("zero3")).sharded.units.size());
+  const int blocks = units - 1;
+  for (const std::string sharding : {"zero2", "zero3"}) {
+    INFO(sharding);
+    const RankProgram kept = program_of(sharding, "true").classes.front();
+    const RankProgram each = program_of(sharding, "false").classes.front();
+    // Under no_sync() only the last micro-step reduces; without it each of the 3 does.
+    CHECK(count(kept, CollectiveKind::reduce_scatter) == units);
+    CHECK(count(each, CollectiveKind::reduce_scatter) == 3 * units);
+    // zero3 gathers the blocks in every micro-step either way (twice each); the root and zero2's weights are gathered
+    // again only when each backward reshards them (no no_sync()).
+    const int per_step = sharding == "zero3" ? 1 + 2 * blocks : units;
+    CHECK(count(each, CollectiveKind::all_gather) == 3 * per_step);
+    CHECK(count(kept, CollectiveKind::all_gather) < count(each, CollectiveKind::all_gather));
+  }
+}
+
 TEST_CASE("zero3 without backward prefetch gathers each block only after the previous reduce-scatter") {
   const StepPlan plan = make_step_plan(llama8b("zero3", {{"fsdp.backward_prefetch", "none"}}));
   const StepProgram p = make_step_program(plan);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "dpsim/plan.hpp"
@@ -24,6 +25,9 @@ struct ComputeModel {
   std::vector<std::array<int64_t, 2>> gemm_tiles{};                     // empty: no quantization
   double element_bytes = 2;                                             // bytes of a GEMM operand
   double attention_efficiency = 0;  // the kernel's forward FLOP rate / peak (flash1: FA2's over the speedup)
+  // flash1 where the GPU lists its benchmark (GpuSpec::flash1_rates): the rate by mask, head size and sequence length
+  // replaces attention_efficiency.
+  std::vector<AttentionRateCurve> attention_rates{};
   double attention_backward_factor = 2;
   std::array<double, 2> eager_score_bytes{};
   AttentionImpl attention = AttentionImpl::flash;
@@ -46,6 +50,10 @@ OpSeconds op_seconds(const std::vector<PlanOp>& ops, const ComputeModel& model);
 // Megatron-LM's papers report (Narayanan et al. 2021 eq. 3 counts the recomputed forward).
 double executed_flops(const PlanOp& op, const ComputeModel& model);
 double memory_seconds(double bytes, const ComputeModel& model);
+// The forward + backward FLOP rate of a published attention benchmark for an attention op: the curve of the op's mask
+// whose head size is nearest (a tie: the larger), linear in log2(sequence length) between the benchmarked lengths and
+// flat beyond them; nothing when model.attention_rates has no curve for the op's mask.
+std::optional<double> published_attention_rate(const PlanOp& op, const ComputeModel& model);
 // One GEMM {m, n, k, batch}: a calibrated efficiency for its shape where measured, else the shape model.
 double gemm_seconds(const GemmShape& gemm, const ComputeModel& model);
 // The fraction of the tiles' work that is useful: the best tile of model.gemm_tiles, whole waves of sm_count.

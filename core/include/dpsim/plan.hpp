@@ -33,6 +33,7 @@ struct PlanOp {
   bool recompute_forward = false;        // activation_checkpointing full: its forward runs again before its backward
   std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
   bool score_dropout = false;            // attention: dropout on its probabilities (model.hpp Op)
+  bool causal = false;                   // attention: causal mask (model.hpp Op)
   bool input_grad = true;                // its backward computes dX (model.hpp Op)
   bool weight_grad = true;               // and dW
 };
@@ -96,6 +97,7 @@ struct Sharded {
   bool deepspeed = false;
   bool overlap_comm = false;  // zero_optimization.overlap_comm: the reductions on a side stream
   bool forward_prefetch = false;
+  bool no_sync = true;  // fsdp.no_sync: the first k-1 micro-steps under no_sync() (false: every micro-step reduces)
   bool reshard_after_forward = false;  // zero3's default (fsdp.reshard_after_forward); zero2 never reshards
   int inflight_all_gathers = 2;        // FSDP's rate limiter (data/nccl.yaml fsdp_inflight_all_gathers)
   // limit_all_gathers: block k's forward all-gather waits until block k - limiter_lag() has resharded, so that

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dpsim/pipeline_schedule.hpp"
@@ -49,6 +50,15 @@ std::optional<Arch> arch_named(std::string_view name);  // inverse of to_string 
 
 // ---- hardware ---------------------------------------------------------------------------------
 
+// A published attention kernel's forward + backward FLOP rate by sequence length, for one mask and head size
+// (data/gpus.yaml flash1_fwd_bwd): FLOPs as the FlashAttention benchmarks count them, 4 x seq^2 x head_dim x heads
+// per sample forward, halved when causal, the backward 2.5 times that.
+struct AttentionRateCurve {
+  bool causal = true;
+  int64_t head_dim = 0;
+  std::vector<std::pair<int64_t, double>> rate_by_sequence;  // {sequence length, FLOP/s}, ascending lengths
+};
+
 struct GpuSpec {
   std::string key;   // catalog key, e.g. "H100-SXM"
   std::string name;  // as nvidia-smi prints it
@@ -65,8 +75,9 @@ struct GpuSpec {
   // Calibrated GEMM efficiency per shape {m, n, k, batch} (as the plan has them, micro-batch included), from
   // `dpsim measure --calibrate` through a calibration; shapes not listed use gemm_efficiency.
   std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape;
-  int sm_count = 0;                 // streaming multiprocessors: the waves a GEMM's tiles run in
-  double attention_efficiency = 0;  // FlashAttention forward FLOP rate / peak (data/gpus.yaml)
+  int sm_count = 0;                              // streaming multiprocessors: the waves a GEMM's tiles run in
+  double attention_efficiency = 0;               // FlashAttention forward FLOP rate / peak (data/gpus.yaml)
+  std::vector<AttentionRateCurve> flash1_rates;  // FlashAttention v1 as benchmarked; empty: attention_efficiency / 2
   // From data/gpus.yaml `kernels:`, the same for every GPU: cuBLAS's tile shapes {m, n}, the CPU-side cost of
   // launching one kernel from PyTorch eager, and FlashAttention's backward time over its forward time.
   std::vector<std::array<int64_t, 2>> gemm_tiles;
@@ -389,6 +400,10 @@ struct Fsdp {
   int wrap_blocks = 1;            // transformer blocks per unit (consecutive blocks wrapped together)
   std::string wrap_module{};      // "": the whole block; a submodule name ("mlp", "self_attn"): each one a unit
   bool forward_prefetch = false;  // FullyShardedDataParallel(forward_prefetch=False)
+  // Gradient accumulation under FSDP's no_sync() (reduce-scatter in the last micro-step only), as a hand-written loop
+  // or DeepSpeed-style trainer does; false: the trainer reduce-scatters every micro-step, as MosaicML Composer does
+  // (its trainer enters no_sync only for a DistributedDataParallel model).
+  bool no_sync = true;
   // FSDP2's fully_shard(reshard_after_forward=...); FSDP1 implies it by strategy: true for zero3, false for zero2.
   std::optional<bool> reshard_after_forward;
 };
