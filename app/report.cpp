@@ -176,8 +176,7 @@ Section sharded_comm_section(const Scenario& s, const StepResult& r) {
     k.seconds += t.end_s - t.start_s;
     const auto kind = collective_kind_named(t.kind);
     const auto group = group_kind_named(t.group);
-    if (kind && group)
-      k.moved += bytes_moved_per_rank(*kind, static_cast<int>(group_of(0, *group, dims).ranks.size()), t.bytes);
+    if (kind && group) k.moved += bytes_moved_per_rank(*kind, group_size(*group, dims), t.bytes);
   }
   double moved = 0;
   for (const auto& [name, sum] : by_kind) {

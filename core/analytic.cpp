@@ -35,7 +35,7 @@ CollectiveCost call_cost(const Scenario& s, const CommCall& call, const FabricSu
 
 CallCosts::CallCosts(const Scenario& s, const StepProgram& program, const RankProgram& rank) : scenario_(&s) {
   for (const auto& [kind, fabric] : call_fabrics(s, program, rank))
-    groups_.emplace(kind, Group{fabric, group_of(0, kind, program.dims).ranks.size() > 1});
+    groups_.emplace(kind, Group{fabric, group_size(kind, program.dims) > 1});
 }
 
 const CallCosts::Group& CallCosts::group(const CommCall& call) const {

@@ -20,7 +20,7 @@ namespace {
 int communicators_per_rank(const StepProgram& p) {
   std::set<GroupKind> kinds;
   for (const CommCall& c : p.classes.front().comms)
-    if (group_of(0, c.group, p.dims).ranks.size() > 1) kinds.insert(c.group);
+    if (group_size(c.group, p.dims) > 1) kinds.insert(c.group);
   return static_cast<int>(kinds.size());
 }
 

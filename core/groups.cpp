@@ -80,6 +80,11 @@ int member(GroupKind kind, int data, int i, const ParallelDims& d) {
 }
 }  // namespace
 
+int group_size(GroupKind kind, const ParallelDims& d) {
+  check_dims(d);
+  return degree(kind, d);
+}
+
 ProcessGroup group_of(int rank, GroupKind kind, const ParallelDims& d) {
   RankCoords c = coords_of(rank, d);
   const int data = c.data;

@@ -46,9 +46,7 @@ int GroupSpace::channel(int node, int c) const {
   return platform_.gpu(nodes_.at(static_cast<size_t>(node)), channel_gpu_.at(static_cast<size_t>(c)));
 }
 
-bool spans_world(GroupKind kind, const ParallelDims& dims) {
-  return static_cast<int>(group_of(0, kind, dims).ranks.size()) == dims.world();
-}
+bool spans_world(GroupKind kind, const ParallelDims& dims) { return group_size(kind, dims) == dims.world(); }
 
 std::vector<GroupSpace> group_spaces(const Platform& platform, const Topology& topology, GroupKind kind,
                                      const ParallelDims& dims, int stage) {

@@ -83,6 +83,8 @@ struct Platform::Impl {
   int link_count = 0;
   std::vector<FlowSpace::Edge> ring_edges;
   std::map<const LinkImpl*, std::string> link_names;  // for route_names()
+  std::map<const LinkImpl*, int> link_index;          // for route_links(): one index per direction
+  std::vector<double> capacities;                     // [link index], bytes/s
 
   DuplexLink make_link(const std::string& name, double bytes_per_s) {
     if (!(bytes_per_s > 0))  // check_topology refuses links without bandwidth
@@ -93,6 +95,10 @@ struct Platform::Impl {
     DuplexLink l{name, sd->get_link_up()->get_impl(), sd->get_link_down()->get_impl()};
     link_names[l.up] = name + "_UP";
     link_names[l.down] = name + "_DOWN";
+    for (const LinkImpl* d : {l.up, l.down}) {
+      link_index[d] = static_cast<int>(capacities.size());
+      capacities.push_back(bytes_per_s);
+    }
     return l;
   }
 
@@ -397,6 +403,17 @@ void Platform::route(int src, int dst, std::vector<LinkImpl*>& out) const {
   m.fabric_route(a.node, na, b.node, nb, out);
   out.push_back(m.nic[static_cast<size_t>(b.node)][static_cast<size_t>(nb)].down);
 }
+
+std::vector<int> Platform::route_links(int src, int dst) const {
+  std::vector<LinkImpl*> links;
+  route(src, dst, links);
+  std::vector<int> out;
+  out.reserve(links.size());
+  for (LinkImpl* l : links) out.push_back(impl_->link_index.at(l));
+  return out;
+}
+
+const std::vector<double>& Platform::link_capacities() const { return impl_->capacities; }
 
 std::vector<std::string> Platform::route_names(int src, int dst) const {
   std::vector<LinkImpl*> links;

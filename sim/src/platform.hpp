@@ -75,6 +75,9 @@ class Platform final : public FlowSpace {
 
   // Links from host `src` to host `dst` (used by the netzone's routing; exposed for tests).
   void route(int src, int dst, std::vector<simgrid::kernel::resource::StandardLinkImpl*>& out) const;
+  // Same, as indices into link_capacities() (bytes/s, one per direction), for the fluid probe (fluid.hpp).
+  std::vector<int> route_links(int src, int dst) const;
+  const std::vector<double>& link_capacities() const;
   // Same, as link names, for tests and debugging.
   std::vector<std::string> route_names(int src, int dst) const;
 

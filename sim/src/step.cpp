@@ -31,6 +31,7 @@
 #include "dpsim/sim/simulate.hpp"
 #include "dpsim/training_cost.hpp"
 #include "dpsim/units.hpp"
+#include "fluid.hpp"
 #include "group_space.hpp"
 #include "platform.hpp"
 
@@ -169,6 +170,21 @@ struct Run final : StepExecutor {
     sg4::Comm::wait_all(comms);
   }
 
+  // The time `pattern` scaled to kProbeBytes takes alone on the platform: the same max-min sharing as the engine's
+  // flows, solved without it (fluid.hpp says why).
+  double probe_seconds(const std::vector<Flow>& pattern) {
+    std::vector<FluidFlow> fluid;
+    fluid.reserve(pattern.size());
+    for (const Flow& f : pattern) {
+      const auto size = std::llround(f.bytes * kProbeBytes);
+      if (size == 0 || f.src == f.dst) continue;
+      fluid.push_back({static_cast<double>(size), platform->route_links(f.src, f.dst)});
+    }
+    flows += static_cast<int64_t>(fluid.size());
+    events += static_cast<int64_t>(fluid.size());
+    return fluid_makespan_s(fluid, platform->link_capacities());
+  }
+
   std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor) const {
     std::vector<Flow> flows_;
     for (const FlowSpace* space : c.spaces) {
@@ -195,9 +211,7 @@ struct Run final : StepExecutor {
       if (!c.moves) continue;
       const auto key = probe_key(c, rank->comms[i]);
       if (seconds_per_byte.count(key)) continue;
-      const double start = sg4::Engine::get_clock();
-      run_flows(pattern(c, false, 1.0), kProbeBytes);
-      seconds_per_byte[key] = (sg4::Engine::get_clock() - start) / kProbeBytes;
+      seconds_per_byte[key] = probe_seconds(pattern(c, false, 1.0)) / kProbeBytes;
     }
   }
 
@@ -458,6 +472,11 @@ void configure_engine() {
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/TCP-gamma:0");
   sg4::Engine::set_config("contexts/stack-size:256");
+  // Full, not the default Lazy: Lazy's selective update walks the linked constraints recursively
+  // (lmm::System::update_modified_cnst_set_rec), and a ring across 65536 nodes chains them deep enough to overflow
+  // the 8 MB stack (SIGSEGV at 2^19 GPUs). Every flow of a collective shares one such chain, so there was nothing
+  // for Lazy to skip; results are identical.
+  sg4::Engine::set_config("network/optim:Full");
 }
 
 }  // namespace

@@ -40,6 +40,17 @@ TEST_CASE("groups of each kind partition the world") {
   CHECK_FALSE(group_kind_named("context").has_value());
 }
 
+TEST_CASE("group_size: the size of every group of a kind, shard and replica and embedding included") {
+  const ParallelDims d{.data = 8, .tensor = 2, .pipeline = 3, .shard = 4};
+  for (GroupKind kind : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline, GroupKind::shard, GroupKind::replica,
+                         GroupKind::embedding})
+    for (const auto& g : groups_of(kind, d)) CHECK(static_cast<int>(g.ranks.size()) == group_size(kind, d));
+  CHECK(group_size(GroupKind::replica, d) == 2);
+  CHECK(group_size(GroupKind::embedding, d) == 2);
+  CHECK(group_size(GroupKind::embedding, ParallelDims{.data = 4}) == 1);
+  CHECK_THROWS(group_size(GroupKind::data, ParallelDims{.data = 0}));
+}
+
 TEST_CASE("placement: a tensor group inside a node, a data group across nodes through one GPU's NIC") {
   const ParallelDims d{.data = 8, .tensor = 8, .pipeline = 1};
   const GroupPlacement tp = placement(group_of(0, GroupKind::tensor, d), d, 8);

@@ -51,6 +51,8 @@ struct ProcessGroup {
 
 // The group of `kind` that holds `rank` (embedding: a middle stage's rank is in none; this is its position's pair).
 ProcessGroup group_of(int rank, GroupKind kind, const ParallelDims& dims);
+// How many ranks a group of `kind` holds (every group of a kind is the same size), without listing them.
+int group_size(GroupKind kind, const ParallelDims& dims);
 // Every group of `kind` (disjoint, covering the world but for embedding's middle stages), ordered by lowest rank.
 std::vector<ProcessGroup> groups_of(GroupKind kind, const ParallelDims& dims);
 
