@@ -70,7 +70,7 @@ TEST_CASE("a release outside the tables, or text that is not a release, is refus
   const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
   CHECK_THROWS_AS(nccl_for_release(nccl, "2.17.1"), InputError);
   CHECK_THROWS_WITH(nccl_for_release(nccl, "2.9.9"), Catch::Contains("older than the oldest tuning table") &&
-                                                          Catch::Contains("releases 2.18.3 to 2.30.7"));
+                                                         Catch::Contains("releases 2.18.3 to 2.30.7"));
   CHECK_THROWS_WITH(nccl_for_release(nccl, "2.31.0"), Catch::Contains("newer than the model's nccl_version"));
   CHECK_THROWS_WITH(nccl_for_release(nccl, "latest"), Catch::Contains("\"latest\" is not an NCCL release"));
 }
@@ -89,7 +89,8 @@ TEST_CASE("Hopper's one-node LL cap: 87.7 GB/s through 2.20 (v2.19.1-1 tuning.cc
   const FabricSummary f = node("h100-8x-nvswitch", 8);
   const Collective ll{Algorithm::ring, Protocol::ll};
   const double huge = 64.0 * (1LL << 30);
-  CHECK(allreduce_cost(huge, f, nccl_for_release(nccl, "2.20.5"), ll).busbw_bytes_per_s == Approx(87.7e9).epsilon(0.01));
+  CHECK(allreduce_cost(huge, f, nccl_for_release(nccl, "2.20.5"), ll).busbw_bytes_per_s ==
+        Approx(87.7e9).epsilon(0.01));
   CHECK(allreduce_cost(huge, f, nccl_for_release(nccl, "2.21.5"), ll).busbw_bytes_per_s == Approx(141e9).epsilon(0.01));
 }
 

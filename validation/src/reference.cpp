@@ -177,6 +177,7 @@ enum class Timing { nccl_tests, torch, single_thread };
 struct EntryModel {
   NcclModel nccl;  // with the tuning tables of the entry's software.nccl release
   Timing timing = Timing::nccl_tests;
+  std::string release;  // software.nccl where it is a release, else ""
 };
 
 CollectiveCost as_timed(const CollectiveCost& c, Timing timing, double bytes, const FabricSummary& f,
@@ -207,6 +208,8 @@ void predict_allreduce(const RawPoint& r, const Topology& base, const EntryModel
   const CollectiveCost c = as_timed(nccl, m.timing, r.bytes, f, m.nccl);
   p.predicted_by = fmt::format("allreduce_cost {}/{}{}", to_string(c.algorithm), to_string(c.protocol), timing_note(m));
   p.torch_timed = m.timing == Timing::torch;
+  p.nccl_release = m.release;
+  p.single_thread_launch = m.timing == Timing::single_thread;
   if (r.kind_hint == "busbw") {
     p.predicted = ring_bytes_sent_per_gpu(r.bytes, f.world) / c.time_s / 1e9;
     p.unit = "GB/s";
@@ -433,9 +436,10 @@ Timing entry_timing(const json& e, const EntrySite& site) {
 // The NCCL model of an entry: the tuning tables of its software.nccl where that is a release (major.minor.patch, the
 // rule of dpsim/nccl_release.hpp); the shipped default where the source does not state one.
 EntryModel entry_model(const json& e, const EntrySite& site, const Context& ctx) {
-  EntryModel m{ctx.nccl, entry_timing(e, site)};
+  EntryModel m{ctx.nccl, entry_timing(e, site), ""};
   const std::string release = str(member(e, "software"), "nccl");
   if (!parse_nccl_release(release)) return m;
+  m.release = release;
   try {
     m.nccl = nccl_for_release(ctx.nccl, release);
   } catch (const InputError& ex) {
