@@ -2,6 +2,8 @@
 // single_thread_launch_per_gpu and releases), one test per rule, with the source line each follows.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "../source_dir.hpp"
@@ -103,4 +105,21 @@ TEST_CASE("NVLSTree's network step: 14 us through 2.28.7, 20.9 us from 2.28.9 (v
   // intraLat 25 + 2 log2i(2) x interLat (tuning.cc:428)
   CHECK(allreduce_cost(8, f, nccl, tree).latency_s == Approx(25e-6 + 2 * 20.9e-6));
   CHECK(allreduce_cost(8, f, nccl_for_release(nccl, "2.21.5"), tree).latency_s == Approx(25e-6 + 2 * 14e-6));
+}
+
+TEST_CASE("a scenario's collective.nccl_release applies its release's tables to the whole run") {
+  const auto file = std::filesystem::temp_directory_path() / "dpsim-nccl-release.yaml";
+  {
+    std::ofstream out(file);
+    out << "model: " << src("models/gpt2-124m.yaml") << "\n"
+        << "training: {micro_batch: 1, sequence_length: 1024}\n"
+        << "cluster: {topology: h100-8x-nvswitch}\n"
+        << "collective: {nccl_release: 2.18.5}\n";
+  }
+  const Scenario s = load_scenario(file);
+  std::filesystem::remove(file);
+  CHECK(s.nccl_release == "2.18.5");
+  CHECK(s.nccl.tuning_release == "2.18.3");
+  const FabricSummary f = summarize_fabric(s.topology);
+  CHECK(allreduce_cost(8, f, s.nccl, {Algorithm::nvls, Protocol::simple}).latency_s == Approx(23e-6));
 }
