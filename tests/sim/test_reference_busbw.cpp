@@ -39,13 +39,15 @@ std::vector<validation::ReferencePoint> load_points() {
 // - 3 A100 nodes x 4 HDR at 128 MB (nccl-tests#119): the NIC plateau (96 GB/s) is already reached, but NCCL's ring
 //   latency model (2(n-1) hops, x1.4 multi-node Simple "plateau effect", data/nccl.yaml) still charges ~290 us.
 // - 8x A100, Galvatron's nccl-tests log, 1..64 MiB: one process drives all 8 GPUs (nGpus 8) and the per-call floor is
-//   ~70 us (79 us at 1 MiB), far above NCCL's ring/LL latency (15 us); from 128 MiB the ring plateau and fill fit.
+//   ~70 us (79 us at 1 MiB), far above NCCL's ring/LL latency (15 us) and the one-thread launch floor (8 x 4.2 us);
+//   from 128 MiB the ring plateau and fill fit.
 // - 8x V100 (HGX-1, 2019 log, one process driving 8 GPUs): 1..4 MiB under a ~48 us per-call floor (model 15 us);
 //   32..64 MiB -11%: this NCCL reaches its plateau earlier than the ring fill fitted on A100 / NCCL 2.18 says.
 // - AWS p5 over EFA, 4..32 nodes, 32 MiB..4 GiB (one benchmark repository, aws-ofi-nccl tuner plugin): 1.2-2x
 //   slower than NCCL's model below each node count's plateau, in steps that suggest the tuner switching algorithm or
 //   protocol; the 8 GiB plateau (where ring_efficiency.efa is fitted) is within 1% at 4..16 nodes, 9% at 32.
-// - 8x A100 on Azure VMs (NCCL 2.18.5) at 1 and 2 MiB: a ~43 us per-call floor (NCCL's ring/LL: 15 us).
+// - 8x A100 on Azure VMs (NCCL 2.18.5, nccl-tests -g 8) at 1 and 2 MiB: a ~43 us per-call floor (NCCL's ring/LL:
+//   15 us; one thread's launches on 8 GPUs: 33.6 us).
 // The boxes of issue 17 (validation/reference/README.md, "Issue 17's boxes"), every number they publish >= 1 MiB but
 // one (the dual-Turin RTX PRO 6000 with NCCL_MIN_NCHANNELS=8, +9.8%):
 // - NVLink-bridged pairs: 2x H100 PCIe (nccl#1161, 116 GB/s of a 300 GB/s bridge: +121..+129%), 2x A100 NV12 (208 of
