@@ -13,6 +13,7 @@
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/nccl_release.hpp"
 #include "dpsim/units.hpp"
 #include "option_checks.hpp"
 #include "tables.hpp"
@@ -28,8 +29,11 @@ struct TopologyArgs {
   std::string min_bytes = "8B";
   std::string max_bytes = "8GiB";
   std::string algorithm = "auto";
-  std::string calibration;               // a calibration YAML applied as predict applies it
-  std::string framework = "nccl-tests";  // nccl-tests: NCCL's time alone; torch: + PyTorch's launch of each call
+  std::string calibration;  // a calibration YAML applied as predict applies it
+  // nccl-tests: NCCL's time alone; torch: + PyTorch's launch of each call; nccl-tests-single-thread: nccl-tests -g N,
+  // no faster than one thread's launches on the node's GPUs
+  std::string framework = "nccl-tests";
+  std::string nccl_release;  // "": data/nccl.yaml's nccl_version
   bool json = false;
 };
 
@@ -51,8 +55,10 @@ std::vector<std::pair<double, CollectiveCost>> sweep(const FabricSummary& f, con
   std::vector<std::pair<double, CollectiveCost>> rows;
   for (double s = lo; s <= hi * (1 + 1e-12); s *= 2) {
     const CollectiveCost c = allreduce_cost(s, f, nccl, want);
-    rows.push_back(
-        {s, a.framework == "torch" ? launched_from_torch(c, CollectiveKind::all_reduce, s, f.world, nccl) : c});
+    rows.push_back({s, a.framework == "torch" ? launched_from_torch(c, CollectiveKind::all_reduce, s, f.world, nccl)
+                       : a.framework == "nccl-tests-single-thread"
+                           ? launched_from_one_thread(c, CollectiveKind::all_reduce, s, f.world, f.gpus_per_node, nccl)
+                           : c});
   }
   return rows;
 }
@@ -101,6 +107,7 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl, const Topolog
           {"nvlstree", fb.nvlstree.empty()},
           {"framework", a.framework},
           {"nccl_model_version", nccl.version},
+          {"nccl_tuning_release", nccl.tuning_release.empty() ? nccl.version : nccl.tuning_release},
           {"calibration", fb.calibration_json},
           {"allreduce", out}};
 }
@@ -112,6 +119,27 @@ std::string inter_limit(const Topology& t, const FabricSummary& f) {
   if (!f.uplink_bound()) return nics;
   return fmt::format("{:g}:1 oversubscribed {} uplink; {} would give {:.1f}", t.network.oversubscription,
                      t.network.kind == NetworkKind::fat_tree ? "leaf" : "rail", nics, f.nic_ring_bytes_per_s / 1e9);
+}
+
+// The line above the table: how the calls are timed, and whose tuning tables the model uses.
+std::string timing_line(const FabricSummary& f, const NcclModel& nccl, const TopologyArgs& a) {
+  const std::string model = nccl.tuning_release.empty()
+                                ? fmt::format("NCCL model {}", nccl.version)
+                                : fmt::format("NCCL model {}, tuning tables of {} for NCCL {}", nccl.version,
+                                              nccl.tuning_release, a.nccl_release);
+  if (a.framework == "torch")
+    return fmt::format(
+        "All-reduce per call as torch.distributed.all_reduce times it ({}, + {} PyTorch launch per call, "
+        "data/nccl.yaml framework_launch_overhead):\n",
+        model, format_seconds(nccl.framework_launch_overhead_s));
+  if (a.framework == "nccl-tests-single-thread")
+    return fmt::format(
+        "All-reduce per call as nccl-tests -g {} times it ({}; one thread launches on {} GPUs: at least {} per "
+        "call, data/nccl.yaml single_thread_launch_per_gpu):\n",
+        f.gpus_per_node, model, f.gpus_per_node, format_seconds(f.gpus_per_node * nccl.single_thread_launch_per_gpu_s));
+  return fmt::format(
+      "All-reduce per call as nccl-tests times it ({}, no framework launch; --framework torch adds PyTorch's):\n",
+      model);
 }
 
 std::string to_text(const Inspected& fb, const NcclModel& nccl, const TopologyArgs& a,
@@ -136,15 +164,7 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl, const TopologyAr
   if (f.nvls && f.nodes > 1)
     out += fmt::format("  NVLSTree        {}\n", fb.nvlstree.empty() ? "yes" : "no: " + fb.nvlstree);
   if (fb.calibration) out += "  " + fb.calibration->summary() + "\n";
-  out += a.framework == "torch"
-             ? fmt::format(
-                   "All-reduce per call as torch.distributed.all_reduce times it (NCCL model {}, + {} PyTorch "
-                   "launch per call, data/nccl.yaml framework_launch_overhead):\n",
-                   nccl.version, format_seconds(nccl.framework_launch_overhead_s))
-             : fmt::format(
-                   "All-reduce per call as nccl-tests times it (NCCL model {}, no framework launch; "
-                   "--framework torch adds PyTorch's):\n",
-                   nccl.version);
+  out += timing_line(fb.summary, nccl, a);
   std::vector<std::vector<std::string>> table{
       {"size", "bytes", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)"}};
   for (const auto& [s, c] : rows) {
@@ -173,6 +193,13 @@ void run(const TopologyArgs& a) {
       loaded, a.nodes > 0 ? a.nodes : loaded.nodes, a.gpus_per_node > 0 ? a.gpus_per_node : loaded.gpus_per_node,
       [](const std::string& msg) { throw InputError("inspect topology (--nodes, --gpus-per-node): " + msg); });
   NcclModel nccl = load_nccl(data_root() / "data" / "nccl.yaml");
+  if (!a.nccl_release.empty()) {
+    try {
+      nccl = nccl_for_release(nccl, a.nccl_release);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("inspect topology: --nccl-release: {}", e.message()));
+    }
+  }
   if (!a.calibration.empty()) {  // through the scenario, as predict applies it
     Scenario s;
     s.topology = fb.topology;
@@ -213,9 +240,13 @@ void register_inspect_topology(CLI::App& inspect) {
                   "Calibration YAML from dpsim calibrate, applied as predict applies it: the table shows the "
                   "calibrated all-reduce (compare it with the log)");
   cmd->add_option("--framework", a->framework,
-                  "nccl-tests (NCCL's time per call, default) or torch (+ PyTorch's launch of each call, as "
-                  "torch.distributed.all_reduce and each DDP bucket pay it)")
-      ->check(CLI::IsMember({"nccl-tests", "torch"}));
+                  "nccl-tests (NCCL's time per call, default), torch (+ PyTorch's launch of each call, as "
+                  "torch.distributed.all_reduce and each DDP bucket pay it) or nccl-tests-single-thread (nccl-tests "
+                  "-g N: one thread launches on all N GPUs of the node, at least N x 4.2 us per call)")
+      ->check(CLI::IsMember({"nccl-tests", "torch", "nccl-tests-single-thread"}));
+  cmd->add_option("--nccl-release", a->nccl_release,
+                  "NCCL release whose tuning tables to use (e.g. 2.18.5: the newest table of data/nccl.yaml releases "
+                  "at or below it; default: its nccl_version)");
   cmd->add_flag("--json", a->json, "Print JSON (keys as the table, plus the fabric summary)");
   cmd->callback([a] { run(*a); });
 }

@@ -189,6 +189,13 @@ CollectiveCost launched_from_torch(CollectiveCost cost, CollectiveKind kind, dou
   return cost;
 }
 
+CollectiveCost launched_from_one_thread(CollectiveCost cost, CollectiveKind kind, double bytes, int world,
+                                        int gpus_per_thread, const NcclModel& nccl) {
+  cost.time_s = std::max(cost.time_s, gpus_per_thread * nccl.single_thread_launch_per_gpu_s);
+  cost.busbw_bytes_per_s = bytes_moved_per_rank(kind, world, bytes) / cost.time_s;
+  return cost;
+}
+
 CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclModel& nccl, Collective requested) {
   return collective_cost(CollectiveKind::all_reduce, bytes, f, nccl, requested);
 }

@@ -12,6 +12,7 @@
 
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/nccl_release.hpp"
 #include "dpsim/suggest.hpp"
 #include "load_internal.hpp"
 
@@ -272,6 +273,56 @@ std::vector<GpuSpec> load_gpu_catalog() {
   return out;
 }
 
+// One release's replacements: {base_latency: {nvls: {simple: 23us}}, hw_latency: {nvlink: {nvls: {simple: 0us}}},
+// ll_max_busbw: {hopper: 87.7GBps}}; `source` names where they were read.
+NcclReleaseTuning parse_release(const YNode& n, const std::string& key) {
+  n.allow_only({"source", "base_latency", "hw_latency", "ll_max_busbw"});
+  NcclReleaseTuning t;
+  t.name = key;
+  n.at("source").as_string();
+  auto protocols = [](const YNode& algo, auto&& add) {
+    const ProtoValues v = parse_proto(algo);  // -1: not given
+    for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple})
+      if (v.get(p) >= 0) add(p, v.get(p));
+  };
+  if (auto base = n.get("base_latency"))
+    for (const auto& algo : base->keys())
+      protocols(base->at(algo),
+                [&](Protocol p, double s) { t.base_latency_s.emplace_back(parse_algorithm_key(*base, algo), p, s); });
+  if (auto hw = n.get("hw_latency")) {
+    hw->allow_only({"nvlink", "pcie", "net"});
+    for (const auto& [fkey, fabric] : kFabricKeys) {
+      const auto f = hw->get(fkey);
+      if (!f) continue;
+      for (const auto& algo : f->keys())
+        protocols(f->at(algo), [&](Protocol p, double s) {
+          t.hw_latency_s.emplace_back(fabric, parse_algorithm_key(*f, algo), p, s);
+        });
+    }
+  }
+  if (auto ll = n.get("ll_max_busbw")) t.ll_max_busbw_bytes_per_s = parse_arch_bandwidths(*ll);
+  return t;
+}
+
+// releases: {"2.18.3": {...}, ...}: each key a release up to nccl_version; kept oldest first.
+std::vector<NcclReleaseTuning> parse_releases(const YNode& n, const std::string& version) {
+  n.require_map();
+  const auto newest = parse_nccl_release(version);
+  std::vector<NcclReleaseTuning> out;
+  for (const auto& key : n.keys()) {
+    const auto r = parse_nccl_release(key);
+    if (!r) n.at(key).fail(fmt::format("\"{}\" is not an NCCL release (major.minor.patch)", key));
+    if (newest && *r > *newest) n.at(key).fail(fmt::format("is newer than nccl_version {}", version));
+    out.push_back(parse_release(n.at(key), key));
+    out.back().release = *r;
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.release < b.release; });
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].release == out[i - 1].release)
+      n.fail(fmt::format("releases {} and {} are the same release", out[i - 1].name, out[i].name));
+  return out;
+}
+
 // table_edge_latency and network_hops (data/nccl.yaml): what the topology's own latencies are measured against.
 void read_path_latency(const YNode& root, NcclModel& m) {
   const YNode edge = root.at("table_edge_latency");
@@ -309,6 +360,8 @@ NcclModel load_nccl(const fs::path& file) {
                    "nvls_fill",
                    "ring_fill",
                    "framework_launch_overhead",
+                   "single_thread_launch_per_gpu",
+                   "releases",
                    "fsdp_inflight_all_gathers",
                    "table_edge_latency",
                    "network_hops",
@@ -357,6 +410,8 @@ NcclModel load_nccl(const fs::path& file) {
     for (const auto& key : v->keys()) m.net_plugin_latency_s[key] = v->at(key).as_seconds();
   }
   m.framework_launch_overhead_s = root.at("framework_launch_overhead").as_seconds();
+  m.single_thread_launch_per_gpu_s = root.at("single_thread_launch_per_gpu").as_seconds();
+  if (auto v = root.get("releases")) m.releases = parse_releases(*v, m.version);
   if (auto v = root.get("fsdp_inflight_all_gathers")) m.fsdp_inflight_all_gathers = static_cast<int>(v->as_int(1, 64));
   read_path_latency(root, m);
   const YNode ring = root.at("ring_efficiency");

@@ -12,6 +12,7 @@
 #include "dpsim/escape.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/model.hpp"
+#include "dpsim/nccl_release.hpp"
 #include "dpsim/sharding.hpp"
 #include "dpsim/suggest.hpp"
 #include "dpsim/sweep_spec.hpp"
@@ -94,7 +95,7 @@ Ddp parse_ddp(const YNode& n) {
 }
 
 Collective parse_collective(const YNode& n) {
-  n.allow_only({"algorithm", "protocol"});
+  n.allow_only({"algorithm", "protocol", "nccl_release"});
   Collective c;
   if (auto v = n.get("algorithm")) {
     c.algorithm = algorithm_value(*v, true);
@@ -530,6 +531,15 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
     if (!fs::exists(nccl_file, ec)) v->fail(fmt::format("NCCL model file {} does not exist", nccl_file.string()));
   }
   s.nccl = load_nccl(nccl_file);
+  if (auto v = root.get("collective"); v && v->has("nccl_release")) {
+    const YNode release = v->at("nccl_release");
+    s.nccl_release = release.as_string();
+    try {
+      s.nccl = nccl_for_release(s.nccl, s.nccl_release);
+    } catch (const InputError& e) {
+      release.fail(e.message());
+    }
+  }
   if (auto v = root.get("collective")) check_collective_available(s, *v);
   if (s.training.param_dtype == Dtype::bf16 && s.topology.gpu.peak_bf16_flops_per_s <= 0) {
     root.at("training").at("param_dtype").fail(s.topology.gpu.name + " has no bf16 support; use fp16 or fp32");

@@ -24,8 +24,10 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   if (p != Protocol::simple) return {};
   const auto lat = nccl.hw_latency(Fabric::nvlink, Algorithm::nvls, f.arch);
   if (!lat || lat->get(p) < 0) return {};
-  const double latency = lat->get(p) + edge_excess_latency(f, nccl, false);  // one pass GPU -> switch -> GPU
-  return nvls_call(latency, nvls_intra_algbw(f, nccl), bytes, nccl);         // algbw flat in the GPU count
+  // baseLat + intraLat: 2.18's tables put NVLS's 23 us in baseLat, later ones in hwLat (data/nccl.yaml releases)
+  const double latency = base_latency(nccl, Algorithm::nvls, p) + lat->get(p) +
+                         edge_excess_latency(f, nccl, false);         // one pass GPU -> switch -> GPU
+  return nvls_call(latency, nvls_intra_algbw(f, nccl), bytes, nccl);  // algbw flat in the GPU count
 }
 
 }  // namespace

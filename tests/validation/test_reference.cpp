@@ -75,28 +75,48 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // NVSwitch, 1 MiB..256 MiB: NVLS and ring pipeline fills (the DGX H100 sweep, not fitted, within 5.2%); worst:
       // A100 per-call floors far above NCCL's LL latency (Azure VMs ~43 us; Galvatron's log, one process driving 8
       // GPUs: 79 us at 1 MiB). A bare-metal A100 log (not citable) floors at 18-24 us: no Ampere latency is shipped.
-      {"nvswitch", "allreduce_busbw_mid", 48, 0.0285, 1.1932},
+      // Issue 17's release tables: the Azure H200 sweep (NCCL 2.20.5) runs NVLS at 2.19's 23 us, not 25 (the NVLS fill
+      // was fitted with 25): its 2..33 MiB move +1..+5 points, the median 2.85% -> 3.45%.
+      {"nvswitch", "allreduce_busbw_mid", 48, 0.0345, 1.1932},
+      // NVSwitch < 1 MiB (issue 17): 21.3% -> 16.1% with nccl-tests -g 8's one-thread launch floor (8 x 4.2 us) on the
+      // Azure A100 / H200 sweeps (NCCL 2.18.5, 2.20.5; within -7..-11% on H200, +25..+42% on A100: its floor is
+      // ~45 us); the H100 / H200 one-rank-per-GPU sweeps stay +10..+25% at 1-128 KiB (measured ~18-19 us per call
+      // against NCCL's 15 us ring/LL latency)
+      {"nvswitch", "allreduce_busbw_small", 44, 0.1608, 0.5875},
       // V100 NVLink mesh (HGX-1 sweep, OCI 1 GiB point): plateau within 2.3% (ring_efficiency.nvlink_mesh comes from
       // the OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%). Issue 17's
       // NVLink-bridged pairs reach 0.4-0.7 of their bridge: 2x H100 PCIe +121..+129%, 2x A100 NV12 +29%, 2x RTX 2080 Ti
       // +72..+112% (validation/reference/README.md, "Issue 17's boxes")
       {"nvlink_mesh", "allreduce_busbw_large", 5, 1.2100, 1.2887},
       {"nvlink_mesh", "allreduce_busbw_mid", 16, 0.5857, 1.1179},
-      {"nvlink_mesh", "allreduce_busbw_small", 17, 1.9844, 2.3925},
+      // < 1 MiB (issue 17): the V100 log is nccl-tests -g 8, one thread: its floor 8 x 4.2 = 33.6 us against the
+      // log's 48.5 us (+33..+79% busbw, -31% time; NCCL of 2019 launched with cudaLaunchCooperativeKernelMultiDevice,
+      // replaced since by plain launches, sjeaugey in nccl#787: not modelled);
+      // the 2x RTX 2080 Ti bridge (-g 2) stays +140..+239%: 198.4% -> 57.3%
+      {"nvlink_mesh", "allreduce_busbw_small", 17, 0.5730, 2.3872},
+      {"nvlink_mesh", "allreduce_latency", 5, 0.3069, 0.3132},
       // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry (within 0.9%). With issue 17's boxes:
       // 4x A100 PCIe with 8-10 GB/s P2P (+23..+78%), 8x RTX PRO 6000 on PCIe Gen5 (+10..+86%), 8x RTX 5090 (+46% /
       // -36%). 2x RTX 2080 Ti without P2P is unmapped: NCCL stages through host memory, a path dpsim lacks.
       {"pcie", "allreduce_busbw_large", 10, 0.2538, 0.8592},
       {"pcie", "allreduce_busbw_mid", 8, 0.5101, 0.7823},
+      // < 1 MiB: 4x A100 PCIe, -g 4 (one thread: floor 4 x 4.2 us = 16.8 us against the log's ~23 us, weak P2P beyond
+      // it): busbw 53.5% -> 46.3%, time 45.6% -> 27.5% (issue 17)
+      {"pcie", "allreduce_busbw_small", 13, 0.4629, 0.6456},
+      {"pcie", "allreduce_latency", 4, 0.2749, 0.2830},
+      // Every class < 1 MiB (issue 17): busbw 50.3% -> 27.1%, time 44.2% -> 16.0%
+      {"all", "allreduce_busbw_small", 74, 0.2708, 2.3872},
+      {"all", "allreduce_latency", 24, 0.1598, 0.7799},
       // Multi-node: 1 GPU per node tree sweep (H100, 2 MiB..32 MiB), 3 A100 nodes x 4 HDR at 128 MB (NCCL's ring
       // latency still charged on the NIC plateau), 2 DGX A100 x 8 HDR (192 GB/s)
       {"multinode", "allreduce_busbw_mid", 8, 0.072, 0.1044},
       {"multinode", "allreduce_busbw_large", 1, 0.0022, 0.0022},
       // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 16.6 us (issue 17: with one GPU per node NCCL prices the
       // ring's network steps at the tree's NET row, tuning.cc:386; 12 us before), measured ~19-20 us (-13..-20%);
-      // 2 H20 nodes, NCCL_ALGO=NVLSTree (nccl#1244), 4..512 B: NCCL's NVLSTree latency 25 + 2 x 20.9 = 66.8 us
-      // against 46-48 us (+40..+44%: the measurement looks like one network hop, NCCL's model charges two)
-      {"multinode", "allreduce_latency", 12, 0.4042, 0.4443},
+      // 2 H20 nodes, NCCL_ALGO=NVLSTree (nccl#1244, NCCL 2.21.5), 4..512 B: with 2.21.5's tables (NET NVLSTree 14 us,
+      // v2.21.5-1 tuning.cc:77; 20.9 from 2.28.9) NCCL's latency is 25 + 2 x 14 = 53 us against 46-48 us (+11..+15%;
+      // 2.30.7's 66.8 us gave +40..+44%)
+      {"multinode", "allreduce_latency", 12, 0.1401, 0.1968},
       // AWS p5 over EFA, 4..32 nodes (one benchmark repository, aws-ofi-nccl tuner plugin), 32 MiB..8 GiB: the 8 GiB
       // plateau is where ring_efficiency.efa is fitted (within 1% at 4..16 nodes, +10% at 32); below it the measured
       // busbw is 1.2-2x lower, in size steps the model does not have. p5en at 16 nodes, 16 GiB (not fitted): -4%.
@@ -150,8 +170,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 5);
-  CHECK(t[0].value == Approx(0.0412).margin(0.001));  // busbw >= 1 MiB median (187 numbers; 3.1% over the 159
-                                                      // before issue 17's boxes): target 5%, met
+  CHECK(t[0].value == Approx(0.0426).margin(0.001));  // busbw >= 1 MiB median (187 numbers; 3.1% over the 159
+                                                      // before issue 17's boxes; 4.1% before its release tables moved
+                                                      // the Azure H200 NVLS sweep): target 5%, met
   CHECK(t[0].met);
   CHECK(t[1].value == Approx(1.2886).margin(0.001));  // worst: target 15%, missed (H100 PCIe NVLink-bridge pair:
                                                       // +129%; A100 per-call floors at 1-16 MiB: +119%)

@@ -24,6 +24,7 @@
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/nccl_release.hpp"
 #include "dpsim/result.hpp"
 #include "dpsim/units.hpp"
 
@@ -168,21 +169,47 @@ struct RawPoint {
   std::string note;
 };
 
-// `torch_timed`: the source timed calls through torch.distributed, which adds PyTorch's launch of each call
-// (data/nccl.yaml framework_launch_overhead); nccl-tests timings do not include it.
-void predict_allreduce(const RawPoint& r, const Topology& base, const Context& ctx, bool torch_timed,
-                       ReferencePoint& p) {
+// How the source timed each call: nccl-tests with a process (or thread) per GPU, NCCL's time alone; torch.distributed,
+// which adds PyTorch's launch of each call (data/nccl.yaml framework_launch_overhead); nccl-tests -g N, one thread
+// launching every GPU's kernel (scenario.launch: single_thread; data/nccl.yaml single_thread_launch_per_gpu).
+enum class Timing { nccl_tests, torch, single_thread };
+
+struct EntryModel {
+  NcclModel nccl;  // with the tuning tables of the entry's software.nccl release
+  Timing timing = Timing::nccl_tests;
+  std::string release;  // software.nccl where it is a release, else ""
+};
+
+CollectiveCost as_timed(const CollectiveCost& c, Timing timing, double bytes, const FabricSummary& f,
+                        const NcclModel& nccl) {
+  switch (timing) {
+    case Timing::torch: return launched_from_torch(c, CollectiveKind::all_reduce, bytes, f.world, nccl);
+    case Timing::single_thread:
+      return launched_from_one_thread(c, CollectiveKind::all_reduce, bytes, f.world, f.gpus_per_node, nccl);
+    case Timing::nccl_tests: break;
+  }
+  return c;
+}
+
+std::string timing_note(const EntryModel& m) {
+  std::string out = m.timing == Timing::torch           ? " + PyTorch launch"
+                    : m.timing == Timing::single_thread ? " + one-thread launch floor"
+                                                        : "";
+  if (!m.nccl.tuning_release.empty()) out += ", NCCL " + m.nccl.tuning_release + " tables";
+  return out;
+}
+
+void predict_allreduce(const RawPoint& r, const Topology& base, const EntryModel& m, ReferencePoint& p) {
   const Topology t = resized(base, p.nodes, p.gpus_per_node);
   p.cls = class_of(t);
   const FabricSummary f = summarize_fabric(t);
-  const CollectiveCost nccl =
-      allreduce_cost(r.bytes, f, ctx.nccl,
-                     Collective{algorithm_named(r.algorithm).value_or(Algorithm::automatic), Protocol::automatic});
-  const CollectiveCost c =
-      torch_timed ? launched_from_torch(nccl, CollectiveKind::all_reduce, r.bytes, f.world, ctx.nccl) : nccl;
-  p.predicted_by = fmt::format("allreduce_cost {}/{}{}", to_string(c.algorithm), to_string(c.protocol),
-                               torch_timed ? " + PyTorch launch" : "");
-  p.torch_timed = torch_timed;
+  const CollectiveCost nccl = allreduce_cost(
+      r.bytes, f, m.nccl, Collective{algorithm_named(r.algorithm).value_or(Algorithm::automatic), Protocol::automatic});
+  const CollectiveCost c = as_timed(nccl, m.timing, r.bytes, f, m.nccl);
+  p.predicted_by = fmt::format("allreduce_cost {}/{}{}", to_string(c.algorithm), to_string(c.protocol), timing_note(m));
+  p.torch_timed = m.timing == Timing::torch;
+  p.nccl_release = m.release;
+  p.single_thread_launch = m.timing == Timing::single_thread;
   if (r.kind_hint == "busbw") {
     p.predicted = ring_bytes_sent_per_gpu(r.bytes, f.world) / c.time_s / 1e9;
     p.unit = "GB/s";
@@ -192,7 +219,7 @@ void predict_allreduce(const RawPoint& r, const Topology& base, const Context& c
   }
 }
 
-void allreduce_entry(const json& e, const std::string& file, const Topology& base, const Context& ctx,
+void allreduce_entry(const json& e, const std::string& file, const Topology& base, const EntryModel& model,
                      ReferenceReport& out) {
   const std::string id = str(e, "id");
   const json& sc = member(e, "scenario");
@@ -315,8 +342,7 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
       continue;
     }
     try {
-      const bool torch = str(member(e, "software"), "framework").find("torch") != std::string::npos;
-      predict_allreduce(r, base, ctx, torch, p);
+      predict_allreduce(r, base, model, p);
     } catch (const std::exception& ex) {
       out.skipped.push_back({id, file, fmt::format("{}: not predictable: {}", r.label, ex.what())});
       continue;
@@ -393,6 +419,35 @@ void check_entry(const json& e, const EntrySite& site, std::map<std::string, std
   if (e.contains("measured")) check_measured(member(e, "measured"), site, at + "/measured");
 }
 
+// scenario.launch: how the source launched each call, where it is not one process per GPU: single_thread (nccl-tests
+// -g N, one thread driving all N GPUs of its node).
+Timing entry_timing(const json& e, const EntrySite& site) {
+  const json& sc = member(e, "scenario");
+  if (str(member(e, "software"), "framework").find("torch") != std::string::npos) return Timing::torch;
+  if (!sc.is_object() || !sc.contains("launch")) return Timing::nccl_tests;
+  if (str(sc, "launch") != "single_thread")
+    detail::fail_at(site, site.pointer + "/scenario/launch",
+                    fmt::format("\"{}\" is not a launch dpsim models (single_thread: nccl-tests -g N, one thread "
+                                "driving the node's GPUs; leave it out for a process per GPU)",
+                                str(sc, "launch")));
+  return Timing::single_thread;
+}
+
+// The NCCL model of an entry: the tuning tables of its software.nccl where that is a release (major.minor.patch, the
+// rule of dpsim/nccl_release.hpp); the shipped default where the source does not state one.
+EntryModel entry_model(const json& e, const EntrySite& site, const Context& ctx) {
+  EntryModel m{ctx.nccl, entry_timing(e, site), ""};
+  const std::string release = str(member(e, "software"), "nccl");
+  if (!parse_nccl_release(release)) return m;
+  m.release = release;
+  try {
+    m.nccl = nccl_for_release(ctx.nccl, release);
+  } catch (const InputError& ex) {
+    detail::fail_at(site, site.pointer + "/software/nccl", ex.message());
+  }
+  return m;
+}
+
 // An all-reduce entry runs on the first GPUs of its topology's nodes: it cannot have more per node.
 void check_fits_topology(const json& e, const EntrySite& site, const Topology& t) {
   const auto gpus = as_int(member(e, "scenario"), "gpus_per_node");
@@ -449,8 +504,9 @@ ReferenceReport score_reference(const fs::path& dir, const ReferenceOptions& o) 
         continue;
       }
       check_fits_topology(e, site, base);
+      const EntryModel model = entry_model(e, site, ctx);
       try {
-        allreduce_entry(e, file, base, ctx, out);
+        allreduce_entry(e, file, base, model, out);
       } catch (const std::exception& ex) {
         out.skipped.push_back({id, file, std::string("not predictable: ") + ex.what()});
       }

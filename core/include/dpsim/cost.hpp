@@ -69,6 +69,13 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSu
 CollectiveCost launched_from_torch(CollectiveCost cost, CollectiveKind kind, double bytes, int world,
                                    const NcclModel& nccl);
 
+// The same call timed by nccl-tests run with -g N (one process whose one thread drives the node's N GPUs): the thread
+// launches the call's kernel on each GPU in turn (data/nccl.yaml single_thread_launch_per_gpu), and a loop of calls
+// runs no faster than its launches, which overlap the previous call's run: time = max(NCCL's time, N x launch), the
+// bus bandwidth recomputed over it.
+CollectiveCost launched_from_one_thread(CollectiveCost cost, CollectiveKind kind, double bytes, int world,
+                                        int gpus_per_thread, const NcclModel& nccl);
+
 // The back-of-envelope: 2(n-1)/n * S / B, with B the nominal ring bottleneck per direction.
 double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_bytes_per_s);
 double ring_bytes_sent_per_gpu(double bytes, int world);  // 2(n-1)/n * S

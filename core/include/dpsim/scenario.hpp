@@ -181,9 +181,23 @@ struct PipelineFill {
   double seconds(double message_bytes) const;
 };
 
+// The tuning constants of one NCCL release that differ from the model's top-level ones (data/nccl.yaml releases):
+// replacements of single base/hw latencies and single-node LL caps, read from that release's src/graph/tuning.cc.
+struct NcclReleaseTuning {
+  std::array<int, 3> release{};  // the first release (major, minor, patch) that has these tables
+  std::string name;              // as data/nccl.yaml writes it: "2.18.3"
+  std::vector<std::tuple<Algorithm, Protocol, double>> base_latency_s;
+  std::vector<std::tuple<Fabric, Algorithm, Protocol, double>> hw_latency_s;
+  std::map<Arch, double> ll_max_busbw_bytes_per_s;
+};
+
 struct NcclModel {
   std::string version;
   std::string file;
+  // Per-release tuning tables, oldest first; the top-level constants are `version`'s. dpsim/nccl_release.hpp picks
+  // and applies one; tuning_release names the table in use ("" for the top-level one).
+  std::vector<NcclReleaseTuning> releases;
+  std::string tuning_release;
   double communicator_bytes = 0;  // GPU memory of one communicator (communicator_memory)
   // [algorithm ring|tree|nvls] -> per-protocol latency
   std::map<Algorithm, ProtoValues> base_latency_s;
@@ -227,6 +241,8 @@ struct NcclModel {
   int hops_single_switch = 2, hops_within_leaf = 2, hops_across_leaves = 4;  // data/nccl.yaml network_hops
   double net_plugin_latency(const std::string& net_class) const;
   double framework_launch_overhead_s = 0;  // PyTorch launch of one collective (per DDP bucket)
+  // Host time of one thread launching a collective's kernel on one of the GPUs it drives (nccl-tests -g N)
+  double single_thread_launch_per_gpu_s = 0;
   // FSDP's rate limiter (limit_all_gathers): resharded units whose free events a new all-gather may run ahead of
   // (data/nccl.yaml fsdp_inflight_all_gathers, FSDP's _FreeEventQueue._max_num_inflight_all_gathers).
   int fsdp_inflight_all_gathers = 2;
@@ -435,6 +451,7 @@ struct Scenario {
   std::optional<ZeroOptimization> zero_optimization;  // DeepSpeed's stage 1/2 knobs; unset: not DeepSpeed
   Topology topology;
   Collective collective;
+  std::string nccl_release;  // collective.nccl_release: the NCCL release whose tuning tables apply ("": the default)
   NcclModel nccl;
   double tolerance = 0.10;                   // relative, for validate
   std::optional<double> price_per_gpu_hour;  // cluster.price_per_gpu_hour, in the user's currency

@@ -25,8 +25,10 @@ struct ReferencePoint {
   double bytes = 0;          // all-reduce message size (0 for DDP)
   std::string algorithm;     // requested: auto | ring | tree | nvls
   bool torch_timed = false;  // all-reduce timed through torch.distributed: includes PyTorch's launch of each call
-  double published = 0;      // the value read in the source (midpoint of a range)
-  double published_low = 0;  // = published unless the source gives a range ("365-370")
+  std::string nccl_release;  // the entry's software.nccl where it is a release: its tuning tables apply ("": none)
+  bool single_thread_launch = false;  // nccl-tests -g N (scenario.launch: single_thread): N GPUs' launches per call
+  double published = 0;               // the value read in the source (midpoint of a range)
+  double published_low = 0;           // = published unless the source gives a range ("365-370")
   double published_high = 0;
   std::string unit;  // GB/s | s | x
   double predicted = 0;
