@@ -1,8 +1,9 @@
 // Speed benchmark of the simulator (prints figures; not a pass/fail test).
 //   dpsim_bench_sim [SCENARIO...] [--fidelity fast|step] [--dpsim PATH] [--runs N] [--sweep-points N] [--jobs N]
-//                   [--no-process]
+//                   [--no-process] [--no-scale]
 // Default: the two scale scenarios of issue 3 (1024 and 16384 H100s, Llama 3.1 8B) and a zero3 step of Llama 3.1
-// 70B on 1024 H100s (bench/scenarios/, issue 14's target: under 1 s), simulated in this process; then whole
+// 70B on 1024 H100s (bench/scenarios/, issue 14's target: under 1 s), simulated in this process, and the 16384-GPU
+// step at 131072, 524288 and 1048576 GPUs (issue 18: no scale crashes or crawls; --no-scale skips them); then whole
 // processes as a user runs them (issue 18's targets: dpsim --version and estimate under 20 ms and 30 MB), and
 // --sweep-points points (default 1,000) of scenarios/sweeps/bench-1000x1024.yaml at --jobs (default 2) workers
 // (target: 2,000,000 points/hour on 2 cores).
@@ -17,6 +18,7 @@
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/sim/simulate.hpp"
+#include "dpsim/sweep_spec.hpp"
 #include "process_figures.hpp"
 
 int main(int argc, char** argv) {
@@ -25,7 +27,7 @@ int main(int argc, char** argv) {
   options.progress = false;
   std::string dpsim_binary = DPSIM_BENCH_DPSIM;
   int runs = 5, sweep_points = 1000, jobs = 2;
-  bool process = true;
+  bool process = true, scale = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fidelity" && i + 1 < argc)
@@ -40,6 +42,8 @@ int main(int argc, char** argv) {
       jobs = std::max(1, std::atoi(argv[++i]));
     else if (a == "--no-process")
       process = false;
+    else if (a == "--no-scale")
+      scale = false;
     else
       files.push_back(a);
   }
@@ -49,25 +53,33 @@ int main(int argc, char** argv) {
              (root / "scenarios/llama3.1-8b-16384xh100-ib.yaml").string(),
              (root / "bench/scenarios/llama3.1-70b-zero3-1024xh100-ib.yaml").string()};
   }
-  fmt::print("{:<34} {:>6} {:>8} {:>8} {:>9} {:>9} {:>10} {:>12} {:>9} {:>10}\n", "scenario", "GPUs", "calls", "flows",
+  fmt::print("{:<34} {:>7} {:>8} {:>8} {:>9} {:>9} {:>10} {:>12} {:>9} {:>10}\n", "scenario", "GPUs", "calls", "flows",
              "events", "wall s", "engine s", "events/s", "RSS MB", "step s");
-  for (const auto& f : files) {
-    try {
-      const auto t0 = std::chrono::steady_clock::now();
-      const dpsim::Scenario s = dpsim::load_scenario(f);
-      const dpsim::StepPlan plan = dpsim::make_step_plan(s);
-      const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      dpsim::SimStats st;
-      const dpsim::StepResult r = dpsim::simulate(s, plan, options, &st);
-      fmt::print("{:<34} {:>6} {:>8} {:>8} {:>9} {:>9.3f} {:>10.3f} {:>12.0f} {:>9.1f} {:>10.4f}\n", s.name,
-                 plan.world_size, r.comm.size(), st.flows, st.events, st.wall_s, st.simulate_wall_s,
-                 st.simulate_wall_s > 0 ? static_cast<double>(st.events) / st.simulate_wall_s : 0.0,
-                 static_cast<double>(st.peak_rss_bytes) / 1e6, r.step_time_s);
-      fmt::print("  (load + plan {:.3f} s; platform {} hosts, {} links)\n", load_s, st.hosts, st.links);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "{}: {}\n", f, e.what());
-      return 1;
-    }
+  // One row: the scenario (with `nodes` nodes when > 0) simulated in this process.
+  auto row = [&](const std::string& f, int nodes) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<dpsim::Override> sets;
+    if (nodes > 0) sets.push_back({"cluster.nodes", std::to_string(nodes)});
+    const dpsim::Scenario s = dpsim::load_scenario(f, sets);
+    const dpsim::StepPlan plan = dpsim::make_step_plan(s);
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    dpsim::SimStats st;
+    const dpsim::StepResult r = dpsim::simulate(s, plan, options, &st);
+    fmt::print("{:<34} {:>7} {:>8} {:>8} {:>9} {:>9.3f} {:>10.3f} {:>12.0f} {:>9.1f} {:>10.4f}\n", s.name,
+               plan.world_size, r.comm.size(), st.flows, st.events, st.wall_s, st.simulate_wall_s,
+               st.simulate_wall_s > 0 ? static_cast<double>(st.events) / st.simulate_wall_s : 0.0,
+               static_cast<double>(st.peak_rss_bytes) / 1e6, r.step_time_s);
+    fmt::print("  (load + plan {:.3f} s; platform {} hosts, {} links)\n", load_s, st.hosts, st.links);
+  };
+  try {
+    for (const auto& f : files) row(f, 0);
+    // Issue 18's scale rows: the 16384-GPU step at 2^17, 2^19 and 2^20 GPUs (the most a scenario may have).
+    if (scale && options.fidelity == dpsim::Fidelity::fast)
+      for (int nodes : {16384, 65536, 131072})
+        row((dpsim::data_root() / "scenarios/llama3.1-8b-16384xh100-ib.yaml").string(), nodes);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
   }
   if (!process) return 0;
   const auto root = dpsim::data_root();

@@ -12,6 +12,9 @@
 
 namespace dpsim::program_detail {
 
+// The streams every builder lays instructions on.
+inline constexpr int kCompute = StepProgram::kCompute, kComm = StepProgram::kComm;
+
 // Builds one rank class's instruction list; each helper appends one instruction.
 struct Builder {
   RankProgram rank;

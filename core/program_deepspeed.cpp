@@ -23,8 +23,6 @@ namespace dpsim::program_detail {
 
 namespace {
 
-constexpr int kCompute = StepProgram::kCompute, kComm = StepProgram::kComm;
-
 // The backward position after which each bucket is flushed (the op that made the next bucket's first gradient);
 // -1: after the whole backward (the last bucket, or every bucket when no hooks are registered).
 std::vector<int> flush_positions(const StepPlan& plan, bool hooks) {

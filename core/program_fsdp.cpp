@@ -29,7 +29,7 @@ namespace dpsim::program_detail {
 
 namespace {
 
-constexpr int kCompute = StepProgram::kCompute, kComm = StepProgram::kComm, kAllReduce = StepProgram::kAllReduce;
+constexpr int kAllReduce = StepProgram::kAllReduce;
 
 struct FsdpBuilder {
   const StepPlan& plan;
