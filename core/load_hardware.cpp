@@ -291,9 +291,10 @@ NcclReleaseTuning parse_release(const YNode& n, const std::string& key) {
                 [&](Protocol p, double s) { t.base_latency_s.emplace_back(parse_algorithm_key(*base, algo), p, s); });
   if (auto hw = n.get("hw_latency")) {
     hw->allow_only({"nvlink", "pcie", "net"});
-    for (const auto& [fkey, fabric] : kFabricKeys) {
-      const auto f = hw->get(fkey);
+    for (const auto& entry : kFabricKeys) {  // no structured binding: clang 14 cannot capture one in a lambda
+      const auto f = hw->get(entry.first);
       if (!f) continue;
+      const auto fabric = entry.second;
       for (const auto& algo : f->keys())
         protocols(f->at(algo), [&](Protocol p, double s) {
           t.hw_latency_s.emplace_back(fabric, parse_algorithm_key(*f, algo), p, s);

@@ -16,7 +16,7 @@ per_target=$((budget * jobs / ${#targets[@]}))
 ((per_target < 1)) && per_target=1
 
 CXX=${CXX_FUZZ:-clang++} cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPSIM_FUZZ=ON \
-  -DDPSIM_CUDA=OFF -DDPSIM_PYTHON=OFF -DDPSIM_BUILD_TESTS=OFF -DDPSIM_WERROR=ON >/dev/null
+  -DDPSIM_CUDA=OFF -DDPSIM_PYTHON=OFF -DDPSIM_BUILD_TESTS=OFF -DDPSIM_WERROR=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 
 work=build-fuzz/run

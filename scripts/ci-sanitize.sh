@@ -4,8 +4,9 @@
 # Extra arguments go to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# -O1 -g1: about half the compile time of -O2 -g on 2 cores; still fast enough to run the suite.
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DDPSIM_SANITIZE=ON -DDPSIM_CUDA=OFF -DDPSIM_PYTHON=OFF -DDPSIM_WERROR=ON "$@"
+# -O1 -g1: about half the compile time of -O2 -g on 2 cores; still fast enough to run the suite. Unity build: dpsim_core
+# in 60 s of CPU instead of 226 s (measured on 2 cores; tests/ stays one file per object).
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DDPSIM_SANITIZE=ON -DDPSIM_CUDA=OFF -DDPSIM_PYTHON=OFF -DDPSIM_WERROR=ON -DCMAKE_UNITY_BUILD=ON "$@"
 cmake --build build-asan -j"$(nproc)"
 # halt_on_error/abort: a report is a failed test, never a warning in a log. detect_stack_use_after_return=0:
 # SimGrid switches between actor stacks with its own context code, which ASan's fake stacks cannot follow.
