@@ -63,9 +63,26 @@ std::string figure(const json& result, const char* column, const char* pointer) 
   return fmt::format("{:.9g}", v.get<double>());
 }
 
+// The CSV row of a JSON line, parsed.
+std::string csv_row_of(const SweepSpec& sweep, const json& line) {
+  std::vector<std::string> cells{std::to_string(line.at("point").get<long long>())};
+  for (const auto& a : sweep.axes) cells.push_back(line.at("axes").value(a.key_path, ""));
+  const bool ok = line.contains("result");
+  cells.push_back(ok ? "ok" : "error");
+  cells.push_back(ok ? "" : line.at("error").get<std::string>());
+  for (const auto& [column, pointer] : kFigures) {
+    cells.push_back(!ok                                ? ""
+                    : std::string(column) == "buckets" ? std::to_string(line.at("result").value("buckets_count", 0))
+                                                       : figure(line.at("result"), column, pointer));
+  }
+  std::string row;
+  for (size_t i = 0; i < cells.size(); ++i) row += (i ? "," : "") + csv_field(cells[i]);
+  return row;
+}
+
 }  // namespace
 
-std::string evaluate_point(const SweepSpec& sweep, int64_t index) {
+PointRow evaluate_point(const SweepSpec& sweep, int64_t index) {
   const auto overrides = sweep_point(sweep, index);
   json line{{"point", index}, {"axes", json::object()}};
   for (const auto& o : overrides) line["axes"][o.key_path] = o.value;
@@ -86,7 +103,7 @@ std::string evaluate_point(const SweepSpec& sweep, int64_t index) {
     line["error"] = e.what();
   }
   line["inputs"] = inputs.files();
-  return line.dump();
+  return {line.dump(), csv_row_of(sweep, line), line.contains("result")};
 }
 
 std::vector<std::string> csv_header(const SweepSpec& sweep) {
@@ -99,20 +116,7 @@ std::vector<std::string> csv_header(const SweepSpec& sweep) {
 }
 
 std::string csv_row(const SweepSpec& sweep, const std::string& json_line) {
-  const json line = json::parse(json_line);
-  std::vector<std::string> cells{std::to_string(line.at("point").get<long long>())};
-  for (const auto& a : sweep.axes) cells.push_back(line.at("axes").value(a.key_path, ""));
-  const bool ok = line.contains("result");
-  cells.push_back(ok ? "ok" : "error");
-  cells.push_back(ok ? "" : line.at("error").get<std::string>());
-  for (const auto& [column, pointer] : kFigures) {
-    cells.push_back(!ok                                ? ""
-                    : std::string(column) == "buckets" ? std::to_string(line.at("result").value("buckets_count", 0))
-                                                       : figure(line.at("result"), column, pointer));
-  }
-  std::string row;
-  for (size_t i = 0; i < cells.size(); ++i) row += (i ? "," : "") + csv_field(cells[i]);
-  return row;
+  return csv_row_of(sweep, json::parse(json_line));
 }
 
 }  // namespace dpsim
