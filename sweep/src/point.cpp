@@ -93,11 +93,13 @@ PointRow evaluate_point(const SweepSpec& sweep, int64_t index) {
     const StepPlan plan = make_step_plan(s);
     SimOptions options;
     options.progress = false;
-    const StepResult r =
+    StepResult r =
         sweep.command == "estimate" ? estimate(s, plan).result : simulate_in_process(s, plan, options, nullptr);
+    const size_t buckets = r.buckets.size();
+    r.buckets.clear();  // per-bucket timing stays out of sweep files (not rendered at all); counted in the CSV
     json result = to_json(r);
-    result["buckets"] = json::array();  // per-bucket timing stays out of sweep files; counted in the CSV
-    result["buckets_count"] = r.buckets.size();
+    result["buckets"] = json::array();
+    result["buckets_count"] = buckets;
     line["result"] = std::move(result);
   } catch (const std::exception& e) {
     line["error"] = e.what();
