@@ -207,7 +207,7 @@ struct Appended {
 void write_in_point_order(const SweepSpec& sweep, const fs::path& dir, std::map<int64_t, std::string> lines,
                           const std::map<int64_t, Appended>& appended) {
   const fs::path jsonl = dir / "results.jsonl";
-  const std::string text = read_text(jsonl);
+  std::string text = read_text(jsonl);
   std::map<int64_t, std::string> csv_rows;
   for (const auto& [index, a] : appended) {
     if (a.offset + a.bytes >= text.size() || text[a.offset + a.bytes] != '\n' ||
@@ -218,6 +218,7 @@ void write_in_point_order(const SweepSpec& sweep, const fs::path& dir, std::map<
     lines[index] = text.substr(a.offset, a.bytes);
     csv_rows[index] = a.csv;
   }
+  std::string().swap(text);  // the rows are in `lines` now
   write_results(sweep, dir, lines, csv_rows);
 }
 
