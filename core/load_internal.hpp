@@ -42,6 +42,8 @@ struct OptimizerPasses {
 
 // data/optimizers.yaml's row for this optimizer and implementation, read once (core/load_optimizers.cpp).
 OptimizerPasses optimizer_passes(Optimizer optimizer, OptimizerImpl impl);
+// The file optimizer_passes reads: data/optimizers.yaml.
+std::filesystem::path optimizers_file();
 
 // bf16 | fp16 | fp32 (core/load_scenario.cpp).
 Dtype parse_dtype(const YNode& n);

@@ -13,7 +13,7 @@ namespace {
 using PassTable = std::map<std::pair<Optimizer, OptimizerImpl>, OptimizerPasses>;
 
 PassTable read_pass_table() {
-  const YNode root = YNode::load_file(data_root() / "data" / "optimizers.yaml");
+  const YNode root = YNode::load_file(optimizers_file());
   root.allow_only({"optimizers"});
   const YNode all = root.at("optimizers");
   const Optimizer optimizers[] = {Optimizer::adamw, Optimizer::sgd_momentum, Optimizer::sgd};
@@ -35,6 +35,8 @@ PassTable read_pass_table() {
 }
 
 }  // namespace
+
+std::filesystem::path optimizers_file() { return data_root() / "data" / "optimizers.yaml"; }
 
 OptimizerPasses optimizer_passes(Optimizer optimizer, OptimizerImpl impl) {
   static const PassTable table = read_pass_table();  // read once; a bad file is an InputError naming its line

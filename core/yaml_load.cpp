@@ -15,6 +15,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/input_file.hpp"
 #include "dpsim/load.hpp"
+#include "load_internal.hpp"
 #include "yaml_node.hpp"
 
 namespace dpsim {
@@ -222,6 +223,11 @@ void keep_parsed_files_of(const std::filesystem::path& scenario) {
   g_keeping = true;
   try {
     load_scenario(scenario);
+  } catch (const std::exception&) {
+    // the points report it
+  }
+  try {
+    load_yaml_file(optimizers_file());  // read by every point's step plan (optimizer_passes), not by the load
   } catch (const std::exception&) {
     // the points report it
   }

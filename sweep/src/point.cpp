@@ -63,43 +63,8 @@ std::string figure(const json& result, const char* column, const char* pointer) 
   return fmt::format("{:.9g}", v.get<double>());
 }
 
-}  // namespace
-
-std::string evaluate_point(const SweepSpec& sweep, int64_t index) {
-  const auto overrides = sweep_point(sweep, index);
-  json line{{"point", index}, {"axes", json::object()}};
-  for (const auto& o : overrides) line["axes"][o.key_path] = o.value;
-  InputLog inputs;
-  read_input_file(sweep.file);  // the sweep file is an input of every point
-  try {
-    const Scenario s = load_scenario(sweep.base, overrides);
-    const StepPlan plan = make_step_plan(s);
-    SimOptions options;
-    options.progress = false;
-    const StepResult r =
-        sweep.command == "estimate" ? estimate(s, plan).result : simulate_in_process(s, plan, options, nullptr);
-    json result = to_json(r);
-    result["buckets"] = json::array();  // per-bucket timing stays out of sweep files; counted in the CSV
-    result["buckets_count"] = r.buckets.size();
-    line["result"] = std::move(result);
-  } catch (const std::exception& e) {
-    line["error"] = e.what();
-  }
-  line["inputs"] = inputs.files();
-  return line.dump();
-}
-
-std::vector<std::string> csv_header(const SweepSpec& sweep) {
-  std::vector<std::string> h{"point"};
-  for (const auto& a : sweep.axes) h.push_back(a.key_path);
-  h.push_back("status");
-  h.push_back("error");
-  for (const auto& [column, pointer] : kFigures) h.push_back(column);
-  return h;
-}
-
-std::string csv_row(const SweepSpec& sweep, const std::string& json_line) {
-  const json line = json::parse(json_line);
+// The CSV row of a JSON line, parsed.
+std::string csv_row_of(const SweepSpec& sweep, const json& line) {
   std::vector<std::string> cells{std::to_string(line.at("point").get<long long>())};
   for (const auto& a : sweep.axes) cells.push_back(line.at("axes").value(a.key_path, ""));
   const bool ok = line.contains("result");
@@ -113,6 +78,47 @@ std::string csv_row(const SweepSpec& sweep, const std::string& json_line) {
   std::string row;
   for (size_t i = 0; i < cells.size(); ++i) row += (i ? "," : "") + csv_field(cells[i]);
   return row;
+}
+
+}  // namespace
+
+PointRow evaluate_point(const SweepSpec& sweep, int64_t index) {
+  const auto overrides = sweep_point(sweep, index);
+  json line{{"point", index}, {"axes", json::object()}};
+  for (const auto& o : overrides) line["axes"][o.key_path] = o.value;
+  InputLog inputs;
+  read_input_file(sweep.file);  // the sweep file is an input of every point
+  try {
+    const Scenario s = load_scenario(sweep.base, overrides);
+    const StepPlan plan = make_step_plan(s);
+    SimOptions options;
+    options.progress = false;
+    StepResult r =
+        sweep.command == "estimate" ? estimate(s, plan).result : simulate_in_process(s, plan, options, nullptr);
+    const size_t buckets = r.buckets.size();
+    r.buckets.clear();  // per-bucket timing stays out of sweep files (not rendered at all); counted in the CSV
+    json result = to_json(r);
+    result["buckets"] = json::array();
+    result["buckets_count"] = buckets;
+    line["result"] = std::move(result);
+  } catch (const std::exception& e) {
+    line["error"] = e.what();
+  }
+  line["inputs"] = inputs.files();
+  return {line.dump(), csv_row_of(sweep, line), line.contains("result")};
+}
+
+std::vector<std::string> csv_header(const SweepSpec& sweep) {
+  std::vector<std::string> h{"point"};
+  for (const auto& a : sweep.axes) h.push_back(a.key_path);
+  h.push_back("status");
+  h.push_back("error");
+  for (const auto& [column, pointer] : kFigures) h.push_back(column);
+  return h;
+}
+
+std::string csv_row(const SweepSpec& sweep, const std::string& json_line) {
+  return csv_row_of(sweep, json::parse(json_line));
 }
 
 }  // namespace dpsim

@@ -126,11 +126,13 @@ std::string csv_header_line(const SweepSpec& sweep) {
   return h;
 }
 
-void write_results(const SweepSpec& sweep, const fs::path& dir, const std::map<int64_t, std::string>& lines) {
+void write_results(const SweepSpec& sweep, const fs::path& dir, const std::map<int64_t, std::string>& lines,
+                   const std::map<int64_t, std::string>& csv_rows) {
   std::string jsonl, csv = csv_header_line(sweep) + "\n";
   for (const auto& [index, line] : lines) {
     jsonl += line + "\n";
-    csv += csv_row(sweep, line) + "\n";
+    const auto rendered = csv_rows.find(index);
+    csv += (rendered != csv_rows.end() ? rendered->second : csv_row(sweep, line)) + "\n";
   }
   write_file_atomic(dir / "results.jsonl", jsonl);
   write_file_atomic(dir / "results.csv", csv);

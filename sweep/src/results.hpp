@@ -40,9 +40,10 @@ std::map<int64_t, std::string> read_results(const std::filesystem::path& jsonl);
 void check_recorded(const SweepSpec& sweep, const std::filesystem::path& jsonl,
                     const std::map<int64_t, std::string>& rows);
 
-// Writes DIR/results.jsonl and DIR/results.csv (each atomically) holding `lines` in point order.
+// Writes DIR/results.jsonl and DIR/results.csv (each atomically) holding `lines` in point order. `csv_rows`:
+// the CSV rows already rendered, by point; the others are rendered from their JSON lines.
 void write_results(const SweepSpec& sweep, const std::filesystem::path& dir,
-                   const std::map<int64_t, std::string>& lines);
+                   const std::map<int64_t, std::string>& lines, const std::map<int64_t, std::string>& csv_rows = {});
 
 // The CSV header line (no newline).
 std::string csv_header_line(const SweepSpec& sweep);

@@ -97,7 +97,9 @@ class Progress {
   sigprocmask(SIG_SETMASK, &mask, nullptr);
   int code = 0;
   try {
-    write_file_atomic(partial, evaluate_point(sweep, index));
+    const PointRow row = evaluate_point(sweep, index);
+    write_file_atomic(partial,
+                      fmt::format("{} {}\n{}\n{}\n", index, row.ok ? "ok" : "error", row.json_line, row.csv_row));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dpsim sweep: point %lld: %s\n", static_cast<long long>(index), e.what());
     code = kInfrastructureStatus;
@@ -117,7 +119,9 @@ struct Worker {
 enum class Outcome { row, unfinished, infrastructure };
 struct Reaped {
   Outcome outcome = Outcome::row;
-  std::string text;  // the row, or why nothing was recorded
+  std::string text;  // the JSON row, or why nothing was recorded
+  std::string csv;   // the CSV row
+  bool ok = false;   // the row holds a result
 };
 
 // Signals that stop a worker from outside (a terminal's Ctrl-C, kill, a logout, the OOM killer): the
@@ -133,29 +137,47 @@ std::string error_row(const SweepSpec& sweep, int64_t index, const std::string& 
   return err.dump();
 }
 
+// A worker's result file (child_main writes it atomically): "POINT ok|error", the JSON row, the CSV row,
+// each ending with a newline. Nothing when the file is not that, for this point.
+std::optional<Reaped> read_partial(const fs::path& partial, int64_t index) {
+  const std::string text = read_text(partial);
+  const size_t a = text.find('\n'), b = text.find('\n', a + 1), c = text.find('\n', b + 1);
+  if (c == std::string::npos || c + 1 != text.size()) return std::nullopt;
+  const std::string head = text.substr(0, a), number = std::to_string(index);
+  const bool ok = head == number + " ok";
+  if (!ok && head != number + " error") return std::nullopt;
+  return Reaped{Outcome::row, text.substr(a + 1, b - a - 1), text.substr(b + 1, c - b - 1), ok};
+}
+
+Reaped not_recorded(Outcome outcome, std::string why) { return {outcome, std::move(why), "", false}; }
+
+Reaped error_reaped(const SweepSpec& sweep, int64_t index, const std::string& error) {
+  std::string line = error_row(sweep, index, error);
+  std::string csv = csv_row(sweep, line);
+  return {Outcome::row, std::move(line), std::move(csv), false};
+}
+
 Reaped reap(const SweepSpec& sweep, const Worker& w, int status, const fs::path& partial, double timeout_s) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    std::string line = read_text(partial);
-    try {
-      if (nlohmann::json::parse(line).at("point").get<int64_t>() == w.index) return {Outcome::row, std::move(line)};
-    } catch (const std::exception&) {
-    }
-    return {Outcome::infrastructure,
-            fmt::format("point {}'s worker left no readable result in {}", w.index, partial.string())};
+    if (auto row = read_partial(partial, w.index)) return std::move(*row);
+    return not_recorded(Outcome::infrastructure,
+                        fmt::format("point {}'s worker left no readable result in {}", w.index, partial.string()));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kInfrastructureStatus)
-    return {Outcome::infrastructure, fmt::format("point {} could not be recorded (its message is above)", w.index)};
+    return not_recorded(Outcome::infrastructure,
+                        fmt::format("point {} could not be recorded (its message is above)", w.index));
   if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ)
-    return {Outcome::infrastructure, fmt::format("point {}'s worker exceeded the file size limit", w.index)};
+    return not_recorded(Outcome::infrastructure,
+                        fmt::format("point {}'s worker exceeded the file size limit", w.index));
   if (w.timed_out)
-    return {Outcome::row,
-            error_row(sweep, w.index, fmt::format("the point ran longer than {:g} s (--point-timeout)", timeout_s))};
-  if (g_stop || (WIFSIGNALED(status) && stopped_from_outside(WTERMSIG(status)))) return {Outcome::unfinished, ""};
-  return {Outcome::row, error_row(sweep, w.index,
-                                  WIFSIGNALED(status)
-                                      ? fmt::format("the point's process died of signal {} ({})", WTERMSIG(status),
-                                                    strsignal(WTERMSIG(status)))
-                                      : fmt::format("the point's process exited with status {}", WEXITSTATUS(status)))};
+    return error_reaped(sweep, w.index, fmt::format("the point ran longer than {:g} s (--point-timeout)", timeout_s));
+  if (g_stop || (WIFSIGNALED(status) && stopped_from_outside(WTERMSIG(status))))
+    return not_recorded(Outcome::unfinished, "");
+  return error_reaped(
+      sweep, w.index,
+      WIFSIGNALED(status)
+          ? fmt::format("the point's process died of signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
+          : fmt::format("the point's process exited with status {}", WEXITSTATUS(status)));
 }
 
 // Waits until a worker ends, the nearest deadline passes, or a signal arrives (at most 100 ms: a SIGCHLD
@@ -170,6 +192,34 @@ void wait_a_little(const std::map<pid_t, Worker>& running) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigtimedwait(&chld, nullptr, &t);
+}
+
+// A row this sweep appended to results.jsonl, for the final rewrite (the parent keeps no JSON rows while it
+// forks: a worker's fork copies the parent's page tables, and the parent's writes then copy shared pages).
+struct Appended {
+  uint64_t offset = 0;  // of the JSON row in results.jsonl
+  uint64_t bytes = 0;   // without its newline
+  std::string csv;
+};
+
+// Rewrites both files in point order: the rows recorded before, and those appended now, read back from where
+// they were appended (a file that is not as this sweep wrote it is read row by row instead).
+void write_in_point_order(const SweepSpec& sweep, const fs::path& dir, std::map<int64_t, std::string> lines,
+                          const std::map<int64_t, Appended>& appended) {
+  const fs::path jsonl = dir / "results.jsonl";
+  std::string text = read_text(jsonl);
+  std::map<int64_t, std::string> csv_rows;
+  for (const auto& [index, a] : appended) {
+    if (a.offset + a.bytes >= text.size() || text[a.offset + a.bytes] != '\n' ||
+        (a.offset > 0 && text[a.offset - 1] != '\n')) {
+      write_results(sweep, dir, parse_results(text, jsonl.string()));
+      return;
+    }
+    lines[index] = text.substr(a.offset, a.bytes);
+    csv_rows[index] = a.csv;
+  }
+  std::string().swap(text);  // the rows are in `lines` now
+  write_results(sweep, dir, lines, csv_rows);
 }
 
 }  // namespace
@@ -211,6 +261,9 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
     append_line(csv, csv_header_line(sweep));
   }
 
+  // The rows run now, for the final rewrite: where each JSON row lies in results.jsonl, and its CSV row.
+  std::map<int64_t, Appended> appended;
+  uint64_t jsonl_bytes = fs::exists(jsonl) ? fs::file_size(jsonl) : 0;
   std::vector<int64_t> todo;
   SweepSummary summary;
   const auto count = static_cast<int64_t>(sweep.point_count());
@@ -246,9 +299,11 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
       return;
     }
     append_line(jsonl, r.text);
-    append_line(csv, csv_row(sweep, r.text));
+    append_line(csv, r.csv);
     ++summary.ran;
-    if (!nlohmann::json::parse(r.text).contains("result")) ++summary.failed;
+    if (!r.ok) ++summary.failed;
+    appended[w.index] = {jsonl_bytes, r.text.size(), r.csv};
+    jsonl_bytes += r.text.size() + 1;
     progress.update(summary.ran, summary.failed);
   };
   while (next < todo.size() || !running.empty()) {
@@ -297,7 +352,7 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
   }
   // Complete: both files rewritten in point order (atomically).
   if (!summary.interrupted && summary.unfinished == 0 && summary.skipped + summary.ran == summary.total)
-    write_results(sweep, opt.out_dir, read_results(jsonl));
+    write_in_point_order(sweep, opt.out_dir, done_before, appended);
   return summary;
 }
 

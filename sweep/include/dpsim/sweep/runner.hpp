@@ -55,8 +55,14 @@ void check_shard(const SweepOptions& options);
 // disjoint and together hold exactly the points of I/N.
 void split_shard(SweepOptions& options, int rank, int ranks);
 
-// One point, evaluated in this process: a JSON line {"point", "axes", "result"} or {"point", "axes", "error"}.
-std::string evaluate_point(const SweepSpec& sweep, int64_t index);
+// One point, evaluated in this process: its JSON line {"point", "axes", "result"} or {"point", "axes", "error"},
+// and its CSV row (rendered here, from the JSON before it is written: the sweep's parent parses no row).
+struct PointRow {
+  std::string json_line;
+  std::string csv_row;
+  bool ok = false;  // the line holds a result, not an error
+};
+PointRow evaluate_point(const SweepSpec& sweep, int64_t index);
 
 // The CSV columns: point, one per axis, status, error, then the result figures.
 std::vector<std::string> csv_header(const SweepSpec& sweep);
