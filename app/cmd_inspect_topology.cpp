@@ -52,13 +52,13 @@ std::vector<std::pair<double, CollectiveCost>> sweep(const FabricSummary& f, con
   const double lo = size_option(a.min_bytes, "--min-bytes"), hi = size_option(a.max_bytes, "--max-bytes");
   if (hi < lo) throw InputError("inspect topology: --max-bytes is smaller than --min-bytes");
   const Collective want{algorithm_named(a.algorithm).value_or(Algorithm::automatic), Protocol::automatic};
+  const CallLaunch launch = a.framework == "torch"                      ? CallLaunch::torch
+                            : a.framework == "nccl-tests-single-thread" ? CallLaunch::single_thread
+                                                                        : CallLaunch::nccl_tests;
   std::vector<std::pair<double, CollectiveCost>> rows;
   for (double s = lo; s <= hi * (1 + 1e-12); s *= 2) {
     const CollectiveCost c = allreduce_cost(s, f, nccl, want);
-    rows.push_back({s, a.framework == "torch" ? launched_from_torch(c, CollectiveKind::all_reduce, s, f.world, nccl)
-                       : a.framework == "nccl-tests-single-thread"
-                           ? launched_from_one_thread(c, CollectiveKind::all_reduce, s, f.world, f.gpus_per_node, nccl)
-                           : c});
+    rows.push_back({s, as_launched(c, launch, CollectiveKind::all_reduce, s, f, nccl)});
   }
   return rows;
 }

@@ -196,6 +196,16 @@ CollectiveCost launched_from_one_thread(CollectiveCost cost, CollectiveKind kind
   return cost;
 }
 
+CollectiveCost as_launched(const CollectiveCost& cost, CallLaunch launch, CollectiveKind kind, double bytes,
+                           const FabricSummary& f, const NcclModel& nccl) {
+  switch (launch) {
+    case CallLaunch::torch: return launched_from_torch(cost, kind, bytes, f.world, nccl);
+    case CallLaunch::single_thread: return launched_from_one_thread(cost, kind, bytes, f.world, f.gpus_per_node, nccl);
+    case CallLaunch::nccl_tests: break;
+  }
+  return cost;
+}
+
 CollectiveCost allreduce_cost(double bytes, const FabricSummary& f, const NcclModel& nccl, Collective requested) {
   return collective_cost(CollectiveKind::all_reduce, bytes, f, nccl, requested);
 }

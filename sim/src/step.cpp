@@ -156,17 +156,26 @@ struct Run final : StepExecutor {
     timeline.push_back({rank->stage < 0 ? 0 : rank->stage, "compute", name, start, now()});
   }
 
-  // Starts `pattern` (flows for one payload byte) scaled to `bytes` and waits for all of them.
-  void run_flows(const std::vector<Flow>& pattern, double bytes) {
-    std::vector<sg4::CommPtr> comms;
-    comms.reserve(pattern.size());
+  // Calls `send(src, dst, bytes)` for each flow of `pattern` (flows for one payload byte) scaled to `bytes` that
+  // moves something (whole bytes, as the engine counts them), and counts it.
+  template <class Send>
+  void each_flow(const std::vector<Flow>& pattern, double bytes, Send&& send) {
     for (const Flow& f : pattern) {
       const auto size = static_cast<uint64_t>(std::llround(f.bytes * bytes));
       if (size == 0 || f.src == f.dst) continue;
-      comms.push_back(sg4::Comm::sendto_async(platform->host(f.src), platform->host(f.dst), size));
+      send(f.src, f.dst, size);
+      ++flows;
+      ++events;
     }
-    flows += static_cast<int64_t>(comms.size());
-    events += static_cast<int64_t>(comms.size());
+  }
+
+  // Starts `pattern` scaled to `bytes` and waits for all of its flows.
+  void run_flows(const std::vector<Flow>& pattern, double bytes) {
+    std::vector<sg4::CommPtr> comms;
+    comms.reserve(pattern.size());
+    each_flow(pattern, bytes, [&](int src, int dst, uint64_t size) {
+      comms.push_back(sg4::Comm::sendto_async(platform->host(src), platform->host(dst), size));
+    });
     sg4::Comm::wait_all(comms);
   }
 
@@ -175,13 +184,9 @@ struct Run final : StepExecutor {
   double probe_seconds(const std::vector<Flow>& pattern) {
     std::vector<FluidFlow> fluid;
     fluid.reserve(pattern.size());
-    for (const Flow& f : pattern) {
-      const auto size = std::llround(f.bytes * kProbeBytes);
-      if (size == 0 || f.src == f.dst) continue;
-      fluid.push_back({static_cast<double>(size), platform->route_links(f.src, f.dst)});
-    }
-    flows += static_cast<int64_t>(fluid.size());
-    events += static_cast<int64_t>(fluid.size());
+    each_flow(pattern, kProbeBytes, [&](int src, int dst, uint64_t size) {
+      fluid.push_back({static_cast<double>(size), platform->route_links(src, dst)});
+    });
     return fluid_makespan_s(fluid, platform->link_capacities());
   }
 

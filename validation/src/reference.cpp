@@ -172,29 +172,16 @@ struct RawPoint {
 // How the source timed each call: nccl-tests with a process (or thread) per GPU, NCCL's time alone; torch.distributed,
 // which adds PyTorch's launch of each call (data/nccl.yaml framework_launch_overhead); nccl-tests -g N, one thread
 // launching every GPU's kernel (scenario.launch: single_thread; data/nccl.yaml single_thread_launch_per_gpu).
-enum class Timing { nccl_tests, torch, single_thread };
-
 struct EntryModel {
   NcclModel nccl;  // with the tuning tables of the entry's software.nccl release
-  Timing timing = Timing::nccl_tests;
+  CallLaunch timing = CallLaunch::nccl_tests;
   std::string release;  // software.nccl where it is a release, else ""
 };
 
-CollectiveCost as_timed(const CollectiveCost& c, Timing timing, double bytes, const FabricSummary& f,
-                        const NcclModel& nccl) {
-  switch (timing) {
-    case Timing::torch: return launched_from_torch(c, CollectiveKind::all_reduce, bytes, f.world, nccl);
-    case Timing::single_thread:
-      return launched_from_one_thread(c, CollectiveKind::all_reduce, bytes, f.world, f.gpus_per_node, nccl);
-    case Timing::nccl_tests: break;
-  }
-  return c;
-}
-
 std::string timing_note(const EntryModel& m) {
-  std::string out = m.timing == Timing::torch           ? " + PyTorch launch"
-                    : m.timing == Timing::single_thread ? " + one-thread launch floor"
-                                                        : "";
+  std::string out = m.timing == CallLaunch::torch           ? " + PyTorch launch"
+                    : m.timing == CallLaunch::single_thread ? " + one-thread launch floor"
+                                                            : "";
   if (!m.nccl.tuning_release.empty()) out += ", NCCL " + m.nccl.tuning_release + " tables";
   return out;
 }
@@ -205,11 +192,11 @@ void predict_allreduce(const RawPoint& r, const Topology& base, const EntryModel
   const FabricSummary f = summarize_fabric(t);
   const CollectiveCost nccl = allreduce_cost(
       r.bytes, f, m.nccl, Collective{algorithm_named(r.algorithm).value_or(Algorithm::automatic), Protocol::automatic});
-  const CollectiveCost c = as_timed(nccl, m.timing, r.bytes, f, m.nccl);
+  const CollectiveCost c = as_launched(nccl, m.timing, CollectiveKind::all_reduce, r.bytes, f, m.nccl);
   p.predicted_by = fmt::format("allreduce_cost {}/{}{}", to_string(c.algorithm), to_string(c.protocol), timing_note(m));
-  p.torch_timed = m.timing == Timing::torch;
+  p.torch_timed = m.timing == CallLaunch::torch;
   p.nccl_release = m.release;
-  p.single_thread_launch = m.timing == Timing::single_thread;
+  p.single_thread_launch = m.timing == CallLaunch::single_thread;
   if (r.kind_hint == "busbw") {
     p.predicted = ring_bytes_sent_per_gpu(r.bytes, f.world) / c.time_s / 1e9;
     p.unit = "GB/s";
@@ -421,16 +408,16 @@ void check_entry(const json& e, const EntrySite& site, std::map<std::string, std
 
 // scenario.launch: how the source launched each call, where it is not one process per GPU: single_thread (nccl-tests
 // -g N, one thread driving all N GPUs of its node).
-Timing entry_timing(const json& e, const EntrySite& site) {
+CallLaunch entry_timing(const json& e, const EntrySite& site) {
   const json& sc = member(e, "scenario");
-  if (str(member(e, "software"), "framework").find("torch") != std::string::npos) return Timing::torch;
-  if (!sc.is_object() || !sc.contains("launch")) return Timing::nccl_tests;
+  if (str(member(e, "software"), "framework").find("torch") != std::string::npos) return CallLaunch::torch;
+  if (!sc.is_object() || !sc.contains("launch")) return CallLaunch::nccl_tests;
   if (str(sc, "launch") != "single_thread")
     detail::fail_at(site, site.pointer + "/scenario/launch",
                     fmt::format("\"{}\" is not a launch dpsim models (single_thread: nccl-tests -g N, one thread "
                                 "driving the node's GPUs; leave it out for a process per GPU)",
                                 str(sc, "launch")));
-  return Timing::single_thread;
+  return CallLaunch::single_thread;
 }
 
 // The NCCL model of an entry: the tuning tables of its software.nccl where that is a release (major.minor.patch, the

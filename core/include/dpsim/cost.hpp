@@ -76,6 +76,13 @@ CollectiveCost launched_from_torch(CollectiveCost cost, CollectiveKind kind, dou
 CollectiveCost launched_from_one_thread(CollectiveCost cost, CollectiveKind kind, double bytes, int world,
                                         int gpus_per_thread, const NcclModel& nccl);
 
+// How a measurement launched each call: nccl-tests with a process or thread per GPU (NCCL's time alone),
+// torch.distributed (launched_from_torch) or nccl-tests -g N (launched_from_one_thread).
+enum class CallLaunch { nccl_tests, torch, single_thread };
+// `cost` as a caller launching it so times it, on fabric `f`.
+CollectiveCost as_launched(const CollectiveCost& cost, CallLaunch launch, CollectiveKind kind, double bytes,
+                           const FabricSummary& f, const NcclModel& nccl);
+
 // The back-of-envelope: 2(n-1)/n * S / B, with B the nominal ring bottleneck per direction.
 double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_bytes_per_s);
 double ring_bytes_sent_per_gpu(double bytes, int world);  // 2(n-1)/n * S
