@@ -78,7 +78,7 @@ std::string none_fits(const Scenario& s) {
                                  format_bytes(r3.memory_need_bytes() - r3.gpu_memory_bytes),
                                  format_bytes(r3.activation_bytes_per_gpu));
   std::vector<Scenario> tries{z};
-  if (s.model.transformer && s.training.activation_checkpointing == ActivationCheckpointing::none) {
+  if (s.model.transformer && s.training.activation_checkpointing != ActivationCheckpointing::full) {
     Scenario c = z;
     c.training.activation_checkpointing = ActivationCheckpointing::full;
     const StepResult rc = memory_of(c);

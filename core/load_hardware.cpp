@@ -182,8 +182,9 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   const char* arch_key = to_string(spec.arch);
   spec.cublas_workspace_bytes = cublas.at(cublas.has(arch_key) ? arch_key : "other").as_bytes();
   const YNode eager = k.at("eager_attention_bytes_per_score");
-  eager.allow_only({"forward", "backward"});
+  eager.allow_only({"forward", "backward", "saved"});
   spec.eager_score_bytes = {eager.at("forward").as_positive_number(), eager.at("backward").as_positive_number()};
+  spec.eager_saved_score_bytes = eager.at("saved").as_positive_number();
 }
 
 std::vector<std::string> sorted_keys(const YNode& n) {

@@ -40,8 +40,8 @@ std::vector<std::string> shipped_topologies() {
 
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
-                "optimizer_impl", "attention", "activation_checkpointing", "activations", "tf32", "total_tokens",
-                "total_samples", "trainable", "frozen_except"});
+                "optimizer_impl", "attention", "activation_checkpointing", "activation_checkpointing_every",
+                "activations", "tf32", "total_tokens", "total_samples", "trainable", "frozen_except"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
   if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
@@ -64,8 +64,15 @@ Training parse_training(const YNode& n) {
                                              {"triton", AttentionImpl::flash1},
                                              {"eager", AttentionImpl::eager}});
   if (auto v = n.get("activation_checkpointing")) {
-    t.activation_checkpointing = v->as_enum<ActivationCheckpointing>(
-        {{"none", ActivationCheckpointing::none}, {"full", ActivationCheckpointing::full}});
+    t.activation_checkpointing = v->as_enum<ActivationCheckpointing>({{"none", ActivationCheckpointing::none},
+                                                                      {"selective", ActivationCheckpointing::selective},
+                                                                      {"full", ActivationCheckpointing::full}});
+  }
+  if (auto v = n.get("activation_checkpointing_every")) {
+    t.activation_checkpointing_every = v->as_int(1, 1 << 20);
+    if (t.activation_checkpointing != ActivationCheckpointing::full)
+      v->fail(fmt::format("checkpoints every N-th block under full recomputation; activation_checkpointing is {}",
+                          to_string(t.activation_checkpointing)));
   }
   if (auto v = n.get("activations")) t.activations = v->as_bool();
   if (auto v = n.get("tf32")) {
@@ -468,9 +475,14 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   if (s.training.activation_checkpointing != ActivationCheckpointing::none && !s.model.transformer)
     root.at("training")
         .at("activation_checkpointing")
-        .fail(fmt::format("{} is given as explicit layers, whose blocks' inputs dpsim does not know; full "
-                          "recomputation needs a transformer model",
-                          s.model.name));
+        .fail(fmt::format("{} is given as explicit layers, whose blocks' inputs and attention cores dpsim does not "
+                          "know; {} recomputation needs a transformer model",
+                          s.model.name, to_string(s.training.activation_checkpointing)));
+  if (s.model.transformer && s.training.activation_checkpointing_every > s.model.transformer->num_layers)
+    root.at("training")
+        .at("activation_checkpointing_every")
+        .fail(fmt::format("{} is above {}'s {} blocks: no block would be checkpointed",
+                          s.training.activation_checkpointing_every, s.model.name, s.model.transformer->num_layers));
   s.topology = load_cluster(root.at("cluster"), dir);
   if (auto v = root.at("cluster").get("price_per_gpu_hour")) s.price_per_gpu_hour = v->as_positive_number();
   if (auto v = root.get("parallelism")) {

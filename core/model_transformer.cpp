@@ -149,6 +149,7 @@ struct Builder {
     op.gemms.push_back({n, hd, n, heads});  // out = P V per head
     const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
     op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
+    op.recompute_kept_bytes_per_sample = tokens * (q + 2.0 * kv) * act_bytes;    // q, k, v: the recomputation's inputs
     op.score_dropout = c.attention_dropout > 0;
     op.causal = causal;
     ops.push_back(std::move(op));

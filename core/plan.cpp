@@ -267,47 +267,77 @@ double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& pa
 // as Composer's fsdp_config.activation_checkpointing wraps every FSDP unit): each transformer block (the unit names
 // of fsdp_unit_of: layers.N, h.N, encoder.layer.N) keeps only its input, sequence x hidden activations per sample,
 // and runs its forward again at the start of its backward, so at most one block's own activations exist at once.
-// The ops outside the blocks (embedding, final norm, head, loss) keep theirs.
+// The ops outside the blocks (embedding, final norm, head, loss) keep theirs. selective (the same paper, Section 5)
+// reruns only each block's attention core, which keeps its inputs (q, k, v) and not its scores or output; one core's
+// own activations exist at once, while it reruns.
 // What one micro-batch keeps for the backward of the ops `in` selects: `kept` per micro-batch in flight, and the
-// `largest` block's own activations, which full recomputation holds once (while that block recomputes).
+// `largest` own activations of one recomputed part (a block, or an attention core), held once while it recomputes.
 struct KeptActivations {
   double kept = 0;
   double largest = 0;
 };
 
+// What an op keeps for its backward, per sample: its activations and, for eager attention, the score elements its
+// softmax and matmul keep (data/gpus.yaml kernels.eager_attention_bytes_per_score saved; dropout's one-byte mask).
+double saved_bytes_per_sample(const Scenario& s, const Op& op) {
+  if (op.kind != OpKind::attention || s.training.attention != AttentionImpl::eager || op.gemms.empty())
+    return op.activation_bytes_per_sample;
+  const GemmShape& scores = op.gemms.front();  // Q K^T: sequence x sequence per head
+  const double elements =
+      static_cast<double>(scores.m) * static_cast<double>(scores.n) * static_cast<double>(scores.batch);
+  return op.activation_bytes_per_sample +
+         elements * (s.topology.gpu.eager_saved_score_bytes + (op.score_dropout ? 1.0 : 0.0));
+}
+
 template <typename In>
 KeptActivations kept_activations(const Scenario& s, const std::vector<Op>& ops, const StepPlan& plan, In in) {
   const auto mb = static_cast<double>(s.training.micro_batch);
-  double outside = 0;
+  const bool selective = s.training.activation_checkpointing == ActivationCheckpointing::selective;
+  double outside = 0, largest = 0;
   std::map<std::string, double> blocks;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!in(static_cast<int>(i))) continue;
+    const double saved = saved_bytes_per_sample(s, ops[i]);
     if (!plan.ops[i].recompute_forward) {
-      outside += ops[i].activation_bytes_per_sample;
-      continue;
+      outside += saved;
+    } else if (selective) {
+      outside += ops[i].recompute_kept_bytes_per_sample;
+      largest = std::max(largest, saved - ops[i].recompute_kept_bytes_per_sample);  // beside its kept inputs
+    } else {
+      blocks[fsdp_unit_of(ops[i].name)] += saved;
     }
-    blocks[fsdp_unit_of(ops[i].name)] += ops[i].activation_bytes_per_sample;
   }
-  if (blocks.empty()) return {outside * mb, 0.0};
+  if (blocks.empty()) return {outside * mb, largest * mb};
   // Each block's input: replicated over the tensor group, or split along the sequence with sequence parallelism
   // (Korthikanti et al. 2022, Section 4: full recomputation keeps 2sbh, or 2sbh/t).
   const double sequence_share = s.parallelism.sequence_parallel ? 1.0 / s.parallelism.tensor : 1.0;
   const double input = static_cast<double>(s.training.sequence_length) *
                        static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype) *
                        sequence_share;
-  double largest = 0;
   for (const auto& [name, bytes] : blocks) largest = std::max(largest, bytes);
   return {(outside + static_cast<double>(blocks.size()) * input) * mb, largest * mb};
 }
 
-// training.activation_checkpointing full marks each transformer block's ops to run their forward again at the start
-// of the block's backward (Korthikanti et al. 2022, arXiv 2205.05198, Section 4, "full activation recomputation";
-// torch.utils.checkpoint around each block, as Composer's fsdp_config.activation_checkpointing wraps every FSDP unit):
-// the blocks (the unit names of fsdp_unit_of: layers.N, h.N, encoder.layer.N) keep only their input. The ops outside
-// the blocks (embedding, final norm, head, loss) keep theirs.
+// training.activation_checkpointing marks the ops that run their forward again at the start of their backward: full,
+// each transformer block's (Korthikanti et al. 2022, arXiv 2205.05198, Section 4, "full activation recomputation";
+// torch.utils.checkpoint around each block, as Composer's fsdp_config.activation_checkpointing wraps every FSDP
+// unit): the blocks (the unit names of fsdp_unit_of: layers.N, h.N, encoder.layer.N) keep only their input, and the
+// ops outside the blocks (embedding, final norm, head, loss) keep theirs; with activation_checkpointing_every N, only
+// every N-th block (blocks N-1, 2N-1, ...: torchtitan's layer selective AC counts the blocks it wraps and checkpoints
+// those where "_count % ac_freq == 0"), the others keep all theirs; selective, each block's attention core (Section 5,
+// "selective activation recomputation"; Megatron-LM's --recompute-granularity selective).
+int block_index(const std::string& op_name);
+
 void mark_recomputation(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan) {
-  if (s.training.activation_checkpointing != ActivationCheckpointing::full) return;
-  for (size_t i = 0; i < ops.size(); ++i) plan.ops[i].recompute_forward = !fsdp_unit_of(ops[i].name).empty();
+  const ActivationCheckpointing c = s.training.activation_checkpointing;
+  if (c == ActivationCheckpointing::none) return;
+  const int64_t every = s.training.activation_checkpointing_every;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const int block = block_index(ops[i].name);
+    const bool full = c == ActivationCheckpointing::full && block >= 0 && (block + 1) % every == 0;
+    plan.ops[i].recompute_forward =
+        full || (c == ActivationCheckpointing::selective && block >= 0 && ops[i].kind == OpKind::attention);
+  }
 }
 
 // The transformer block an op belongs to (layers.N, h.N, encoder.layer.N: N), or -1 outside the blocks.

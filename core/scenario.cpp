@@ -45,7 +45,14 @@ const char* to_string(AttentionImpl impl) {
   }
   return "?";
 }
-const char* to_string(ActivationCheckpointing c) { return c == ActivationCheckpointing::full ? "full" : "none"; }
+const char* to_string(ActivationCheckpointing c) {
+  switch (c) {
+    case ActivationCheckpointing::none: return "none";
+    case ActivationCheckpointing::selective: return "selective";
+    case ActivationCheckpointing::full: return "full";
+  }
+  return "?";
+}
 
 const char* to_string(Trainable trainable) {
   switch (trainable) {

@@ -147,3 +147,67 @@ TEST_CASE("activation_checkpointing full adds each block's forward to its backwa
   }
   CHECK(recomputed == 12 * 10);  // ln_1, c_attn, core, c_proj, the residual, ln_2, c_fc, act, c_proj, the residual
 }
+
+TEST_CASE("activation_checkpointing selective reruns each block's attention core, which keeps only q, k and v") {
+  const Scenario none = mpt_125m("none"), selective = mpt_125m("selective");
+  const StepPlan a = make_step_plan(none), b = make_step_plan(selective);
+  const ComputeModel m = compute_model(none);
+  REQUIRE(a.ops.size() == b.ops.size());
+  int recomputed = 0;
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    const bool core = a.ops[i].kind == OpKind::attention;
+    CHECK(b.ops[i].recompute_forward == core);
+    const double extra = core ? forward_seconds(a.ops[i], m) : 0.0;
+    CHECK(backward_seconds(b.ops[i], m) == Approx(backward_seconds(a.ops[i], m) + extra));
+    recomputed += core ? 1 : 0;
+  }
+  CHECK(recomputed == 12);
+  // MPT-125m (flash1): each core keeps q, k, v but not its output, 2048 x 768 bf16 per sample; one core's output
+  // exists again while it reruns. Micro-batch 26.
+  const double mb = 26, out = 2048.0 * 768 * 2;
+  CHECK(b.memory.activation_bytes == Approx(a.memory.activation_bytes - 12 * out * mb + out * mb));
+}
+
+TEST_CASE("eager attention keeps 6 bytes per score element for its backward; selective recomputation drops them") {
+  const auto eager = [](const std::string& checkpointing) {
+    return load_scenario(src("validation/reference/scenarios/e2e/a100-40-mpt125m-s2048-g8-gbs624.yaml"),
+                         {{"training.activation_checkpointing", checkpointing}, {"training.attention", "eager"}});
+  };
+  const StepPlan flash = make_step_plan(mpt_125m("none"));
+  const StepPlan none = make_step_plan(eager("none")), selective = make_step_plan(eager("selective"));
+  const StepPlan full = make_step_plan(eager("full"));
+  // MPT-125m: 12 heads, 2048 x 2048 scores per head, micro-batch 26, 12 layers; the fp32 softmax output and the bf16
+  // probabilities the matmul reads (data/gpus.yaml eager_attention_bytes_per_score saved: 6).
+  const double scores_per_layer = 12.0 * 2048 * 2048 * 26 * 6;
+  CHECK(none.memory.activation_bytes == Approx(flash.memory.activation_bytes + 12 * scores_per_layer));
+  // Selective keeps no layer's scores except the one core rerunning.
+  const double out = 2048.0 * 768 * 2 * 26;
+  CHECK(selective.memory.activation_bytes == Approx(flash.memory.activation_bytes - 12 * out + out + scores_per_layer));
+  CHECK(full.memory.activation_bytes < selective.memory.activation_bytes);
+}
+
+TEST_CASE("activation_checkpointing_every N checkpoints blocks N-1, 2N-1, ... and keeps the others' activations") {
+  const Scenario every3 =
+      load_scenario(src("validation/reference/scenarios/e2e/a100-40-mpt125m-s2048-g8-gbs624.yaml"),
+                    {{"training.activation_checkpointing", "full"}, {"training.activation_checkpointing_every", "3"}});
+  const StepPlan none = make_step_plan(mpt_125m("none")), full = make_step_plan(mpt_125m("full"));
+  const StepPlan b = make_step_plan(every3);
+  int recomputed = 0;
+  for (const PlanOp& op : b.ops) {
+    const bool in_block = op.name.rfind("h.", 0) == 0;
+    const int block = in_block ? std::stoi(op.name.substr(2)) : -1;
+    CHECK(op.recompute_forward == (block == 2 || block == 5 || block == 8 || block == 11));
+    recomputed += op.recompute_forward ? 1 : 0;
+  }
+  CHECK(recomputed == 4 * 10);
+  // Four of twelve blocks keep only their input: a third of the way from none to full, plus the one block that
+  // recomputes (the same in both).
+  const double a = none.memory.activation_bytes, f = full.memory.activation_bytes;
+  double block = 0;
+  for (const auto& op : build_ops(every3.model, 2048, Dtype::bf16))
+    if (op.name.rfind("h.0.", 0) == 0) block += op.activation_bytes_per_sample;
+  const double mb = 26, input = 2048.0 * 768 * 2;
+  CHECK(b.memory.activation_bytes == Approx(a - 4 * (block - input) * mb + block * mb));
+  CHECK(f < b.memory.activation_bytes);
+  CHECK(b.memory.activation_bytes < a);
+}

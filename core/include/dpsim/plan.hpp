@@ -30,7 +30,7 @@ struct PlanOp {
   double grad_copy_bytes = 0;            // that copy's part of backward_bytes: its own kernels, after the op's
   std::vector<GemmShape> gemms;          // m already multiplied by the micro-batch
   std::vector<int> grads;                // indices into StepPlan::grads made ready by this op's backward
-  bool recompute_forward = false;        // activation_checkpointing full: its forward runs again before its backward
+  bool recompute_forward = false;        // activation_checkpointing: its forward runs again before its backward
   std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
   bool score_dropout = false;            // attention: dropout on its probabilities (model.hpp Op)
   bool causal = false;                   // attention: causal mask (model.hpp Op)

@@ -24,8 +24,10 @@ enum class OptimizerImpl { foreach, fused, forloop };
 enum class AttentionImpl { flash, flash1, eager };
 // training.activation_checkpointing: full recomputes each transformer block's forward during its backward and
 // keeps only the block's input (Korthikanti et al. 2022, arXiv 2205.05198, Section 4: "full activation
-// recomputation"); llm-foundry / Composer's fsdp_config.activation_checkpointing wraps every block.
-enum class ActivationCheckpointing { none, full };
+// recomputation"); llm-foundry / Composer's fsdp_config.activation_checkpointing wraps every block. selective
+// recomputes only each block's attention core, which keeps only its inputs (the same paper, Section 5 "selective
+// activation recomputation"; Megatron-LM's --recompute-granularity selective).
+enum class ActivationCheckpointing { none, selective, full };
 enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
 enum class Protocol { automatic, ll, ll128, simple };
 // GPU architectures, in NCCL's order of compute capability (sm70, sm75, sm80/86, sm89, sm90, sm100/sm120).
@@ -88,6 +90,7 @@ struct GpuSpec {
   double cuda_context_bytes = 0;          // kernels.cuda_context: the CUDA context beside the model
   double cublas_workspace_bytes = 0;      // kernels.cublas_workspace for this GPU's architecture
   std::array<double, 2> eager_score_bytes{};  // eager attention's HBM bytes per score element {forward, backward}
+  double eager_saved_score_bytes = 0;         // ... and the bytes per score element it keeps for the backward
   std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
@@ -352,6 +355,8 @@ struct Training {
   OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
   AttentionImpl attention = AttentionImpl::flash;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  // full on every N-th block only (blocks N-1, 2N-1, ...: torchtitan's layer selective AC, ac_freq N); 1 = all.
+  int64_t activation_checkpointing_every = 1;
   bool activations = true;
   bool tf32 = false;  // fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
   // How much the whole run trains on (at most one of the two): time and cost to train (core/training_cost.cpp).
