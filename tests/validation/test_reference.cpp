@@ -169,7 +169,7 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
-  REQUIRE(t.size() == 5);
+  REQUIRE(t.size() == 6);
   CHECK(t[0].value == Approx(0.0426).margin(0.001));  // busbw >= 1 MiB median (187 numbers; 3.1% over the 159
                                                       // before issue 17's boxes; 4.1% before its release tables moved
                                                       // the Azure H200 NVLS sweep): target 5%, met
@@ -183,6 +183,9 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK_FALSE(t[3].met);
   CHECK(t[4].value == Approx(0.5942).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +59%)
   CHECK_FALSE(t[4].met);
+  CHECK(t[5].points > 80);  // every configuration a DDP or end-to-end entry predicts ran, and each fits: met
+  CHECK(t[5].value == 0.0);
+  CHECK(t[5].met);
 }
 
 TEST_CASE("reference CSV and gnuplot script") {
@@ -245,6 +248,32 @@ TEST_CASE("reference set: a DDP entry's predict block names the scenario and ove
     if (shipped.label == "1M/8G s/iter") CHECK(shipped.predicted == r.points[1].predicted);
   }
   CHECK(r.points[1].predicted > r.points[0].predicted);  // 8 GPUs pay the all-reduce
+}
+
+TEST_CASE("reference set: a published run dpsim predicts not to fit in memory misses the memory target, named") {
+  const auto dir = one_ddp_entry("oom",
+                                 "    predict:\n"
+                                 "      scenario: " +
+                                     kScenario +
+                                     "\n"
+                                     "      numbers:\n"
+                                     "        - {label: one, kind: ddp_step_time, measured: [sec_per_iter, 1gpu],"
+                                     " set: {cluster.gpus_per_node: 1}}\n"
+                                     "        - {label: huge, kind: ddp_step_time, measured: [sec_per_iter, 8gpu],"
+                                     " set: {training.micro_batch: 4096, training.activations: true}}\n");
+  const ReferenceReport r = score_reference(dir);
+  REQUIRE(r.memory.size() == 2);  // one per configuration
+  CHECK(r.memory[0].fits);
+  CHECK_FALSE(r.memory[1].fits);
+  CHECK(r.memory[1].label == "huge");
+  CHECK(r.memory[1].needed_bytes > r.memory[1].gpu_bytes);
+  const TargetCheck memory = check_targets(r).back();
+  CHECK(memory.value == 0.5);
+  CHECK_FALSE(memory.met);
+  const std::string text = render_reference(r);
+  CHECK(text.find("t (ddp.yaml, huge) ran, but dpsim predicts") != std::string::npos);
+  CHECK(text.find("predicted not to fit in GPU memory (2 configurations): 50.0% (target <= 0%) MISSED") !=
+        std::string::npos);
 }
 
 TEST_CASE("reference set: a malformed predict block names the file, line and key path") {
@@ -375,7 +404,7 @@ TEST_CASE("a target no number was scored for is not judged, and says so") {
   only_busbw.points.back().kind = "allreduce_busbw_large";
   only_busbw.points.back().rel_error = 0.01;
   const auto t = check_targets(only_busbw);
-  REQUIRE(t.size() == 5);
+  REQUIRE(t.size() == 6);  // the last, memory: no training run predicted
   CHECK(t[0].points == 1);
   CHECK(t[0].met);
   for (size_t i = 2; i < t.size(); ++i) {

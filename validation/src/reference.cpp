@@ -515,6 +515,16 @@ std::vector<SummaryRow> summarize(const ReferenceReport& r) {
   return out;
 }
 
+namespace {
+TargetCheck memory_target(const std::vector<RunMemory>& runs) {
+  const auto over =
+      static_cast<double>(std::count_if(runs.begin(), runs.end(), [](const RunMemory& m) { return !m.fits; }));
+  const double share = runs.empty() ? 0.0 : over / static_cast<double>(runs.size());
+  return {fmt::format("published runs (they ran) predicted not to fit in GPU memory ({} configurations)", runs.size()),
+          share, 0.0, !runs.empty() && over == 0, static_cast<int>(runs.size())};
+}
+}  // namespace
+
 std::vector<TargetCheck> check_targets(const ReferenceReport& r) {
   std::vector<double> bw, ddp, e2e;
   for (const auto& p : r.points) {
@@ -534,7 +544,9 @@ std::vector<TargetCheck> check_targets(const ReferenceReport& r) {
           {fmt::format("end-to-end throughput per GPU, median |error| ({} points)", e.count), e.median_abs, 0.10,
            e.count > 0 && e.median_abs <= 0.10, e.count},
           {fmt::format("end-to-end throughput per GPU, worst |error| ({} points)", e.count), e.worst_abs, 0.25,
-           e.count > 0 && e.worst_abs <= 0.25, e.count}};
+           e.count > 0 && e.worst_abs <= 0.25, e.count},
+          // issue 15: a configuration published as running must fit in the GPU's memory
+          memory_target(r.memory)};
 }
 
 }  // namespace dpsim::validation

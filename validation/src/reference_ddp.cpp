@@ -210,6 +210,7 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
     return;
   }
   const std::string topology = str(scenario, "topology");
+  std::set<std::string> configurations;  // each number's scenario and overrides: a run published as running
   for (const DdpNumber& d : read_predict(scenario["predict"], site)) {
     json::json_pointer ptr;
     for (const auto& k : d.measured) ptr /= k;
@@ -253,6 +254,12 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
     p.cls = class_of(s.topology);
     p.rel_error = relative_error_to_range(p.predicted, value->low, value->high);
     out.points.push_back(p);
+    std::string configuration = d.scenario.string();
+    for (const Override& x : d.set) configuration += "\n" + x.key_path + "=" + x.value;
+    if (configurations.insert(configuration).second) {
+      const StepResult res = predict_step(d.scenario, d.set, ctx, simulated(d, o), s);
+      out.memory.push_back({id, file, d.label, res.memory_need_bytes(), res.gpu_memory_bytes, res.fits});
+    }
   }
 }
 

@@ -43,9 +43,20 @@ struct SkippedEntry {
   std::string reason;
 };
 
+// The memory dpsim predicts for a published run's configuration: the run ran, so it must fit (issue 15).
+struct RunMemory {
+  std::string entry;
+  std::string file;
+  std::string label;        // the first number predicted from this configuration (scenario and overrides)
+  double needed_bytes = 0;  // per GPU, memory.needed_bytes_per_gpu
+  double gpu_bytes = 0;     // memory.gpu_memory_bytes
+  bool fits = false;
+};
+
 struct ReferenceReport {
   std::vector<ReferencePoint> points;
   std::vector<SkippedEntry> skipped;  // unmapped or not predictable, with why
+  std::vector<RunMemory> memory;      // one per configuration a DDP or end-to-end entry predicts, in order
   int entries = 0;
 };
 
