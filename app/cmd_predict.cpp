@@ -3,10 +3,12 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 #include "commands.hpp"
 #include "dpsim/advice.hpp"
 #include "dpsim/calibration.hpp"
+#include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/sim/simulate.hpp"
@@ -33,6 +35,7 @@ struct PredictArgs {
   int trace_ranks = 8;
   bool no_advice = false;
   double max_events = 5e6;
+  std::string max_memory = "8GiB";
   std::vector<std::string> sets;
 };
 
@@ -51,6 +54,17 @@ Section collective_section(const StepResult& r) {
                               format_bytes(static_cast<double>(e.second)),
                               r.data_parallel == 1 ? " (a data-parallel group of 1 GPU: nothing moves)" : ""));
   return c;
+}
+
+double parse_max_memory(const std::string& text) {
+  double bytes = 0;
+  try {
+    bytes = parse_bytes(text);
+  } catch (const std::invalid_argument& e) {  // core/units.cpp: not a size
+    throw InputError(fmt::format("--max-memory: {}", e.what()));
+  }
+  if (!(bytes > 0)) throw InputError(fmt::format("--max-memory: must be above 0 bytes, got \"{}\"", text));
+  return bytes;
 }
 
 std::string bucket_table(const StepResult& r) {
@@ -99,6 +113,9 @@ void register_predict(CLI::App& app) {
   cmd->add_option("--max-events", args->max_events,
                   "Refuse a run estimated to simulate more activities than this (default 5e6)")
       ->check(finite_positive());
+  cmd->add_option("--max-memory", args->max_memory,
+                  "Refuse a run estimated to hold more memory than this in the simulation process (default 8GiB)")
+      ->check(non_empty());
   cmd->add_flag("--no-advice", args->no_advice, "Skip the 'what limits this step' section (it re-simulates variants)");
   add_set_option(cmd, args->sets);
   cmd->callback([args] {
@@ -118,6 +135,7 @@ void register_predict(CLI::App& app) {
     o.trace_ranks = args->trace_ranks;
     o.progress = true;
     o.max_events = args->max_events;
+    o.max_memory_bytes = parse_max_memory(args->max_memory);
     StepResult r = simulate(s, plan, o);
     record_overrides(overrides, r);
     if (!args->no_advice) {

@@ -505,6 +505,31 @@ double estimated_events(const StepPlan& plan, Fidelity fidelity) {
   return ops + 4.0 * buckets;
 }
 
+namespace {
+// What the simulation process holds per GPU of the world, measured with dpsim_bench_sim (RSS, SimGrid 3.32): the full
+// platform (every GPU a host, its links; calls over groups that are not the world need it) 13.3 KB per GPU (Llama 3.1
+// 70B tensor 8 x data: 129.0 MB at 8,192 GPUs, 891.8 MB at 65,536); the reduced one (fast fidelity, every call over
+// the whole world) 0.6 KB (Llama 3.1 8B DDP at 1,048,576 GPUs: 597 MB). dpsim's own cost, not a modelled system's.
+constexpr double kFullPlatformBytesPerGpu = 13.3e3;
+constexpr double kReducedPlatformBytesPerGpu = 0.6e3;
+}  // namespace
+
+double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform) {
+  return static_cast<double>(plan.world_size) *
+         (reduced_platform ? kReducedPlatformBytesPerGpu : kFullPlatformBytesPerGpu);
+}
+
+void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimOptions& options) {
+  const double bytes = estimated_memory_bytes(plan, reduced_platform);
+  if (bytes <= options.max_memory_bytes) return;
+  throw InputError(fmt::format(
+      "the simulation would hold about {} for {} GPUs ({} platform{}), above the limit of {} (raise it with "
+      "--max-memory)",
+      format_bytes(bytes), plan.world_size, reduced_platform ? "the reduced" : "the full",
+      reduced_platform ? "" : ": calls over groups that are not the whole world lay every GPU and NIC as a host",
+      format_bytes(options.max_memory_bytes)));
+}
+
 StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
                                SimStats* stats) {
   using namespace sim;
@@ -539,7 +564,9 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   for (const RankProgram& c : program.classes)
     for (const CommCall& call : c.comms) world_groups = world_groups && spans_world(call.group, program.dims);
   const auto classes = static_cast<int>(program.classes.size());
-  Platform platform(scenario, options.fidelity == Fidelity::fast && world_groups, classes);
+  const bool reduced = options.fidelity == Fidelity::fast && world_groups;
+  refuse_above_memory(plan, reduced, options);
+  Platform platform(scenario, reduced, classes);
 
   // One Run per rank class (pipeline stages: each on its own compute host, their sends' events shared).
   EventMap<EventState> crossed;

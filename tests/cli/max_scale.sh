@@ -32,3 +32,14 @@ if [ $rc -ne 2 ] || ! grep -q '1,048,576' "$tmp/err"; then
   exit 1
 fi
 echo "ok: 131073 nodes refused: $(cat "$tmp/err")"
+# Tensor parallelism beside the data groups lays the full platform (every GPU a host): at 1,048,576 GPUs about 14 GB,
+# above the default --max-memory of 8 GiB, so it is refused up front with the estimate (measured: 13.8 GB, 84 s).
+tp=$src/scenarios/llama3.1-70b-tp8-64xh100.yaml
+"$dpsim" predict "$tp" --set cluster.nodes=131072 --no-advice --json >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q 'would hold about 13.95 GB for 1048576 GPUs (the full platform' "$tmp/err" ||
+  [ -s "$tmp/out" ]; then
+  echo "FAIL: tensor 8 at 1,048,576 GPUs: exit $rc (want 2, the estimate, no output): $(cat "$tmp/err")"
+  exit 1
+fi
+echo "ok: tensor 8 at 1,048,576 GPUs refused: $(cat "$tmp/err")"

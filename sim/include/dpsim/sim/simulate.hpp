@@ -22,10 +22,11 @@ Fidelity parse_fidelity(const std::string& text);  // "fast" | "step"; throws In
 
 struct SimOptions {
   Fidelity fidelity = Fidelity::fast;
-  bool overlap = true;          // false: every all-reduce waits for the end of backward
-  int trace_ranks = 8;          // GPUs kept in the timeline's sample (see trace.hpp)
-  bool progress = true;         // progress line on stderr once a run takes more than a second
-  double max_events = 5e6;      // refuse (with the estimate) a run that would simulate more activities
+  bool overlap = true;      // false: every all-reduce waits for the end of backward
+  int trace_ranks = 8;      // GPUs kept in the timeline's sample (see trace.hpp)
+  bool progress = true;     // progress line on stderr once a run takes more than a second
+  double max_events = 5e6;  // refuse (with the estimate) a run that would simulate more activities
+  double max_memory_bytes = 8.0 * 1024 * 1024 * 1024;  // ... or hold more memory (estimated_memory_bytes)
   bool record_program = false;  // tests: SimStats::executed lists every instruction each stream's actor ran
   // Tests: run this program (its dims, streams and calls) instead of make_step_program(plan); it must be a program
   // of `plan` (its ops, buckets and units).
@@ -50,6 +51,10 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
 // Activities (compute ops, flows, sleeps) a run of this fidelity would simulate, estimated before it
 // starts: step fidelity sends 2(n-1) ring steps x n ranks per bucket; fast simulates a handful per bucket.
 double estimated_events(const StepPlan& plan, Fidelity fidelity);
+// The memory the simulation process holds for `plan`'s world on the full or the reduced platform, and the refusal
+// (InputError, with the estimate) above options.max_memory_bytes.
+double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform);
+void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimOptions& options);
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options, SimStats* stats);
 
 // The same, in this process, without forking: SimGrid can run only once per process, so this is
