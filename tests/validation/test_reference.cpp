@@ -224,18 +224,19 @@ std::string error_of(const std::filesystem::path& dir) {
   }
   return "(no error)";
 }
+// kScenario's predict block: number "one" on 1 GPU, then `second` (its label, kind, measured and set).
+std::string one_gpu_then(const std::string& second) {
+  return "    predict:\n      scenario: " + kScenario +
+         "\n      numbers:\n"
+         "        - {label: one, kind: ddp_step_time, measured: [sec_per_iter, 1gpu], set: {cluster.gpus_per_node: "
+         "1}}\n"
+         "        - {label: " +
+         second + "}\n";
+}
 }  // namespace
 
 TEST_CASE("reference set: a DDP entry's predict block names the scenario and overrides of each number") {
-  const auto dir = one_ddp_entry("ok",
-                                 "    predict:\n"
-                                 "      scenario: " +
-                                     kScenario +
-                                     "\n"
-                                     "      numbers:\n"
-                                     "        - {label: one, kind: ddp_step_time, measured: [sec_per_iter, 1gpu],"
-                                     " set: {cluster.gpus_per_node: 1}}\n"
-                                     "        - {label: eight, kind: ddp_step_time, measured: [sec_per_iter, 8gpu]}\n");
+  const auto dir = one_ddp_entry("ok", one_gpu_then("eight, kind: ddp_step_time, measured: [sec_per_iter, 8gpu]"));
   const ReferenceReport r = score_reference(dir);
   REQUIRE(r.points.size() == 2);
   CHECK(r.points[0].gpus_per_node == 1);
@@ -251,16 +252,8 @@ TEST_CASE("reference set: a DDP entry's predict block names the scenario and ove
 }
 
 TEST_CASE("reference set: a published run dpsim predicts not to fit in memory misses the memory target, named") {
-  const auto dir = one_ddp_entry("oom",
-                                 "    predict:\n"
-                                 "      scenario: " +
-                                     kScenario +
-                                     "\n"
-                                     "      numbers:\n"
-                                     "        - {label: one, kind: ddp_step_time, measured: [sec_per_iter, 1gpu],"
-                                     " set: {cluster.gpus_per_node: 1}}\n"
-                                     "        - {label: huge, kind: ddp_step_time, measured: [sec_per_iter, 8gpu],"
-                                     " set: {training.micro_batch: 4096, training.activations: true}}\n");
+  const auto dir = one_ddp_entry("oom", one_gpu_then("huge, kind: ddp_step_time, measured: [sec_per_iter, 8gpu], set: "
+                                                     "{training.micro_batch: 4096, training.activations: true}"));
   const ReferenceReport r = score_reference(dir);
   REQUIRE(r.memory.size() == 2);  // one per configuration
   CHECK(r.memory[0].fits);

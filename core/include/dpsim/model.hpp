@@ -47,15 +47,14 @@ struct Op {
   double backward_flops_per_sample = 0;
   double forward_bytes_per_sample = 0;  // memory traffic of memory-bound work
   double backward_bytes_per_sample = 0;
-  double backward_fixed_bytes = 0;         // per step, independent of batch (dense embedding grad fill)
-  double activation_bytes_per_sample = 0;  // saved for backward
-  double recompute_kept_bytes_per_sample =
-      0;                                 // attention: what it keeps when selective recomputation reruns it (inputs)
-  std::vector<GemmShape> gemms;          // forward GEMMs per sample
-  std::vector<TensorComm> tensor_comms;  // tensor parallelism's collectives around it, in issue order
-  bool score_dropout = false;            // attention: dropout on the probabilities (a pass over them when eager)
-  bool causal = false;                   // attention: causal mask (its FLOPs halved: the kernel skips the masked half)
-  bool tied_copy = false;                // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
+  double backward_fixed_bytes = 0;             // per step, independent of batch (dense embedding grad fill)
+  double activation_bytes_per_sample = 0;      // saved for backward
+  double recompute_kept_bytes_per_sample = 0;  // attention: its inputs, kept when selective recomputation reruns it
+  std::vector<GemmShape> gemms;                // forward GEMMs per sample
+  std::vector<TensorComm> tensor_comms;        // tensor parallelism's collectives around it, in issue order
+  bool score_dropout = false;                  // attention: dropout on the probabilities (a pass over them when eager)
+  bool causal = false;     // attention: causal mask (its FLOPs halved: the kernel skips the masked half)
+  bool tied_copy = false;  // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
   // What its backward computes (core/trainable.cpp; both true when every parameter trains): the gradient of its input
   // (dX: some tensor before it trains) and of its weight (dW: its weight trains; a tied head: the embedding's does).
   bool input_grad = true;
