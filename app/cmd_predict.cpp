@@ -3,12 +3,10 @@
 #include <chrono>
 #include <map>
 #include <optional>
-#include <stdexcept>
 
 #include "commands.hpp"
 #include "dpsim/advice.hpp"
 #include "dpsim/calibration.hpp"
-#include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/sim/simulate.hpp"
@@ -54,17 +52,6 @@ Section collective_section(const StepResult& r) {
                               format_bytes(static_cast<double>(e.second)),
                               r.data_parallel == 1 ? " (a data-parallel group of 1 GPU: nothing moves)" : ""));
   return c;
-}
-
-double parse_max_memory(const std::string& text) {
-  double bytes = 0;
-  try {
-    bytes = parse_bytes(text);
-  } catch (const std::invalid_argument& e) {  // core/units.cpp: not a size
-    throw InputError(fmt::format("--max-memory: {}", e.what()));
-  }
-  if (!(bytes > 0)) throw InputError(fmt::format("--max-memory: must be above 0 bytes, got \"{}\"", text));
-  return bytes;
 }
 
 std::string bucket_table(const StepResult& r) {
@@ -115,7 +102,7 @@ void register_predict(CLI::App& app) {
       ->check(finite_positive());
   cmd->add_option("--max-memory", args->max_memory,
                   "Refuse a run estimated to hold more memory than this in the simulation process (default 8GiB)")
-      ->check(non_empty());
+      ->check(positive_size());
   cmd->add_flag("--no-advice", args->no_advice, "Skip the 'what limits this step' section (it re-simulates variants)");
   add_set_option(cmd, args->sets);
   cmd->callback([args] {
@@ -135,7 +122,7 @@ void register_predict(CLI::App& app) {
     o.trace_ranks = args->trace_ranks;
     o.progress = true;
     o.max_events = args->max_events;
-    o.max_memory_bytes = parse_max_memory(args->max_memory);
+    o.max_memory_bytes = parse_bytes(args->max_memory);  // checked by positive_size()
     StepResult r = simulate(s, plan, o);
     record_overrides(overrides, r);
     if (!args->no_advice) {

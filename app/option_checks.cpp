@@ -2,9 +2,12 @@
 
 #include <charconv>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "dpsim/units.hpp"
 
 namespace dpsim::app {
 
@@ -32,6 +35,19 @@ CLI::Validator whole_number_in(int64_t low, int64_t high) {
         return "";
       },
       fmt::format("INT in [{} - {}]", low, high));
+}
+
+CLI::Validator positive_size() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          if (parse_bytes(text) > 0) return "";
+        } catch (const std::invalid_argument& e) {  // not a size: parse_bytes says why
+          return e.what();
+        }
+        return fmt::format("must be above 0 bytes, got \"{}\"", text);
+      },
+      "SIZE > 0");
 }
 
 CLI::Validator non_empty() {

@@ -14,6 +14,9 @@ CLI::Validator finite_positive();
 // A whole number from `low` to `high`: "--nodes: must be a whole number from 1 to 1048576, got 0".
 CLI::Validator whole_number_in(int64_t low, int64_t high);
 
+// A size with a unit (core/units.cpp parse_bytes), above 0: "--max-memory: cannot parse \"lots\" as a size ...".
+CLI::Validator positive_size();
+
 // A non-empty text (a path): "--trace: must not be empty (give a file name)".
 CLI::Validator non_empty();
 

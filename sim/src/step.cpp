@@ -519,6 +519,7 @@ double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform) {
          (reduced_platform ? kReducedPlatformBytesPerGpu : kFullPlatformBytesPerGpu);
 }
 
+namespace {
 void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimOptions& options) {
   const double bytes = estimated_memory_bytes(plan, reduced_platform);
   if (bytes <= options.max_memory_bytes) return;
@@ -529,6 +530,7 @@ void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimO
       reduced_platform ? "" : ": calls over groups that are not the whole world lay every GPU and NIC as a host",
       format_bytes(options.max_memory_bytes)));
 }
+}  // namespace
 
 StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
                                SimStats* stats) {

@@ -51,10 +51,9 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
 // Activities (compute ops, flows, sleeps) a run of this fidelity would simulate, estimated before it
 // starts: step fidelity sends 2(n-1) ring steps x n ranks per bucket; fast simulates a handful per bucket.
 double estimated_events(const StepPlan& plan, Fidelity fidelity);
-// The memory the simulation process holds for `plan`'s world on the full or the reduced platform, and the refusal
-// (InputError, with the estimate) above options.max_memory_bytes.
+// The memory the simulation process holds for `plan`'s world on the full or the reduced platform (a run above
+// options.max_memory_bytes is refused with this estimate).
 double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform);
-void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimOptions& options);
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options, SimStats* stats);
 
 // The same, in this process, without forking: SimGrid can run only once per process, so this is
