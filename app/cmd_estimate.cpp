@@ -65,8 +65,8 @@ std::string render(const Scenario& s, const Estimate& e) {
   sections.push_back(std::move(fit));
   const ComputeModel cm = compute_model(s);
   Section comp{"Compute", {}};
-  comp.add("GPU rate",
-           fmt::format("{:.0f} TFLOP/s {} peak", cm.peak_flops_per_s / 1e12, to_string(s.training.param_dtype)));
+  comp.add("GPU rate", fmt::format("{:.0f} TFLOP/s {} peak", cm.peak_flops_per_s / 1e12,
+                                   s.training.tf32 ? "tf32" : to_string(s.training.compute())));
   comp.add("GEMMs",
            fmt::format("at most x {:.2f} of peak, per shape (tile and wave quantization, {:.1f} us per kernel)",
                        cm.gemm_efficiency, cm.gemm_fixed_time_s * 1e6));

@@ -71,6 +71,11 @@ void run_measure(const MeasureArgs& a) {
     throw InputError("--warmup must be >= 1: iteration 0 (DDP's one-bucket iteration) is never timed");
   if (a.options.iters < 1) throw InputError("--iters must be >= 1");
   if (a.options.watchdog_s <= 0) throw InputError("--watchdog must be > 0 seconds");
+  if (s.training.autocast())
+    throw InputError(
+        fmt::format("{}: the GPU backend runs every kernel in training.param_dtype ({}); autocast "
+                    "(training.compute_dtype {}) is predicted, not measured",
+                    a.scenario, to_string(s.training.param_dtype), to_string(s.training.compute())));
 
   if (a.dry_run) {
     const backend::StepLayout layout =

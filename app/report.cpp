@@ -87,6 +87,9 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   if (r.unsharded_bytes_per_gpu > 0) mem.add("units gathered at once", format_bytes(r.unsharded_bytes_per_gpu));
   mem.add("activations",
           s.training.activations ? format_bytes(r.activation_bytes_per_gpu) : "not counted (activations: false)");
+  if (r.weight_copy_bytes_per_gpu > 0)
+    mem.add(fmt::format("autocast {} weight copies", to_string(s.training.compute())),
+            format_bytes(r.weight_copy_bytes_per_gpu));
   if (s.zero_optimization)
     mem.add("DeepSpeed bucket buffers", format_bytes(r.ddp_buffer_bytes_per_gpu));
   else if (s.parallelism.sharding == Sharding::none || s.parallelism.sharding == Sharding::zero1)

@@ -185,20 +185,27 @@ std::string lora_alternative(const Scenario& s, const StepResult& r, const Evalu
 std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   const double need = r.memory_need_bytes();
   std::string text = fmt::format(
-      "Does not fit: needs {} per GPU (model state {}, activations {}, DDP buckets {}{}, CUDA and NCCL {}), "
+      "Does not fit: needs {} per GPU (model state {}, activations {}{}, DDP buckets {}{}, CUDA and NCCL {}), "
       "the {} has {}.",
       format_bytes(need), format_bytes(r.model_state_bytes_per_gpu), format_bytes(r.activation_bytes_per_gpu),
+      r.weight_copy_bytes_per_gpu > 0 ? ", autocast weight copies " + format_bytes(r.weight_copy_bytes_per_gpu) : "",
       format_bytes(r.ddp_buffer_bytes_per_gpu),
       r.unsharded_bytes_per_gpu > 0 ? ", units gathered " + format_bytes(r.unsharded_bytes_per_gpu) : "",
       format_bytes(r.runtime_bytes_per_gpu()), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
-  if (s.data_parallel() > 1) {
+  if (s.training.autocast() && s.data_parallel() > 1) {
+    // Sharding and LoRA are modelled with their own mixed precision, not autocast (load_scenario.cpp check_autocast).
+    text += fmt::format(
+        " Sharding and LoRA are modelled with their own mixed precision, not autocast: set training.param_dtype {} "
+        "(without compute_dtype) to see them.",
+        to_string(s.training.compute()));
+  } else if (s.data_parallel() > 1) {
     text += " Sharded over the " + std::to_string(s.data_parallel()) + " data-parallel GPUs:";
     text += sharding_alternatives(s, r, evaluate);
   }
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {
     text += " ddp.gradient_as_bucket_view: true alone would make it fit.";
   }
-  return text + lora_alternative(s, r, evaluate);
+  return s.training.autocast() ? text : text + lora_alternative(s, r, evaluate);
 }
 
 std::string gain(const StepResult& base, const StepResult& changed) {

@@ -427,7 +427,7 @@ CalibrationReport apply_entries(Scenario& s, const Calibration& c) {
     s.topology.gpu.gemm_efficiency = c.gemm_efficiency;
     report.applied.push_back(fmt::format("gemm_efficiency {:.3f}", c.gemm_efficiency));
   }
-  const std::string dtype = to_string(s.training.param_dtype);
+  const std::string dtype = to_string(s.training.compute());  // the GEMMs' dtype (autocast: not the weights')
   std::map<std::string, int> other_dtypes;
   int shapes = 0;
   for (const auto& g : c.gemm) {  // per-shape efficiencies measured in the scenario's dtype

@@ -10,7 +10,7 @@ namespace dpsim {
 ComputeModel compute_model(const Scenario& s) {
   const GpuSpec& g = s.topology.gpu;
   ComputeModel m;
-  m.peak_flops_per_s = s.training.tf32 ? g.peak_tf32_flops_per_s : g.peak_flops_per_s(s.training.param_dtype);
+  m.peak_flops_per_s = s.training.tf32 ? g.peak_tf32_flops_per_s : g.peak_flops_per_s(s.training.compute());
   m.gemm_efficiency = g.gemm_efficiency;
   m.memory_bandwidth_bytes_per_s = g.memory_bandwidth_bytes_per_s;
   m.memory_efficiency = g.memory_efficiency;
@@ -18,7 +18,7 @@ ComputeModel compute_model(const Scenario& s) {
   m.gemm_efficiency_by_shape = g.gemm_efficiency_by_shape;
   m.sm_count = g.sm_count;
   m.gemm_tiles = g.gemm_tiles;
-  m.element_bytes = dtype_bytes(s.training.param_dtype);
+  m.element_bytes = dtype_bytes(s.training.compute());
   m.attention_efficiency = s.training.attention == AttentionImpl::flash1
                                ? g.attention_efficiency / g.flash2_speedup_over_flash1
                                : g.attention_efficiency;

@@ -43,6 +43,7 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.activation_bytes_per_gpu = plan.memory.activation_bytes;
   r.ddp_buffer_bytes_per_gpu = plan.memory.ddp_buffer_bytes;
   r.unsharded_bytes_per_gpu = plan.memory.unsharded_bytes;
+  r.weight_copy_bytes_per_gpu = plan.memory.weight_copy_bytes;
   r.data_parallel = plan.dims.data;
   r.tensor_parallel = plan.dims.tensor;
   r.pipeline_parallel = plan.pipeline.stages;

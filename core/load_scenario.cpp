@@ -38,10 +38,45 @@ std::vector<std::string> shipped_topologies() {
   return names;
 }
 
+// What dpsim models of torch.autocast: a whole model, replicated (DDP or one GPU). Megatron-LM casts the model itself
+// (Float16Module), FSDP and DeepSpeed have their own mixed precision (param_dtype with fsdp.reduce_dtype).
+void check_autocast(const Scenario& s, const YNode& v) {
+  const char* other =
+      s.parallelism.tensor > 1 || s.parallelism.pipeline > 1
+          ? "tensor and pipeline parallelism (Megatron-LM casts the model, Float16Module: give param_dtype)"
+      : s.parallelism.sharding != Sharding::none
+          ? "sharded data parallelism (FSDP's MixedPrecision and DeepSpeed's bf16/fp16 modes are "
+            "param_dtype with fsdp.reduce_dtype)"
+      : s.training.trainable != Trainable::all ? "training.trainable other than all"
+                                               : nullptr;
+  if (other)
+    v.fail(fmt::format("autocast (compute_dtype {} on fp32 parameters) is modelled without {}",
+                       to_string(s.training.compute()), other));
+  if (s.training.compute() == Dtype::bf16 && s.topology.gpu.peak_bf16_flops_per_s <= 0)
+    v.fail(s.topology.gpu.name + " has no bf16 support; use fp16");
+}
+
+// training.compute_dtype: the parameters' own dtype (no autocast) or, on fp32 parameters, the 16-bit dtype
+// torch.autocast runs matmuls in; its gradients are the parameters' (fp32), so a 16-bit grad_dtype is refused.
+Dtype parse_compute_dtype(const YNode& v, const Training& t) {
+  const Dtype d = parse_dtype(v);
+  if (d == t.param_dtype) return d;
+  if (t.param_dtype != Dtype::fp32)
+    v.fail(
+        fmt::format("autocast runs matmuls in 16 bits on fp32 parameters; param_dtype is {} (give {} or leave "
+                    "compute_dtype out)",
+                    to_string(t.param_dtype), to_string(t.param_dtype)));
+  if (t.grad_dtype != Dtype::fp32)
+    v.fail(fmt::format("under autocast the gradients are the fp32 parameters' own; grad_dtype is {}",
+                       to_string(t.grad_dtype)));
+  return d;
+}
+
 Training parse_training(const YNode& n) {
-  n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "optimizer",
-                "optimizer_impl", "attention", "activation_checkpointing", "activation_checkpointing_every",
-                "activations", "tf32", "total_tokens", "total_samples", "trainable", "frozen_except"});
+  n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "compute_dtype",
+                "optimizer", "optimizer_impl", "attention", "activation_checkpointing",
+                "activation_checkpointing_every", "activations", "tf32", "total_tokens", "total_samples", "trainable",
+                "frozen_except"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
   if (auto v = n.get("sequence_length")) t.sequence_length = v->as_int(1, 1 << 24);
@@ -49,6 +84,8 @@ Training parse_training(const YNode& n) {
   if (auto v = n.get("param_dtype")) t.param_dtype = parse_dtype(*v);
   t.grad_dtype = t.param_dtype;
   if (auto v = n.get("grad_dtype")) t.grad_dtype = parse_dtype(*v);
+  if (auto v = n.get("compute_dtype"))
+    if (const Dtype d = parse_compute_dtype(*v, t); d != t.param_dtype) t.compute_dtype = d;
   if (auto v = n.get("optimizer")) {
     t.optimizer = v->as_enum<Optimizer>(
         {{"adamw", Optimizer::adamw}, {"sgd_momentum", Optimizer::sgd_momentum}, {"sgd", Optimizer::sgd}});
@@ -77,8 +114,8 @@ Training parse_training(const YNode& n) {
   if (auto v = n.get("activations")) t.activations = v->as_bool();
   if (auto v = n.get("tf32")) {
     t.tf32 = v->as_bool();
-    if (t.tf32 && t.param_dtype != Dtype::fp32)
-      v->fail(fmt::format("TF32 applies to fp32 matmuls; param_dtype is {}", to_string(t.param_dtype)));
+    if (t.tf32 && t.compute() != Dtype::fp32)
+      v->fail(fmt::format("TF32 applies to fp32 matmuls; they run in {}", to_string(t.compute())));
   }
   if (auto v = n.get("total_tokens")) t.total_tokens = v->as_positive_number();
   if (auto v = n.get("total_samples")) {
@@ -553,9 +590,11 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
     }
   }
   if (auto v = root.get("collective")) check_collective_available(s, *v);
+  const YNode training = root.at("training");
   if (s.training.param_dtype == Dtype::bf16 && s.topology.gpu.peak_bf16_flops_per_s <= 0) {
-    root.at("training").at("param_dtype").fail(s.topology.gpu.name + " has no bf16 support; use fp16 or fp32");
+    training.at("param_dtype").fail(s.topology.gpu.name + " has no bf16 support; use fp16 or fp32");
   }
+  if (s.training.autocast()) check_autocast(s, training.at("compute_dtype"));
   return s;
 }
 

@@ -22,8 +22,9 @@ int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct Builder {
   const TransformerConfig& c;
-  double tokens;     // per sample
-  double act_bytes;  // bytes per activation element
+  double tokens;        // per sample
+  double act_bytes;     // bytes per activation element: the matmuls' and attention's (training.compute_dtype)
+  double stream_bytes;  // the residual stream's and its norms' (autocast: the fp32 parameters'; else act_bytes)
   TensorSplit split;
   std::vector<Op> ops;
 
@@ -33,6 +34,22 @@ struct Builder {
   double seq_share() const { return split.sequence_parallel ? 1.0 / static_cast<double>(t()) : 1.0; }
   // One sample's full activations of `width` features: the buffer of a tensor-parallel collective.
   double full(int64_t width) const { return tokens * static_cast<double>(width) * act_bytes; }
+  // torch.autocast on fp32 parameters: the embedding's fp32 rows start an fp32 residual stream, the norms run in
+  // fp32 (layer_norm is on autocast's float32 list; LlamaRMSNorm upcasts itself) and the residual adds promote to
+  // fp32; the matmuls cast their inputs to the 16-bit compute dtype (PyTorch AMP docs, "Autocast Op Reference").
+  bool autocast() const { return stream_bytes != act_bytes; }
+
+  // Autocast's cast of a matmul's fp32 input (the normed stream) to the compute dtype: every linear casts its own (only
+  // weights, leaf tensors, are cached: aten/src/ATen/autocast_mode.cpp cached_cast, "arg.is_leaf()"); backward casts
+  // the 16-bit input gradient back to fp32. No saved tensor: the linear keeps the cast copy.
+  void input_cast(const std::string& name, int64_t width) {
+    Op op;
+    op.name = name + ".autocast_input";
+    op.kind = OpKind::elementwise;
+    op.forward_bytes_per_sample = tokens * static_cast<double>(width) * (stream_bytes + act_bytes);
+    op.backward_bytes_per_sample = op.forward_bytes_per_sample;
+    ops.push_back(std::move(op));
+  }
 
   // Operator f (entering a split region): backward all-reduce of the input gradient; with sequence parallelism an
   // all-gather of the sequence-split input before the forward and a reduce-scatter of the input gradient after
@@ -64,6 +81,10 @@ struct Builder {
   // after the reduction).
   void linear(const std::string& name, int64_t in, int64_t out, bool bias, bool saves_input, Split how = Split::none) {
     const bool column = how == Split::column || how == Split::column_entry;
+    if (column && autocast()) {  // reads the fp32 stream: casts it, and keeps its own copy
+      input_cast(name, in);
+      saves_input = true;
+    }
     const int64_t in_local = how == Split::row ? in / t() : in;
     const int64_t out_local = column ? div_up(out, t()) : out;
     Op op;
@@ -85,13 +106,14 @@ struct Builder {
 
   // Memory-bound elementwise work over `width` features per token: reads `reads` and writes `writes` tensors.
   // `share` is the part of the sequence it runs on (1/t for a replicated op under sequence parallelism).
+  // `bytes` per element: act_bytes unless given (the stream's).
   void elementwise(const std::string& name, int64_t width, std::vector<ParamTensor> params, double reads, double writes,
-                   double saved_tensors, double share = 1.0) {
+                   double saved_tensors, double share = 1.0, double bytes = 0) {
     Op op;
     op.name = name;
     op.kind = OpKind::elementwise;
     op.params = std::move(params);
-    const double tensor = full(width) * share;
+    const double tensor = tokens * static_cast<double>(width) * (bytes > 0 ? bytes : act_bytes) * share;
     op.forward_bytes_per_sample = (reads + writes) * tensor;
     op.backward_bytes_per_sample = (reads + writes + 1.0) * tensor;  // reads dY and the saved input, writes dX
     op.activation_bytes_per_sample = saved_tensors * tensor;
@@ -102,9 +124,12 @@ struct Builder {
   // meet at x (read 2, write 1). No saved tensor. (Every block has two: modeling_llama.py, modeling_gpt2.py and
   // modeling_bert.py's `hidden_states = residual + hidden_states`, llm-foundry's `x = x + ...`.) Replicated over the
   // tensor group.
+  // Under autocast it reads the fp32 stream and the 16-bit branch and writes fp32.
   void residual(const std::string& name) {
     elementwise(name, c.hidden_size, {}, 2, 1, 0, seq_share());
-    ops.back().backward_bytes_per_sample = ops.back().forward_bytes_per_sample;
+    Op& op = ops.back();
+    op.forward_bytes_per_sample *= (2.0 * stream_bytes + act_bytes) / (3.0 * act_bytes);
+    op.backward_bytes_per_sample = op.forward_bytes_per_sample;
   }
 
   // Dropout over the hidden width (hidden_dropout > 0; Megatron-LM 93ab4bea mpu/transformer.py: after the attention
@@ -125,9 +150,14 @@ struct Builder {
 
   // A norm over the hidden width: replicated over the tensor group (its weight too), split along the sequence with
   // sequence parallelism.
-  void norm(const std::string& name, bool bias) { norm(name, bias, c.hidden_size, c.hidden_size, seq_share()); }
+  void norm(const std::string& name, bool bias) {
+    std::vector<ParamTensor> p{{name + ".weight", c.hidden_size}};
+    if (bias) p.push_back({name + ".bias", c.hidden_size});
+    elementwise(name, c.hidden_size, std::move(p), 1, 1, 1, seq_share(), stream_bytes);
+  }
 
-  // A norm over `width` features per token whose weight has `size` entries (qwen3's per-head q/k norms).
+  // A norm over `width` features per token whose weight has `size` entries (qwen3's per-head q/k norms, on the 16-bit
+  // projections).
   void norm(const std::string& name, bool bias, int64_t width, int64_t size, double share = 1.0) {
     std::vector<ParamTensor> p{{name + ".weight", size}};
     if (bias) p.push_back({name + ".bias", size});
@@ -174,9 +204,10 @@ struct Builder {
       op.params.push_back(p);
     }
     const double lookups = full(c.hidden_size);
-    op.forward_bytes_per_sample = 2.0 * lookups;       // gather: read rows, write activations
-    op.backward_bytes_per_sample = 2.0 * lookups;      // scatter-add of dY into the gradient rows
-    op.backward_fixed_bytes = rows * d() * act_bytes;  // dense gradient zero-fill, once per step
+    const double rows_moved = lookups * stream_bytes / act_bytes;  // the table's dtype (autocast: fp32)
+    op.forward_bytes_per_sample = 2.0 * rows_moved;                // gather: read rows, write activations
+    op.backward_bytes_per_sample = 2.0 * rows_moved;               // scatter-add of dY into the gradient rows
+    op.backward_fixed_bytes = rows * d() * stream_bytes;           // dense gradient zero-fill, once per step
     // Sequence parallelism: a reduce-scatter only without other tables (else an all-reduce, then a local split), and
     // an all-gather of the gradient in the backward (Megatron-LM d98e8a6 language_model_embedding.py
     // reduce_scatter_embeddings; mappings.py _ReduceScatterToSequenceParallelRegion /
@@ -273,8 +304,8 @@ void bert_layer(Builder& b, int64_t i) {
 }  // namespace
 
 std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
-                                const TensorSplit& split) {
-  Builder b{c, static_cast<double>(sequence_length), act_bytes, split, {}};
+                                const TensorSplit& split, double stream_bytes) {
+  Builder b{c, static_cast<double>(sequence_length), act_bytes, stream_bytes > 0 ? stream_bytes : act_bytes, split, {}};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "dpsim/autocast.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/sharding.hpp"
 #include "dpsim/trainable.hpp"
@@ -104,7 +105,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.kind = op.kind;
   p.forward_flops = op.forward_flops_per_sample * mb;
   p.backward_flops = op.backward_flops_per_sample * mb;
-  p.forward_bytes = op.forward_bytes_per_sample * mb;
+  p.forward_bytes = op.forward_bytes_per_sample * mb + op.forward_fixed_bytes;
   p.backward_bytes = op.backward_bytes_per_sample * mb + op.backward_fixed_bytes;
   p.score_dropout = op.score_dropout;
   p.causal = op.causal;
@@ -409,13 +410,15 @@ StepPlan make_step_plan(const Scenario& s) {
   if (plan.dims.world() != plan.world_size)
     throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name, plan.dims.data,
                                  plan.dims.tensor, plan.dims.pipeline, plan.world_size));
-  const double act_bytes = dtype_bytes(s.training.param_dtype);
-  const auto ops =
-      finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.param_dtype,
-                             {s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1}),
-                   s.training, act_bytes);
+  const double act_bytes = dtype_bytes(s.training.compute());
+  const auto ops = with_autocast_casts(
+      finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.compute(),
+                             {s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1},
+                             s.training.param_dtype),
+                   s.training, act_bytes),
+      s.training);
   for (const Op& op :
-       finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.param_dtype), s.training, act_bytes)) {
+       finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.compute()), s.training, act_bytes)) {
     if (op.kind == OpKind::matmul || op.kind == OpKind::attention)
       plan.model_flops_per_sample += op.forward_flops_per_sample + op.backward_flops_per_sample;
     for (const ParamTensor& p : op.params) plan.model_parameters += p.numel;
@@ -529,6 +532,9 @@ StepPlan make_step_plan(const Scenario& s) {
       largest = std::max(largest, a.largest);
     }
     need.memory.activation_bytes = s.training.activations ? kept * need.in_flight + largest : 0.0;
+    for (size_t o = 0; o < ops.size(); ++o)
+      if (plan.pipeline.stage_of(static_cast<int>(o)) == stage)
+        need.memory.weight_copy_bytes += ops[o].weight_copy_bytes;
     need.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts);
     plan.pipeline.stage.push_back(need);
   }

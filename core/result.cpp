@@ -89,6 +89,8 @@ json to_json(const StepResult& r) {
                  {"needed_bytes_per_gpu", r.memory_need_bytes()},
                  {"gpu_memory_bytes", r.gpu_memory_bytes},
                  {"fits", r.fits}};
+  // Only under autocast (training.compute_dtype on fp32 parameters), as model.trainable only when some is frozen.
+  if (r.weight_copy_bytes_per_gpu > 0) j["memory"]["weight_copy_bytes_per_gpu"] = r.weight_copy_bytes_per_gpu;
   j["allreduce"] = {{"bytes_sent_per_gpu", r.allreduce_bytes_sent_per_gpu},
                     {"time_s", r.allreduce_time_s},
                     {"busbw_GBps", r.allreduce_busbw_GBps},
@@ -254,6 +256,7 @@ StepResult result_from_json(const json& j) {
                         c.at("start_s").get<double>(), c.at("end_s").get<double>(), c.value("algorithm", ""),
                         c.value("protocol", "")});
     r.unsharded_bytes_per_gpu = j.at("memory").value("unsharded_bytes_per_gpu", 0.0);
+    r.weight_copy_bytes_per_gpu = j.at("memory").value("weight_copy_bytes_per_gpu", 0.0);
     // Results written before the runtime reserve was counted have none of these: 0.
     r.cuda_context_bytes_per_gpu = j.at("memory").value("cuda_context_bytes_per_gpu", 0.0);
     r.cublas_workspace_bytes_per_gpu = j.at("memory").value("cublas_workspace_bytes_per_gpu", 0.0);

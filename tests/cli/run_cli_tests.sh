@@ -155,6 +155,8 @@ check gpu-did-you-mean 2 'gpu-reordered.yaml:9: cluster.gpu: unknown GPU "A100-8
 check topology-did-you-mean 2 'no topology named "h100-nvswitch-8x" \(did you mean "h100-8x-nvswitch"\?\)' -- "$dpsim" inspect topology h100-nvswitch-8x
 check memory-capacity-label 0 "total .* of 85\.90 GB \(80 GiB\), all of NVIDIA H100 80GB HBM3's memory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 check memory-runtime 0 "NCCL \(1 communicator\) +688\.00 MB" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
+check measure-refuses-autocast 2 "autocast \\(training.compute_dtype bf16\\) is predicted, not measured" -- "$dpsim" measure --dry-run "$s/gpt2-124m-autocast-4xrtx4090.yaml"
+check memory-autocast-copies 0 "autocast bf16 weight copies +24[0-9.]+ MB" -- "$dpsim" estimate "$s/gpt2-124m-autocast-4xrtx4090.yaml"
 check memory-not-counted 0 "not counted +the caching allocator.s fragmentation" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 # validate SCENARIO --measured on fewer GPUs than the scenario's PCIe tree: predicted on the first 2 of its 4 GPUs
 # (the switch tree cut down as cluster.gpus_per_node: 2 would), so it matches a prediction made for 2 GPUs.

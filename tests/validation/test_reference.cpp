@@ -131,11 +131,15 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // Issue 15's second pass (the GEMM fixed time, the residual adds) moved step time 1.9% -> 1.2% and throughput
       // 10.5% -> 10.7%.
       {"nvlink_mesh", "ddp_step_time", 4, 0.0118, 0.0231},
-      {"nvlink_mesh", "ddp_throughput", 8, 0.1072, 0.2853},
+      // Autocast (training.compute_dtype: the AMP rows run fp32 models under torch.autocast): the weight casts moved
+      // the
+      // AMP throughputs down 0.4%: worst 28.5% -> 28.1%.
+      {"nvlink_mesh", "ddp_throughput", 8, 0.1072, 0.2806},
       // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the
       // GPU's one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
       {"nvswitch", "ddp_scaling", 2, 0.1091, 0.1845},
-      {"nvswitch", "ddp_throughput", 4, 0.5831, 0.7299},
+      // (autocast: the AMP rows' weight casts, median 58.3% -> 57.7%)
+      {"nvswitch", "ddp_throughput", 4, 0.5766, 0.7299},
       // BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 / 512, AMP / TF32): within 5% except TF32 seq 512
       // at 16 and 32 nodes (+12%, +27%: the source loses 22% there, more than any all-reduce on 8x HDR explains)
       {"multinode", "ddp_strong_scaling", 20, 0.0102, 0.2618},

@@ -2,6 +2,7 @@
 // Model zoo math: a model spec becomes a list of operations in forward order, each with the
 // parameter tensors it owns, its FLOPs, memory traffic and GEMM shapes per sample.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,13 +60,18 @@ struct Op {
   // (dX: some tensor before it trains) and of its weight (dW: its weight trains; a tied head: the embedding's does).
   bool input_grad = true;
   bool weight_grad = true;
+  // Per micro-batch, independent of its size: forward memory traffic, and a copy of weights it holds from its forward
+  // to its backward (autocast's 16-bit weight casts, core/autocast.cpp).
+  double forward_fixed_bytes = 0;
+  double weight_copy_bytes = 0;
 };
 
-// Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations.
+// Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations; a transformer's
+// residual stream and norms run in `stream_dtype` when given (autocast on fp32 parameters: fp32), else in that dtype.
 // With `split`, each op is what one GPU of the tensor group runs (its FLOPs, bytes, weights and GEMM shapes) with the
 // collectives Megatron places around it; a transformer model only (the loader refuses others).
 std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype,
-                          const TensorSplit& split = {});
+                          const TensorSplit& split = {}, std::optional<Dtype> stream_dtype = std::nullopt);
 
 int64_t count_parameters(const ModelSpec& model);
 

@@ -65,8 +65,11 @@ struct MemoryNeed {
   double model_state_bytes = 0;  // weights + grads + optimizer state (the shard of them, sharded)
   double ddp_buffer_bytes = 0;   // bucket copies when grads are not bucket views
   double activation_bytes = 0;
-  double unsharded_bytes = 0;  // zero3: the units' weights and gradients gathered in full at once
-  double total_bytes() const { return model_state_bytes + ddp_buffer_bytes + activation_bytes + unsharded_bytes; }
+  double unsharded_bytes = 0;    // zero3: the units' weights and gradients gathered in full at once
+  double weight_copy_bytes = 0;  // autocast: the 16-bit copies of the weights, held from the forward to the backward
+  double total_bytes() const {
+    return model_state_bytes + ddp_buffer_bytes + activation_bytes + unsharded_bytes + weight_copy_bytes;
+  }
 };
 
 // An FSDP unit (zero2/zero3): the ops whose parameters are gathered and reduced together, in forward order.

@@ -104,7 +104,8 @@ struct StepResult {
   double model_state_bytes_per_gpu = 0;
   double activation_bytes_per_gpu = 0;
   double ddp_buffer_bytes_per_gpu = 0;
-  double unsharded_bytes_per_gpu = 0;  // zero3: units gathered in full at once
+  double unsharded_bytes_per_gpu = 0;    // zero3: units gathered in full at once
+  double weight_copy_bytes_per_gpu = 0;  // autocast: 16-bit copies of the weights (memory.weight_copy_bytes_per_gpu)
   // What the process holds beside the model (data/gpus.yaml kernels, data/nccl.yaml communicator_memory).
   double cuda_context_bytes_per_gpu = 0;
   double cublas_workspace_bytes_per_gpu = 0;
@@ -117,7 +118,7 @@ struct StepResult {
   bool fits = false;
   double memory_need_bytes() const {  // what `fits` compares with gpu_memory_bytes
     return model_state_bytes_per_gpu + activation_bytes_per_gpu + ddp_buffer_bytes_per_gpu + unsharded_bytes_per_gpu +
-           runtime_bytes_per_gpu();
+           weight_copy_bytes_per_gpu + runtime_bytes_per_gpu();
   }
 
   double allreduce_bytes_sent_per_gpu = 0;

@@ -351,6 +351,12 @@ struct Training {
   int64_t gradient_accumulation = 1;
   Dtype param_dtype = Dtype::bf16;
   Dtype grad_dtype = Dtype::bf16;
+  // training.compute_dtype, given only when it differs from param_dtype: 16-bit on fp32 parameters, torch.autocast
+  // (weights cast per forward, the residual stream and norms in fp32: core/autocast.cpp). compute() is what matmuls
+  // and activations run in.
+  std::optional<Dtype> compute_dtype;
+  Dtype compute() const { return compute_dtype.value_or(param_dtype); }
+  bool autocast() const { return compute() != param_dtype; }
   Optimizer optimizer = Optimizer::adamw;
   OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
   AttentionImpl attention = AttentionImpl::flash;
