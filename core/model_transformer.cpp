@@ -151,17 +151,15 @@ struct Builder {
   // A norm over the hidden width: replicated over the tensor group (its weight too), split along the sequence with
   // sequence parallelism.
   void norm(const std::string& name, bool bias) {
-    std::vector<ParamTensor> p{{name + ".weight", c.hidden_size}};
-    if (bias) p.push_back({name + ".bias", c.hidden_size});
-    elementwise(name, c.hidden_size, std::move(p), 1, 1, 1, seq_share(), stream_bytes);
+    norm(name, bias, c.hidden_size, c.hidden_size, seq_share(), stream_bytes);
   }
 
   // A norm over `width` features per token whose weight has `size` entries (qwen3's per-head q/k norms, on the 16-bit
-  // projections).
-  void norm(const std::string& name, bool bias, int64_t width, int64_t size, double share = 1.0) {
+  // projections), `bytes` per element (act_bytes unless given).
+  void norm(const std::string& name, bool bias, int64_t width, int64_t size, double share = 1.0, double bytes = 0) {
     std::vector<ParamTensor> p{{name + ".weight", size}};
     if (bias) p.push_back({name + ".bias", size});
-    elementwise(name, width, std::move(p), 1, 1, 1, share);
+    elementwise(name, width, std::move(p), 1, 1, 1, share, bytes);
   }
 
   // Attention over this GPU's heads: 1/t of the query and key/value heads (the loader checks t divides both).

@@ -17,9 +17,9 @@ namespace {
 std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
 const std::string kGpt2 = "scenarios/gpt2-124m-4xrtx4090.yaml";
 Scenario gpt2(const std::string& param, const std::string& compute) {
-  return load_scenario(src(kGpt2), {{"training.param_dtype", param},
-                                    {"training.grad_dtype", param},
-                                    {"training.compute_dtype", compute}});
+  return load_scenario(
+      src(kGpt2),
+      {{"training.param_dtype", param}, {"training.grad_dtype", param}, {"training.compute_dtype", compute}});
 }
 StepResult memory_of(const Scenario& s) {
   StepResult r;
@@ -40,7 +40,7 @@ TEST_CASE("autocast: matmuls at the compute dtype's peak, fp32 gradients and mod
   CHECK(compute_model(ac).peak_flops_per_s == compute_model(bf).peak_flops_per_s);
   CHECK(compute_model(ac).element_bytes == 2);
   const StepPlan pa = make_step_plan(ac), pf = make_step_plan(fp);
-  CHECK(pa.gradient_bytes == 4 * pa.trainable_parameters);  // DDP all-reduces fp32 gradients
+  CHECK(pa.gradient_bytes == 4 * pa.trainable_parameters);                    // DDP all-reduces fp32 gradients
   CHECK(pa.memory.model_state_bytes == Approx(pf.memory.model_state_bytes));  // fp32 weights, no master copy
   CHECK(pa.memory.ddp_buffer_bytes == Approx(pf.memory.ddp_buffer_bytes));
 }
@@ -67,9 +67,9 @@ TEST_CASE("autocast: each matmul's weights cast once per forward and back in its
   CHECK(p.memory.weight_copy_bytes == Approx(2 * matmul_weights));
   const StepResult r = memory_of(ac);
   CHECK(r.weight_copy_bytes_per_gpu == Approx(p.memory.weight_copy_bytes));
-  CHECK(r.memory_need_bytes() == Approx(r.model_state_bytes_per_gpu + r.activation_bytes_per_gpu +
-                                        r.ddp_buffer_bytes_per_gpu + r.weight_copy_bytes_per_gpu +
-                                        r.runtime_bytes_per_gpu()));
+  CHECK(r.memory_need_bytes() ==
+        Approx(r.model_state_bytes_per_gpu + r.activation_bytes_per_gpu + r.ddp_buffer_bytes_per_gpu +
+               r.weight_copy_bytes_per_gpu + r.runtime_bytes_per_gpu()));
   // No autocast: no cast op, no copies.
   const StepPlan plain = make_step_plan(gpt2("bf16", "bf16"));
   CHECK(find_op(plain, "h.0.attn.c_attn.autocast_weight") == nullptr);
