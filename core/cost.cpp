@@ -146,6 +146,15 @@ double ideal_ring_allreduce_seconds(double bytes, int world, double bandwidth_by
   return world > 1 ? ring_bytes_sent_per_gpu(bytes, world) / bandwidth_bytes_per_s : 0.0;
 }
 
+bool nccl_enables_by_default(Protocol p, const FabricSummary& f, const NcclModel& nccl) {
+  if (p != Protocol::ll128) return true;
+  const bool arch = std::find(nccl.ll128_default_archs.begin(), nccl.ll128_default_archs.end(), f.arch) !=
+                    nccl.ll128_default_archs.end();
+  // typeIntra <= PATH_NVB: the ring's GPU-to-GPU path is NVLink (one GPU per node: PATH_LOC, search.cc:1088)
+  const bool nvlink_path = f.gpus_per_node == 1 || f.intra_class != "pcie";
+  return arch && nvlink_path;
+}
+
 CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& f, const NcclModel& nccl,
                                Collective requested) {
   if (kind != CollectiveKind::all_reduce && kind != CollectiveKind::reduce_scatter &&
@@ -162,6 +171,7 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSu
     if (!d->runs(kind) || !d->unavailable(f, nccl).empty()) continue;
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       if (requested.protocol != Protocol::automatic && requested.protocol != p) continue;
+      if (requested.protocol == Protocol::automatic && !nccl_enables_by_default(p, f, nccl)) continue;
       const AlgorithmCost c = d->cost(kind, bytes, p, f, nccl);
       const double tuner_s = c.tuner_time_s > 0 ? c.tuner_time_s : c.time_s;
       if (c.ok && tuner_s < best_tuner_s) {

@@ -105,6 +105,13 @@ std::map<std::tuple<Arch, Fabric, Algorithm, Protocol>, double> parse_hw_latency
   return out;
 }
 
+// A list of architectures: [volta, ampere, hopper].
+std::vector<Arch> parse_arch_list(const YNode& n) {
+  std::vector<Arch> out;
+  for (size_t i = 0; i < n.size(); ++i) out.push_back(parse_arch(n[i], n[i].as_string()));
+  return out;
+}
+
 std::map<Arch, double> parse_arch_bandwidths(const YNode& n) {
   std::map<Arch, double> out;
   for (const auto& key : n.keys()) out[parse_arch(n.at(key), key)] = n.at(key).as_bandwidth();
@@ -277,7 +284,7 @@ std::vector<GpuSpec> load_gpu_catalog() {
 // One release's replacements: {base_latency: {nvls: {simple: 23us}}, hw_latency: {nvlink: {nvls: {simple: 0us}}},
 // ll_max_busbw: {hopper: 87.7GBps}}; `source` names where they were read.
 NcclReleaseTuning parse_release(const YNode& n, const std::string& key) {
-  n.allow_only({"source", "base_latency", "hw_latency", "ll_max_busbw"});
+  n.allow_only({"source", "base_latency", "hw_latency", "ll_max_busbw", "ll128_default_architectures"});
   NcclReleaseTuning t;
   t.name = key;
   n.at("source").as_string();
@@ -303,6 +310,7 @@ NcclReleaseTuning parse_release(const YNode& n, const std::string& key) {
     }
   }
   if (auto ll = n.get("ll_max_busbw")) t.ll_max_busbw_bytes_per_s = parse_arch_bandwidths(*ll);
+  if (auto ll128 = n.get("ll128_default_architectures")) t.ll128_default_archs = parse_arch_list(*ll128);
   return t;
 }
 
@@ -346,6 +354,7 @@ NcclModel load_nccl(const fs::path& file) {
                    "protocol_efficiency",
                    "ll_max_busbw",
                    "ll_max_busbw_multi_node",
+                   "ll128_default_architectures",
                    "tree_bandwidth_factor",
                    "tree_protocol_efficiency",
                    "per_channel_max_ll128_busbw",
@@ -385,6 +394,7 @@ NcclModel load_nccl(const fs::path& file) {
   eff.allow_only({"ll", "ll128", "simple"});
   m.protocol_efficiency = {fraction(eff.at("ll")), fraction(eff.at("ll128")), fraction(eff.at("simple"))};
   if (auto n = root.get("ll_max_busbw")) m.ll_max_busbw_bytes_per_s = parse_arch_bandwidths(*n);
+  m.ll128_default_archs = parse_arch_list(root.at("ll128_default_architectures"));
   if (auto n = root.get("ll_max_busbw_multi_node")) m.ll_max_busbw_multi_node_bytes_per_s = parse_vendor_ll_caps(*n);
   m.tree_bandwidth_factor = fraction(root.at("tree_bandwidth_factor"));
   const YNode tree_eff = root.at("tree_protocol_efficiency");

@@ -36,6 +36,7 @@ void apply(const NcclReleaseTuning& t, NcclModel& m) {
   for (const auto& [a, p, s] : t.base_latency_s) m.base_latency_s[a].at(p) = s;
   for (const auto& [f, a, p, s] : t.hw_latency_s) m.hw_latency_s[f][a].at(p) = s;
   for (const auto& [arch, bw] : t.ll_max_busbw_bytes_per_s) m.ll_max_busbw_bytes_per_s[arch] = bw;
+  if (t.ll128_default_archs) m.ll128_default_archs = *t.ll128_default_archs;
   m.tuning_release = t.name;
 }
 

@@ -59,7 +59,8 @@ TEST_CASE("a release uses the newest tuning table listed at or below it; nccl_ve
   CHECK(nccl_for_release(nccl, "2.18.5").tuning_release == "2.18.3");  // tuning.cc identical through 2.18.6
   CHECK(nccl_for_release(nccl, "2.20.5").tuning_release == "2.19.1");
   CHECK(nccl_for_release(nccl, "2.22.3").tuning_release == "2.21.5");
-  CHECK(nccl_for_release(nccl, "2.27.7").tuning_release == "2.25.1");
+  CHECK(nccl_for_release(nccl, "2.26.6").tuning_release == "2.25.1");
+  CHECK(nccl_for_release(nccl, "2.27.7").tuning_release == "2.27.3");  // LL128 no longer by architecture
   CHECK(nccl_for_release(nccl, "2.30.7").tuning_release == "2.28.9");
   // the newest table is the top-level constants: every prediction as without a release
   const FabricSummary f = node("h100-8x-nvswitch", 8);

@@ -7,6 +7,7 @@
 #include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/nccl_release.hpp"
 
 using namespace dpsim;
 
@@ -143,4 +144,33 @@ TEST_CASE("NVLS on Blackwell: the Hopper-measured fraction x NCCL's nvlsEfficien
            f.intra_ring_bytes_per_s;
   };
   CHECK(per_link(b200) / per_link(h100) == Approx(0.74 / 0.85).epsilon(0.01));
+}
+
+TEST_CASE("LL128 by default only over NVLink paths: typeIntra <= PATH_NVB (:531), never on a PCIe-only node") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary pcie = cluster("a100-pcie-4x-2socket", 1), mesh = cluster("v100-8x-nvlink-mesh", 1);
+  CHECK_FALSE(nccl_enables_by_default(Protocol::ll128, pcie, nccl));
+  CHECK(nccl_enables_by_default(Protocol::ll, pcie, nccl));
+  CHECK(nccl_enables_by_default(Protocol::simple, pcie, nccl));
+  CHECK(nccl_enables_by_default(Protocol::ll128, mesh, nccl));
+  for (double bytes = 1024; bytes <= kHuge; bytes *= 4)
+    CHECK(allreduce_cost(bytes, pcie, nccl, {}).protocol != Protocol::ll128);
+  // a user's NCCL_PROTO=LL128 still runs it
+  CHECK(allreduce_cost(1 << 20, pcie, nccl, {Algorithm::ring, Protocol::ll128}).protocol == Protocol::ll128);
+  // one GPU per node has no intra-node path (PATH_LOC, search.cc:1088)
+  CHECK(nccl_enables_by_default(Protocol::ll128, cluster("pcie-ethernet-cluster", 2, 1), nccl));
+}
+
+TEST_CASE("LL128 by architecture: before 2.27.3 only sm70/80/90 (+100/120 from 2.25), v2.18.3 tuning.cc:288-293") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary turing = cluster("rtx2080ti-nvlink-pair", 1), volta = cluster("v100-8x-nvlink-mesh", 1);
+  const FabricSummary blackwell = cluster("dgx-b200", 1);
+  CHECK(nccl_enables_by_default(Protocol::ll128, turing, nccl));  // 2.30.7: every cc >= 70 (:534)
+  CHECK(nccl_enables_by_default(Protocol::ll128, turing, nccl_for_release(nccl, "2.27.3")));
+  for (const char* r : {"2.18.5", "2.22.3", "2.26.6"}) {
+    CHECK_FALSE(nccl_enables_by_default(Protocol::ll128, turing, nccl_for_release(nccl, r)));
+    CHECK(nccl_enables_by_default(Protocol::ll128, volta, nccl_for_release(nccl, r)));
+  }
+  CHECK_FALSE(nccl_enables_by_default(Protocol::ll128, blackwell, nccl_for_release(nccl, "2.24.3")));
+  CHECK(nccl_enables_by_default(Protocol::ll128, blackwell, nccl_for_release(nccl, "2.25.1")));
 }

@@ -56,6 +56,11 @@ struct CollectiveCost {
   double fill_s = 0;  // pipeline fill, part of time_s (NcclModel::ring_fill / nvls_fill); not link-bound
 };
 
+// Whether NCCL runs protocol p by default on this fabric (a user's NCCL_PROTO may still ask for it): LL128 only on
+// the architectures of data/nccl.yaml ll128_default_architectures, and only where the ring's GPU-to-GPU path is
+// NVLink (src/graph/tuning.cc "pEnable &= (graphs[a]->typeIntra <= PATH_NVB)"); LL and Simple always.
+bool nccl_enables_by_default(Protocol p, const FabricSummary& fabric, const NcclModel& nccl);
+
 // NCCL's model: time = latency + S * 2(n-1)/n / busbw, minimised over the allowed
 // (algorithm, protocol) pairs; `requested` may pin either.
 CollectiveCost allreduce_cost(double bytes, const FabricSummary& fabric, const NcclModel& nccl, Collective requested);

@@ -192,6 +192,7 @@ struct NcclReleaseTuning {
   std::vector<std::tuple<Algorithm, Protocol, double>> base_latency_s;
   std::vector<std::tuple<Fabric, Algorithm, Protocol, double>> hw_latency_s;
   std::map<Arch, double> ll_max_busbw_bytes_per_s;
+  std::optional<std::vector<Arch>> ll128_default_archs;  // replaces NcclModel::ll128_default_archs where given
 };
 
 struct NcclModel {
@@ -213,6 +214,9 @@ struct NcclModel {
   // A calibrated per-hop latency: replaces the shipped value and every architecture's replacement of it.
   void set_hw_latency(Fabric fabric, Algorithm algorithm, Protocol protocol, double seconds);
   ProtoValues protocol_efficiency;
+  // Architectures on which NCCL enables LL128 by default (over NVLink paths only; data/nccl.yaml
+  // ll128_default_architectures, core/cost.cpp nccl_enables_by_default).
+  std::vector<Arch> ll128_default_archs;
   std::map<Arch, double> ll_max_busbw_bytes_per_s;  // one node, by architecture (llMaxBws column N1)
   // Several nodes, by host CPU vendor: [0] two nodes, [1] more (llMaxBws columns N2 / N4).
   std::map<CpuVendor, std::array<double, 2>> ll_max_busbw_multi_node_bytes_per_s;
