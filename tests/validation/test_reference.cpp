@@ -102,7 +102,10 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       {"pcie", "allreduce_busbw_mid", 8, 0.5101, 0.7823},
       // < 1 MiB: 4x A100 PCIe, -g 4 (one thread: floor 4 x 4.2 us = 16.8 us against the log's ~23 us, weak P2P beyond
       // it): busbw 53.5% -> 46.3%, time 45.6% -> 27.5% (issue 17)
-      {"pcie", "allreduce_busbw_small", 13, 0.4629, 0.6456},
+      // NCCL's LL128 default only where the ranks talk over NVLink (tuning.cc 2.30.7:531): PCIe-only nodes run
+      // Simple/LL
+      // at 128-512 KiB, median 46.3% -> 40.7%
+      {"pcie", "allreduce_busbw_small", 13, 0.4066, 0.6456},
       {"pcie", "allreduce_latency", 4, 0.2749, 0.2830},
       // Every class < 1 MiB (issue 17): busbw 50.3% -> 27.1%, time 44.2% -> 16.0%
       {"all", "allreduce_busbw_small", 74, 0.2708, 2.3872},
