@@ -2,8 +2,10 @@
 //   dpsim_bench_sim [SCENARIO...] [--fidelity fast|step] [--dpsim PATH] [--runs N] [--sweep-points N] [--jobs N]
 //                   [--no-process] [--no-scale]
 // Default: the two scale scenarios of issue 3 (1024 and 16384 H100s, Llama 3.1 8B) and a zero3 step of Llama 3.1
-// 70B on 1024 H100s (bench/scenarios/, issue 14's target: under 1 s), simulated in this process, and the 16384-GPU
-// step at 131072, 524288 and 1048576 GPUs (issue 18: no scale crashes or crawls; --no-scale skips them); then whole
+// 70B on 1024 H100s (bench/scenarios/, issue 14's target: under 1 s) and a 3D step of it (tensor 8 x pipeline 8 x
+// data 16, 16 micro-batches, 1F1B: issue 16's target, under 1 s), simulated in this process; then the 3D step at
+// 16384 GPUs (issue 16: under 10 s) and the 16384-GPU DDP step at 131072, 524288 and 1048576 GPUs (issue 18: no
+// scale crashes or crawls); --no-scale skips these; then whole
 // processes as a user runs them (issue 18's targets: dpsim --version and estimate under 20 ms and 30 MB), and
 // --sweep-points points (default 1,000) of scenarios/sweeps/bench-1000x1024.yaml at --jobs (default 2) workers
 // (target: 2,000,000 points/hour on 2 cores).
@@ -51,7 +53,8 @@ int main(int argc, char** argv) {
     const auto root = dpsim::data_root();
     files = {(root / "scenarios/llama3.1-8b-1024xh100-ib.yaml").string(),
              (root / "scenarios/llama3.1-8b-16384xh100-ib.yaml").string(),
-             (root / "bench/scenarios/llama3.1-70b-zero3-1024xh100-ib.yaml").string()};
+             (root / "bench/scenarios/llama3.1-70b-zero3-1024xh100-ib.yaml").string(),
+             (root / "bench/scenarios/llama3.1-70b-3d-1024xh100-ib.yaml").string()};
   }
   fmt::print("{:<34} {:>7} {:>8} {:>8} {:>9} {:>9} {:>10} {:>12} {:>9} {:>10}\n", "scenario", "GPUs", "calls", "flows",
              "events", "wall s", "engine s", "events/s", "RSS MB", "step s");
@@ -73,7 +76,10 @@ int main(int argc, char** argv) {
   };
   try {
     for (const auto& f : files) row(f, 0);
-    // Issue 18's scale rows: the 16384-GPU step at 2^17, 2^19 and 2^20 GPUs (the most a scenario may have).
+    // Issue 16's 3D step at 16384 GPUs; issue 18's rows: the 16384-GPU step at 2^17, 2^19 and 2^20 GPUs (the
+    // most a scenario may have).
+    if (scale && options.fidelity == dpsim::Fidelity::fast)
+      row((dpsim::data_root() / "bench/scenarios/llama3.1-70b-3d-1024xh100-ib.yaml").string(), 2048);
     if (scale && options.fidelity == dpsim::Fidelity::fast)
       for (int nodes : {16384, 65536, 131072})
         row((dpsim::data_root() / "scenarios/llama3.1-8b-16384xh100-ib.yaml").string(), nodes);

@@ -214,6 +214,17 @@ void parse_pipeline(const YNode& n, const Topology& t, const ModelSpec& model, P
   }
 }
 
+// The data degree a stated `parallelism.data` must equal: the world over the tensor and pipeline degrees.
+std::string data_degree_mismatch(int world_size, const Parallelism& p) {
+  const int data = world_size / (p.tensor * p.pipeline);
+  std::string split;
+  if (p.tensor > 1) split += fmt::format(" / tensor {}", p.tensor);
+  if (p.pipeline > 1) split += fmt::format(" / pipeline {}", p.pipeline);
+  if (split.empty()) return fmt::format("data-parallel GPUs must be the cluster's {}; give auto or {}", data, data);
+  return fmt::format("data-parallel GPUs must be the cluster's {} GPUs{} = {}; give auto or {}", world_size, split,
+                     data, data);
+}
+
 // parallelism: data-parallel sharding. The FSDP names map to the ZeRO stage they implement (api.py docstring);
 // HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are zero3 and zero2 inside each shard group, replicated across the groups.
 // Tensor parallelism takes `tensor` GPUs of each node; the data-parallel degree is the rest of the world.
@@ -233,11 +244,7 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
   const int world = t.world_size() / (p.tensor * p.pipeline);
   if (auto v = n.get("data")) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
-      v->fail(p.tensor == 1
-                  ? fmt::format("data-parallel GPUs must be the cluster's {}; give auto or {}", world, world)
-                  : fmt::format("data-parallel GPUs must be the cluster's {} GPUs / tensor {} = {}; give auto "
-                                "or {}",
-                                t.world_size(), p.tensor, world, world));
+      v->fail(data_degree_mismatch(t.world_size(), p));
   }
   if (auto v = n.get("sharding")) {
     p.sharding = v->as_enum<Sharding>({{"none", Sharding::none},
