@@ -77,16 +77,31 @@ void run_measure(const MeasureArgs& a) {
                     "(training.compute_dtype {}) is predicted, not measured",
                     a.scenario, to_string(s.training.param_dtype), to_string(s.training.compute())));
 
+  const StepProgram program = make_step_program(plan);
+  const bool staged = program.classes.size() > 1;  // pipeline stages: each rank class runs its own program
+  if (staged && !a.dry_run)
+    throw InputError(fmt::format(
+        "{}: parallelism.pipeline {}: the GPU backend has no point-to-point sends between pipeline stages yet "
+        "(predict and estimate model them); dpsim measure --dry-run shows the first stage's launches",
+        a.scenario, plan.pipeline.stages));
+
   if (a.dry_run) {
     const backend::StepLayout layout =
         backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
     // Rank 0's buffers, as the CUDA executor allocates them.
-    const backend::ShardBuffers buffers = backend::plan_shard_buffers(plan, make_step_program(plan), layout, 0);
+    const backend::ShardBuffers buffers = backend::plan_shard_buffers(plan, program, layout, 0);
     backend::DryRunExecutor dry(&buffers);
     backend::WalkOptions wo;
     wo.gradient_accumulation = plan.gradient_accumulation;
     backend::walk_step(plan, layout, wo, dry);
-    emit(backend::describe_launches(plan, dry.launches()) + backend::describe_buffers(buffers, layout.element_bytes),
+    const std::string stages =
+        staged ? fmt::format(
+                     "# rank 0 runs pipeline stage 0 of {}; the other stages' programs are not shown, and "
+                     "the GPU backend does not run the sends between stages yet\n",
+                     program.classes.size())
+               : std::string();
+    emit(backend::describe_launches(plan, dry.launches()) + stages +
+             backend::describe_buffers(buffers, layout.element_bytes),
          a.output);
     return;
   }

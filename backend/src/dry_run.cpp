@@ -58,6 +58,16 @@ const char* event_name(EventKind kind) { return to_string(kind); }
 std::string op_name(const StepPlan& plan, int op) {
   return op >= 0 && op < static_cast<int>(plan.ops.size()) ? plan.ops[op].name : std::string("-");
 }
+// What a call that is neither an FSDP unit's nor a DDP bucket's moves: Megatron's tensor-parallel collectives move
+// activation-sized tensors (activations, their gradients in the backward, the recomputed forward's there too), a
+// stage's send its output activations (forward) or its input's gradient (backward), the tied embedding's
+// all-reduce its gradient, zero1's and DeepSpeed's gathers the updated weights.
+const char* call_payload(const CommCall& call) {
+  if (call.group == GroupKind::embedding) return "embedding-gradient";
+  if (call.kind == CollectiveKind::send) return call.backward ? "input-gradient" : "activations";
+  if (call.group == GroupKind::tensor) return "activations";
+  return "weights";
+}
 std::string grad_name(const StepPlan& plan, int grad) {
   return grad >= 0 && grad < static_cast<int>(plan.grads.size()) ? plan.grads[grad].name : std::string("scratch");
 }
@@ -100,7 +110,7 @@ std::string Launch::describe(const StepPlan& plan) const {
                                            ? "(root)"
                                            : plan.sharded.units[static_cast<size_t>(call.unit)].name)
           : call.bucket >= 0 ? fmt::format("bucket {}", call.bucket)
-                             : std::string("weights");
+                             : std::string(call_payload(call));
       std::string line = fmt::format("{:<8} {:<12} {} #{} {} {}", to_string(stream), to_string(call.kind),
                                      to_string(call.group), call.index, what, format_bytes(call.bytes));
       if (buffers)
