@@ -14,6 +14,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/nccl_release.hpp"
+#include "dpsim/tuner_plugin.hpp"
 #include "dpsim/units.hpp"
 #include "option_checks.hpp"
 #include "tables.hpp"
@@ -105,6 +106,7 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl, const Topolog
           {"net_plugin_latency_s", nccl.net_plugin_latency(f.net_class)},
           {"nvls", fb.nvls.empty()},
           {"nvlstree", fb.nvlstree.empty()},
+          {"tuner_plugin", f.tuner_plugin ? nlohmann::json(f.tuner_plugin->name) : nlohmann::json(nullptr)},
           {"framework", a.framework},
           {"nccl_model_version", nccl.version},
           {"nccl_tuning_release", nccl.tuning_release.empty() ? nccl.version : nccl.tuning_release},
@@ -119,6 +121,15 @@ std::string inter_limit(const Topology& t, const FabricSummary& f) {
   if (!f.uplink_bound()) return nics;
   return fmt::format("{:g}:1 oversubscribed {} uplink; {} would give {:.1f}", t.network.oversubscription,
                      t.network.kind == NetworkKind::fat_tree ? "leaf" : "rail", nics, f.nic_ring_bytes_per_s / 1e9);
+}
+
+// The platform's tuner plugin, and whether its table covers this cluster.
+std::string tuner_line(const TunerPlugin& p, const FabricSummary& f) {
+  const bool applies = f.nodes >= p.min_nodes && f.gpus_per_node == p.gpus_per_node;
+  return fmt::format("  NCCL tuner      {} ({}): {}\n", p.name, p.source,
+                     applies ? "its regions pick the algorithm and protocol (NCCL's own model elsewhere)"
+                             : fmt::format("not on this cluster (its table is for {}+ nodes of {} GPUs): NCCL's own",
+                                           p.min_nodes, p.gpus_per_node));
 }
 
 // The line above the table: how the calls are timed, and whose tuning tables the model uses.
@@ -163,6 +174,7 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl, const TopologyAr
   out += fmt::format("  NVLS            {}\n", fb.nvls.empty() ? "yes" : "no: " + fb.nvls);
   if (f.nvls && f.nodes > 1)
     out += fmt::format("  NVLSTree        {}\n", fb.nvlstree.empty() ? "yes" : "no: " + fb.nvlstree);
+  if (f.tuner_plugin) out += tuner_line(*f.tuner_plugin, f);
   if (fb.calibration) out += "  " + fb.calibration->summary() + "\n";
   out += timing_line(fb.summary, nccl, a);
   std::vector<std::vector<std::string>> table{

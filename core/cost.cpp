@@ -6,10 +6,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "dpsim/collective_algorithm.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/tuner_plugin.hpp"
 
 namespace dpsim {
 
@@ -137,6 +139,7 @@ FabricSummary summarize_fabric(const Topology& t) {
   f.nic_latency_s = nic_latency;
   f.network_path = t.nodes > 1 ? network_path(t) : FabricSummary::NetworkPath::none;
   f.network_link_latency_s = t.network.link_latency_s;
+  f.tuner_plugin = t.network.tuner_plugin;
   return f;
 }
 
@@ -155,6 +158,25 @@ bool nccl_enables_by_default(Protocol p, const FabricSummary& f, const NcclModel
   return arch && nvlink_path;
 }
 
+namespace {
+// The tuner plugin's choice (NCCL takes it instead of its own, core/tuner_plugin.hpp), where the scenario leaves the
+// algorithm and protocol to NCCL and dpsim runs what the plugin names here; else nullopt (NCCL's own choice).
+std::optional<CollectiveCost> plugin_choice(CollectiveKind kind, double bytes, const FabricSummary& f,
+                                            const NcclModel& nccl, Collective requested) {
+  if (!f.tuner_plugin || requested.algorithm != Algorithm::automatic || requested.protocol != Protocol::automatic)
+    return std::nullopt;
+  const auto choice = tuner_plugin_choice(*f.tuner_plugin, kind, bytes, f.nodes, f.gpus_per_node, f.nvls);
+  if (!choice) return std::nullopt;
+  const AlgorithmDescriptor& d = algorithm_descriptor(choice->algorithm);
+  if (!d.runs(kind) || !d.unavailable(f, nccl).empty()) return std::nullopt;
+  const AlgorithmCost c = d.cost(kind, bytes, choice->protocol, f, nccl);
+  if (!c.ok) return std::nullopt;
+  CollectiveCost out{choice->algorithm, choice->protocol, c.latency_s, 0, c.time_s, c.fill_s};
+  out.busbw_bytes_per_s = bytes_moved_per_rank(kind, f.world, bytes) / out.time_s;
+  return out;
+}
+}  // namespace
+
 CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& f, const NcclModel& nccl,
                                Collective requested) {
   if (kind != CollectiveKind::all_reduce && kind != CollectiveKind::reduce_scatter &&
@@ -164,6 +186,7 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSu
   best.time_s = std::numeric_limits<double>::infinity();
   double best_tuner_s = best.time_s;  // NCCL chooses by its own model's time
   if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0, 0};
+  if (auto chosen = plugin_choice(kind, bytes, f, nccl, requested)) return *chosen;
   // NCCL also runs reduce-scatter and all-gather with NVLS (and PAT), which dpsim does not model yet: the
   // descriptors say which kinds each runs, and those kinds run on the ring here.
   for (const AlgorithmDescriptor* d : collective_algorithms()) {

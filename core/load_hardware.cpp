@@ -14,6 +14,7 @@
 #include "dpsim/load.hpp"
 #include "dpsim/nccl_release.hpp"
 #include "dpsim/suggest.hpp"
+#include "dpsim/tuner_plugin.hpp"
 #include "load_internal.hpp"
 
 namespace dpsim {
@@ -519,7 +520,7 @@ IntraNode parse_intra(const YNode& n, int gpus_per_node) {
 }
 
 Network parse_network(const YNode& n) {
-  n.allow_only({"kind", "transport", "link_latency", "oversubscription", "leaf_radix"});
+  n.allow_only({"kind", "transport", "link_latency", "oversubscription", "leaf_radix", "tuner_plugin"});
   Network net;
   net.kind = n.at("kind").as_enum<NetworkKind>({{"none", NetworkKind::none},
                                                 {"single_switch", NetworkKind::single_switch},
@@ -533,6 +534,12 @@ Network parse_network(const YNode& n) {
   if (auto v = n.get("leaf_radix")) net.leaf_radix = static_cast<int>(v->as_int(1, 1 << 20));
   if (auto v = n.get("transport"))
     net.transport = v->as_enum<NetTransport>({{"infiniband", NetTransport::infiniband}, {"efa", NetTransport::efa}});
+  if (auto v = n.get("tuner_plugin")) {
+    net.tuner_plugin = find_tuner_plugin(v->as_string());
+    if (!net.tuner_plugin)
+      v->fail(fmt::format("no NCCL tuner plugin named \"{}\" in data/tuner_plugins.yaml (known: {})", v->as_string(),
+                          fmt::join(tuner_plugin_names(), ", ")));
+  }
   return net;
 }
 

@@ -156,6 +156,8 @@ check topology-did-you-mean 2 'no topology named "h100-nvswitch-8x" \(did you me
 check memory-capacity-label 0 "total .* of 85\.90 GB \(80 GiB\), all of NVIDIA H100 80GB HBM3's memory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 check memory-runtime 0 "NCCL \(1 communicator\) +688\.00 MB" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 check measure-refuses-autocast 2 "autocast \\(training.compute_dtype bf16\\) is predicted, not measured" -- "$dpsim" measure --dry-run "$s/gpt2-124m-autocast-4xrtx4090.yaml"
+check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4
+check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect topology aws-p5-efa --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
 check measure-refuses-pipeline 2 "parallelism.pipeline 2: the GPU backend has no point-to-point sends between pipeline stages yet" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-pipeline-stage 0 "# rank 0 runs pipeline stage 0 of 2" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-send-payload 0 "compute +send +pipeline #0 activations 16.78 MB" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"

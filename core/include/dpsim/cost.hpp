@@ -3,6 +3,7 @@
 // algorithm/protocol choice (data/nccl.yaml); compute time of plan operations is in dpsim/compute_cost.hpp.
 #include <array>
 #include <map>
+#include <memory>
 
 #include "dpsim/collective_kind.hpp"
 #include "dpsim/compute_cost.hpp"
@@ -35,6 +36,8 @@ struct FabricSummary {
   NetworkPath network_path = NetworkPath::none;
   double nic_latency_s = 0;
   double network_link_latency_s = 0;
+  // The platform's NCCL tuner plugin (network.tuner_plugin): its choice replaces NCCL's where it makes one.
+  std::shared_ptr<const TunerPlugin> tuner_plugin;
   double ring_bytes_per_s() const;  // nominal bottleneck of the whole ring
   bool uplink_bound() const { return uplink_ring_bytes_per_s < nic_ring_bytes_per_s; }
 };

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -136,6 +137,8 @@ struct Nic {
   Link link;
 };
 
+struct TunerPlugin;  // dpsim/tuner_plugin.hpp
+
 struct Network {
   NetworkKind kind = NetworkKind::none;
   double link_latency_s = 0;    // per switch hop
@@ -144,6 +147,8 @@ struct Network {
   NetTransport transport = NetTransport::infiniband;
   // The ring_efficiency class of the inter-node links: "net" (InfiniBand / RoCE) or "efa".
   const char* ring_class() const { return transport == NetTransport::efa ? "efa" : "net"; }
+  // network.tuner_plugin: the NCCL tuner plugin the platform loads (data/tuner_plugins.yaml); null: NCCL's own tuner.
+  std::shared_ptr<const TunerPlugin> tuner_plugin;
 };
 
 struct Topology {
