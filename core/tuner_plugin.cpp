@@ -60,8 +60,8 @@ TunerRegion read_region(const YNode& n, const std::map<std::string, TunerPoint>&
   n.allow_only({"algorithm", "protocol", "vertices"});
   TunerRegion r;
   r.algorithm = algorithm_value(n.at("algorithm"), false);
-  r.protocol = n.at("protocol").as_enum<Protocol>(
-      {{"ll", Protocol::ll}, {"ll128", Protocol::ll128}, {"simple", Protocol::simple}});
+  r.protocol = n.at("protocol")
+                   .as_enum<Protocol>({{"ll", Protocol::ll}, {"ll128", Protocol::ll128}, {"simple", Protocol::simple}});
   const YNode v = n.at("vertices");
   if (!v.is_sequence() || v.size() < 2) v.fail("a region needs at least 2 vertices");
   for (size_t i = 0; i < v.size(); ++i) r.vertices.push_back(read_vertex(v[i], extended));
@@ -143,8 +143,8 @@ bool in_tuner_region(const TunerPoint& p, const TunerRegion& region, const Tuner
   return crossings % 2 == 1;
 }
 
-std::optional<TunerChoice> tuner_plugin_choice(const TunerPlugin& plugin, CollectiveKind kind, double bytes,
-                                               int nodes, int gpus_per_node, bool nvls) {
+std::optional<TunerChoice> tuner_plugin_choice(const TunerPlugin& plugin, CollectiveKind kind, double bytes, int nodes,
+                                               int gpus_per_node, bool nvls) {
   if (nodes < plugin.min_nodes || gpus_per_node != plugin.gpus_per_node) return std::nullopt;
   const auto it = plugin.regions.find(kind);
   if (it == plugin.regions.end()) return std::nullopt;

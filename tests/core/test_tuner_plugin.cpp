@@ -34,7 +34,8 @@ const double MiB = 1024.0 * 1024, GiB = 1024 * MiB;
 TEST_CASE("a point on a region's edge is inside it; the ray decides the rest") {
   const TunerRegion square{Algorithm::ring, Protocol::simple, {{0, 0}, {10, 0}, {10, 10}, {0, 10}}};
   const TunerPoint far{100, 100};
-  CHECK(in_tuner_region({5, 3}, square, far));  // (a ray through a vertex, e.g. from (5, 5), is not a case the plugin meets)
+  CHECK(in_tuner_region({5, 3}, square,
+                        far));  // (a ray through a vertex, e.g. from (5, 5), is not a case the plugin meets)
   CHECK(in_tuner_region({10, 5}, square, far));  // edge
   CHECK(in_tuner_region({0, 0}, square, far));   // vertex
   CHECK_FALSE(in_tuner_region({11, 5}, square, far));
@@ -88,4 +89,20 @@ TEST_CASE("aws-p5-efa's all-reduce takes the plugin's algorithm where NCCL's tun
   // An algorithm asked for is run as asked: the plugin only replaces NCCL's automatic choice.
   f.tuner_plugin = t.network.tuner_plugin;
   CHECK(allreduce_cost(GiB, f, nccl, {Algorithm::tree, Protocol::automatic}).algorithm == Algorithm::tree);
+}
+
+TEST_CASE("the p5en table: tree/LL to 256 KiB, tree/LL128, ring/LL128 around 32-512 MiB at 32 ranks, then NVLSTree") {
+  const auto p = find_tuner_plugin("aws-ofi-nccl-p5en");
+  REQUIRE(p);
+  const auto at = [&](int nodes, double bytes) {
+    const auto c = tuner_plugin_choice(*p, CollectiveKind::all_reduce, bytes, nodes, 8, true);
+    return c ? std::string(to_string(c->algorithm)) + "/" + to_string(c->protocol) : std::string("nccl");
+  };
+  CHECK(at(4, 64 * 1024) == "tree/ll");
+  CHECK(at(4, 8 * MiB) == "tree/ll128");
+  CHECK(at(4, 256 * MiB) == "ring/ll128");  // between {33554432, 16}-{536870912, 32} and {536870912, 128}
+  // 128 ranks: NVLSTree right of {536870912, 128} up to the edge {536870912, 32}-{6442450944, 256} (3.07 GB
+  // there), ring/Simple beyond it.
+  CHECK(at(16, 1 * GiB) == "nvlstree/simple");
+  CHECK(at(16, 16 * GiB) == "ring/simple");
 }

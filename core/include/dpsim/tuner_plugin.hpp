@@ -28,9 +28,9 @@ struct TunerRegion {
 struct TunerPlugin {
   std::string name;
   std::string source;
-  TunerPoint max;             // the plugin's TUNER_MAX_SIZE, TUNER_MAX_RANKS: the ray casting's far corner
-  int min_nodes = 1;          // fewer nodes: NCCL's own tuner
-  int gpus_per_node = 0;      // the ranks per node the table is for (others: NCCL's own)
+  TunerPoint max;         // the plugin's TUNER_MAX_SIZE, TUNER_MAX_RANKS: the ray casting's far corner
+  int min_nodes = 1;      // fewer nodes: NCCL's own tuner
+  int gpus_per_node = 0;  // the ranks per node the table is for (others: NCCL's own)
   std::map<CollectiveKind, std::vector<TunerRegion>> regions;  // looked up in order
 };
 
@@ -48,7 +48,7 @@ bool in_tuner_region(const TunerPoint& p, const TunerRegion& region, const Tuner
 
 // The plugin's choice for one call on `nodes` x `gpus_per_node` ranks, or nullopt where it leaves the call to NCCL's
 // tuner (too few nodes, another GPU count per node, no region holds it). NVLSTree regions are skipped without NVLS.
-std::optional<TunerChoice> tuner_plugin_choice(const TunerPlugin& plugin, CollectiveKind kind, double bytes,
-                                               int nodes, int gpus_per_node, bool nvls);
+std::optional<TunerChoice> tuner_plugin_choice(const TunerPlugin& plugin, CollectiveKind kind, double bytes, int nodes,
+                                               int gpus_per_node, bool nvls);
 
 }  // namespace dpsim
