@@ -48,23 +48,33 @@ TEST_CASE("a point on a region's edge is inside it; the ray decides the rest") {
 }
 
 TEST_CASE("the p5 table: tree/LL128 below the 32-rank vertex at 36 MiB, ring/LL128 to ~1.4 GB, then ring/Simple") {
-  // 4 instances = 32 ranks: vertices {37748736, 32} (tree/LL128 | ring/LL128) and {1610612736, 32} (ring/Simple).
-  CHECK(choice(4, 32 * MiB) == "tree/ll128");
-  CHECK(choice(4, 64 * MiB) == "ring/ll128");
-  CHECK(choice(4, 1 * GiB) == "ring/ll128");
-  CHECK(choice(4, 2 * GiB) == "ring/simple");
-  CHECK(choice(4, 8 * GiB) == "ring/simple");
-  // 8 instances = 64 ranks: {117440512, 64} and the ring/LL128 corner {2147483648, 64}, on its edge.
-  CHECK(choice(8, 64 * MiB) == "tree/ll128");
-  CHECK(choice(8, 128 * MiB) == "ring/ll128");
-  CHECK(choice(8, 2 * GiB) == "ring/ll128");
-  CHECK(choice(8, 4 * GiB) == "ring/simple");
-  // 32 instances = 256 ranks: tree/LL128 up to 288 MiB ({301989888, 256}), NVLSTree above it except ring/LL128's
-  // strip from {1074790400, 256} to {2147483648, 256} (1 GiB itself is 1 MiB below it).
-  CHECK(choice(32, 256 * MiB) == "tree/ll128");
-  CHECK(choice(32, 1 * GiB) == "nvlstree/simple");
-  CHECK(choice(32, 1.5 * GiB) == "ring/ll128");
-  CHECK(choice(32, 4 * GiB) == "nvlstree/simple");
+  struct Case {
+    int nodes;
+    double bytes;
+    const char* expected;
+  };
+  const Case cases[] = {
+      // 4 instances = 32 ranks: vertices {37748736, 32} (tree/LL128 | ring/LL128) and {1610612736, 32} (ring/Simple).
+      {4, 32 * MiB, "tree/ll128"},
+      {4, 64 * MiB, "ring/ll128"},
+      {4, 1 * GiB, "ring/ll128"},
+      {4, 2 * GiB, "ring/simple"},
+      {4, 8 * GiB, "ring/simple"},
+      // 8 instances = 64 ranks: {117440512, 64} and the ring/LL128 corner {2147483648, 64}, on its edge.
+      {8, 64 * MiB, "tree/ll128"},
+      {8, 128 * MiB, "ring/ll128"},
+      {8, 2 * GiB, "ring/ll128"},
+      {8, 4 * GiB, "ring/simple"},
+      // 32 instances = 256 ranks: tree/LL128 up to 288 MiB ({301989888, 256}), NVLSTree above it except ring/LL128's
+      // strip from {1074790400, 256} to {2147483648, 256} (1 GiB itself is 1 MiB below it).
+      {32, 256 * MiB, "tree/ll128"},
+      {32, 1 * GiB, "nvlstree/simple"},
+      {32, 1.5 * GiB, "ring/ll128"},
+      {32, 4 * GiB, "nvlstree/simple"}};
+  for (const Case& c : cases) {
+    INFO(c.nodes << " instances, " << c.bytes << " bytes");
+    CHECK(choice(c.nodes, c.bytes) == c.expected);
+  }
   CHECK(choice(32, 4 * GiB, false) == "nccl");  // NVLSTree regions skipped without NVLS; ring/Simple starts at ~12 GB
 }
 
