@@ -97,7 +97,7 @@ void register_estimate(CLI::App& app) {
     if (!args->calibration.empty()) apply_calibration(s, read_calibration(args->calibration));
     Estimate e = estimate(s, make_step_plan(s));
     record_overrides(overrides, e.result);
-    e.result.advice = advise(s, e.result, [](const Scenario& v) { return estimate(v, make_step_plan(v)).result; });
+    e.result.advice = advise(s, e.result, [](const Scenario& v, const StepPlan& p) { return estimate(v, p).result; });
     emit(args->json ? to_json(e.result).dump(2) + "\n" : render(s, e), args->output);
   });
 }

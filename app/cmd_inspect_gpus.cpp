@@ -1,4 +1,4 @@
-// dpsim inspect gpus: the GPU catalog (data/gpus.yaml) as dpsim reads it: keys for cluster.gpu, memory, dense peaks,
+// dpsim inspect gpus: the GPU catalog (data/gpus/*.yaml) as dpsim reads it: keys for cluster.gpu, memory, dense peaks,
 // memory bandwidth, and where each figure comes from.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -36,7 +36,7 @@ nlohmann::json to_json(const std::vector<GpuSpec>& gpus) {
                     {"memory_efficiency", g.memory_efficiency},
                     {"source", g.source}});
   }
-  return {{"file", (data_root() / "data" / "gpus.yaml").string()}, {"gpus", list}};
+  return {{"file", gpu_catalog_dir().string()}, {"gpus", list}};
 }
 
 std::string to_text(const std::vector<GpuSpec>& gpus) {
@@ -49,7 +49,7 @@ std::string to_text(const std::vector<GpuSpec>& gpus) {
   }
   std::string out =
       fmt::format("GPUs in {} (peaks in TFLOPS, dense: no 2:4 sparsity; '-': no such unit; GB = 1e9 bytes)\n",
-                  (data_root() / "data" / "gpus.yaml").string());
+                  gpu_catalog_dir().string());
   out += render_table(rows) + "Sources:\n";
   for (const auto& g : gpus) out += fmt::format("  {}: {}\n", g.key, g.source.empty() ? "(none given)" : g.source);
   return out;

@@ -126,10 +126,10 @@ void register_predict(CLI::App& app) {
     StepResult r = simulate(s, plan, o);
     record_overrides(overrides, r);
     if (!args->no_advice) {
-      r.advice = advise(s, r, [&o](const Scenario& variant) {
+      r.advice = advise(s, r, [&o](const Scenario& variant, const StepPlan& variant_plan) {
         SimOptions quiet = o;
         quiet.progress = false;
-        return simulate(variant, make_step_plan(variant), quiet);
+        return simulate(variant, variant_plan, quiet);
       });
     }
     if (calibrated) r.context["calibration"] = calibration_json;

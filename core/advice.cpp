@@ -32,12 +32,28 @@ Scenario faster_intra_node(const Scenario& s) {
   return faster;
 }
 
-// Memory per GPU of `t`, from its plan alone (no simulation).
-StepResult memory_of(const Scenario& t) {
-  StepResult x;
-  fill_common(t, make_step_plan(t), x);
-  return x;
+// Memory per GPU of `t`, from its plan alone (no simulation), with the plan, to evaluate `t` where it fits.
+struct Planned {
+  StepPlan plan;
+  StepResult memory;
+};
+
+Planned plan_memory(const Scenario& t) {
+  Planned p{make_step_plan(t), {}};
+  fill_common(t, p.plan, p.memory);
+  return p;
 }
+
+StepResult memory_of(const Scenario& t) { return plan_memory(t).memory; }
+
+// `t` evaluated where it fits, else its memory alone.
+StepResult evaluate_if_fits(const Scenario& t, const Evaluate& evaluate) {
+  Planned p = plan_memory(t);
+  return p.memory.fits ? evaluate(t, p.plan) : std::move(p.memory);
+}
+
+// `t` evaluated with a plan of its own.
+StepResult evaluated(const Scenario& t, const Evaluate& evaluate) { return evaluate(t, make_step_plan(t)); }
 
 Scenario zero3_over_all(const Scenario& s) {
   Scenario t = s;
@@ -144,8 +160,7 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
   for (size_t i = 0; i < variants.size(); ++i) {
     // Memory needs no simulation: a variant that does not fit is not evaluated (at a thousand GPUs, a simulated
     // HSDP variant whose shard group crosses nodes takes seconds).
-    StepResult x = memory_of(variants[i].scenario);
-    if (x.fits) x = evaluate(variants[i].scenario);
+    StepResult x = evaluate_if_fits(variants[i].scenario, evaluate);
     text += fmt::format(" {}: {} per GPU, {};", variants[i].label, format_bytes(x.memory_need_bytes()),
                         x.fits ? fmt::format("fits, step {} ({:.1f} samples/s, {})", format_seconds(x.step_time_s),
                                              x.samples_per_s, gain(r, x))
@@ -171,8 +186,9 @@ std::string lora_alternative(const Scenario& s, const StepResult& r, const Evalu
   t.training.lora = default_lora(s.model);
   if (s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3)
     t.training.lora.adapter_dtype = s.training.param_dtype;  // FSDP: one dtype per FlatParameter
-  if (!memory_of(t).fits) return "";                         // nothing to offer
-  const StepResult x = evaluate(t);
+  const Planned p = plan_memory(t);
+  if (!p.memory.fits) return "";  // nothing to offer
+  const StepResult x = evaluate(t, p.plan);
   return fmt::format(
       " For a fine-tune, LoRA (training.trainable: lora, PEFT's defaults: rank {} on {}): {} trainable parameters, "
       "{} per GPU, fits, step {} ({}), all-reduce {} per GPU per step instead of {}.",
@@ -245,20 +261,21 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
                             bottleneck(s, r)));
   Scenario bigger_batch = s;
   bigger_batch.training.micro_batch *= 2;
-  const StepResult b = evaluate(bigger_batch);
+  const StepResult b = evaluated(bigger_batch, evaluate);
   out.push_back(fmt::format("Micro-batch {} -> {}: {}{}.", s.training.micro_batch, bigger_batch.training.micro_batch,
                             gain(r, b), b.fits ? "" : " (but it no longer fits in memory)"));
   if (s.zero_optimization) {  // DeepSpeed's buckets: reduce_bucket_size elements
     Scenario other = s;
     const bool overlap = s.zero_optimization->overlap_comm;
     other.zero_optimization->overlap_comm = !overlap;
-    out.push_back(
-        fmt::format("zero_optimization.overlap_comm {} -> {}: {}.", overlap, !overlap, gain(r, evaluate(other))));
+    out.push_back(fmt::format("zero_optimization.overlap_comm {} -> {}: {}.", overlap, !overlap,
+                              gain(r, evaluated(other, evaluate))));
   } else if (!r.buckets.empty()) {  // DDP and zero1 reduce in DDP's buckets; FSDP per unit
     Scenario bigger_buckets = s;
     bigger_buckets.ddp.bucket_cap_bytes *= 4;
     out.push_back(fmt::format("Bucket cap {} -> {}: {}.", format_bytes(s.ddp.bucket_cap_bytes),
-                              format_bytes(bigger_buckets.ddp.bucket_cap_bytes), gain(r, evaluate(bigger_buckets))));
+                              format_bytes(bigger_buckets.ddp.bucket_cap_bytes),
+                              gain(r, evaluated(bigger_buckets, evaluate))));
   }
   Scenario faster = s;
   std::string what;
@@ -269,7 +286,7 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
     faster = faster_intra_node(s);
     what = "an intra-node fabric twice as fast";
   }
-  out.push_back(fmt::format("With {}: {}.", what, gain(r, evaluate(faster))));
+  out.push_back(fmt::format("With {}: {}.", what, gain(r, evaluated(faster, evaluate))));
   return out;
 }
 
@@ -284,8 +301,7 @@ std::string smaller_tensor_degrees(const Scenario& s, const StepResult& r, const
     v.parallelism.tensor = t;
     v.parallelism.sequence_parallel = t > 1 && s.parallelism.sequence_parallel;
     if (v.parallelism.hybrid && v.data_parallel() % v.parallelism.shard_group != 0) continue;
-    StepResult x = memory_of(v);
-    if (x.fits) x = evaluate(v);
+    StepResult x = evaluate_if_fits(v, evaluate);
     text += fmt::format(
         " parallelism.tensor {} (data {}): {} per GPU, {};", t, v.data_parallel(), format_bytes(x.memory_need_bytes()),
         x.fits ? fmt::format("fits, step {}, {}", format_seconds(x.step_time_s), gain(r, x)) : "does not fit");
@@ -313,16 +329,16 @@ std::vector<std::string> tensor_comm_advice(const Scenario& s, const StepResult&
   if (!s.parallelism.sequence_parallel) {
     Scenario sp = s;
     sp.parallelism.sequence_parallel = true;
-    StepResult x = memory_of(sp);
-    const double activations = x.activation_bytes_per_gpu;
-    x = evaluate(sp);
+    const Planned p = plan_memory(sp);
+    const double activations = p.memory.activation_bytes_per_gpu;
+    const StepResult x = evaluate(sp, p.plan);
     out.push_back(fmt::format(
         "parallelism.sequence_parallel: true does not cut these bytes (each all-reduce becomes a reduce-scatter and "
         "an all-gather of the same buffer); it cuts the activations per GPU from {} to {}; evaluated: {}.",
         format_bytes(r.activation_bytes_per_gpu), format_bytes(activations), gain(r, x)));
   }
   out.push_back(fmt::format("With an intra-node fabric twice as fast (the tensor groups' link): {}.",
-                            gain(r, evaluate(faster_intra_node(s)))));
+                            gain(r, evaluated(faster_intra_node(s), evaluate))));
   return out;
 }
 
@@ -337,7 +353,7 @@ std::string efa_advice(const Scenario& s, const StepResult& r, const Evaluate& e
       "EFA: on the one published p5 sweep (4-32 instances, 32 MiB-8 GiB) the ring's calls came within 13% of "
       "dpsim, but where aws-ofi-nccl's tuner runs the tree with LL128 (32-256 MiB) or NVLSTree (0.5-1 GiB on 32 "
       "instances) they ran up to 2x slower than predicted (smaller sizes unmeasured). With half the EFA bandwidth: {}.",
-      gain(r, evaluate(slower)));
+      gain(r, evaluated(slower, evaluate)));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Loading of data/gpus.yaml, data/nccl.yaml and topologies/*.yaml.
+// Loading of the GPU catalog (data/gpus.yaml, data/gpus/*.yaml), data/nccl.yaml and topologies/*.yaml.
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -152,18 +152,26 @@ std::map<Protocol, std::vector<double>> parse_tree_correction(const YNode& n) {
   return out;
 }
 
-struct GpuCatalog {
-  YNode gpus;
-  YNode kernels;
-};
+// The catalog: data/gpus.yaml holds what every GPU shares (`kernels:`), data/gpus/KEY.yaml each GPU; a command
+// reads the GPUs it names, not the whole catalog.
+fs::path gpu_dir() { return data_root() / "data" / "gpus"; }
 
-GpuCatalog gpu_catalog(fs::path& file) {
-  file = data_root() / "data" / "gpus.yaml";
-  const YNode root = YNode::load_file(file);
-  root.allow_only({"gpus", "kernels"});
-  const YNode gpus = root.at("gpus");
-  gpus.require_map();
-  return {gpus, root.at("kernels")};
+YNode kernels_section() {
+  const YNode root = YNode::load_file(data_root() / "data" / "gpus.yaml");
+  root.allow_only({"kernels"});
+  return root.at("kernels");
+}
+
+// The GPUs' keys: the names of data/gpus/*.yaml, sorted.
+std::vector<std::string> gpu_keys() {
+  const fs::path dir = gpu_dir();
+  std::error_code ec;
+  std::vector<std::string> keys;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".yaml") keys.push_back(it->path().stem().string());
+  if (ec) throw RuntimeError(fmt::format("cannot read the GPU catalog {}: {}", dir.string(), ec.message()));
+  std::sort(keys.begin(), keys.end());
+  return keys;
 }
 
 // The `kernels:` section, the same for every GPU.
@@ -193,12 +201,6 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   eager.allow_only({"forward", "backward", "saved"});
   spec.eager_score_bytes = {eager.at("forward").as_positive_number(), eager.at("backward").as_positive_number()};
   spec.eager_saved_score_bytes = eager.at("saved").as_positive_number();
-}
-
-std::vector<std::string> sorted_keys(const YNode& n) {
-  auto keys = n.keys();
-  std::sort(keys.begin(), keys.end());
-  return keys;
 }
 
 // flash1_fwd_bwd: a list of {causal, head_dim, tflops: {sequence length: rate}}, each pair (causal, head_dim) once.
@@ -263,24 +265,23 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) 
 }  // namespace
 
 GpuSpec load_gpu(const std::string& key) {
-  fs::path file;
-  const auto [gpus, kernels] = gpu_catalog(file);
-  const auto entry = gpus.get(key);
-  if (!entry) {
-    const auto keys = sorted_keys(gpus);
+  const auto keys = gpu_keys();
+  if (!std::binary_search(keys.begin(), keys.end(), key)) {
     throw InputError(fmt::format("unknown GPU \"{}\"{} (the GPUs in {}: {}; see dpsim inspect gpus)", key,
-                                 did_you_mean(key, keys), file.string(), fmt::join(keys, ", ")));
+                                 did_you_mean(key, keys), gpu_dir().string(), fmt::join(keys, ", ")));
   }
-  return parse_gpu(*entry, key, kernels);
+  return parse_gpu(YNode::load_file(gpu_dir() / (key + ".yaml")), key, kernels_section());
 }
 
 std::vector<GpuSpec> load_gpu_catalog() {
-  fs::path file;
-  const auto [gpus, kernels] = gpu_catalog(file);
+  const YNode kernels = kernels_section();
   std::vector<GpuSpec> out;
-  for (const auto& key : sorted_keys(gpus)) out.push_back(parse_gpu(gpus.at(key), key, kernels));
+  for (const auto& key : gpu_keys())
+    out.push_back(parse_gpu(YNode::load_file(gpu_dir() / (key + ".yaml")), key, kernels));
   return out;
 }
+
+fs::path gpu_catalog_dir() { return gpu_dir(); }
 
 // One release's replacements: {base_latency: {nvls: {simple: 23us}}, hw_latency: {nvlink: {nvls: {simple: 0us}}},
 // ll_max_busbw: {hopper: 87.7GBps}}; `source` names where they were read.

@@ -566,7 +566,8 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   if (s.training.tf32 && !(s.topology.gpu.peak_tf32_flops_per_s > 0))
     root.at("training")
         .at("tf32")
-        .fail(fmt::format("{} has no TF32 tensor cores (data/gpus.yaml has no peak_tf32)", s.topology.gpu.name));
+        .fail(fmt::format("{} has no TF32 tensor cores (data/gpus/{}.yaml has no peak_tf32)", s.topology.gpu.name,
+                          s.topology.gpu.key));
   // flash-attn v1.0.3.post0 README: "FlashAttention currently supports: 1. Turing, Ampere, Ada, or Hopper GPUs".
   if (s.training.attention == AttentionImpl::flash1 && s.topology.gpu.arch == Arch::volta)
     root.at("training")

@@ -387,6 +387,16 @@ PipelinePlan pipeline_plan(const Scenario& s, const std::vector<Op>& ops) {
   return p;
 }
 
+// The model's FLOPs per sample (matmuls and attention: what MFU counts) and parameters. The stream's dtype (autocast)
+// adds casts, which are neither.
+void add_model_totals(const std::vector<Op>& whole_model, StepPlan& plan) {
+  for (const Op& op : whole_model) {
+    if (op.kind == OpKind::matmul || op.kind == OpKind::attention)
+      plan.model_flops_per_sample += op.forward_flops_per_sample + op.backward_flops_per_sample;
+    for (const ParamTensor& p : op.params) plan.model_parameters += p.numel;
+  }
+}
+
 }  // namespace
 
 double Sharded::shard_bytes(const ShardUnit& u) const {
@@ -411,18 +421,17 @@ StepPlan make_step_plan(const Scenario& s) {
     throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name, plan.dims.data,
                                  plan.dims.tensor, plan.dims.pipeline, plan.world_size));
   const double act_bytes = dtype_bytes(s.training.compute());
-  const auto ops = with_autocast_casts(
-      finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.compute(),
-                             {s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1},
-                             s.training.param_dtype),
-                   s.training, act_bytes),
-      s.training);
-  for (const Op& op :
-       finetune_ops(build_ops(s.model, s.training.sequence_length, s.training.compute()), s.training, act_bytes)) {
-    if (op.kind == OpKind::matmul || op.kind == OpKind::attention)
-      plan.model_flops_per_sample += op.forward_flops_per_sample + op.backward_flops_per_sample;
-    for (const ParamTensor& p : op.params) plan.model_parameters += p.numel;
-  }
+  const auto model_ops = [&](const TensorSplit& split) {
+    return finetune_ops(
+        build_ops(s.model, s.training.sequence_length, s.training.compute(), split, s.training.param_dtype), s.training,
+        act_bytes);
+  };
+  const TensorSplit split{s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1};
+  std::vector<Op> local = model_ops(split);
+  // The whole model's FLOPs and parameters, unsplit: the same ops when nothing splits them.
+  const bool unsplit = split.degree == 1 && !split.sequence_parallel && !split.tied_head_copy;
+  add_model_totals(unsplit ? local : model_ops({}), plan);
+  const auto ops = with_autocast_casts(std::move(local), s.training);
   const int grad_bytes = dtype_bytes(trainable_dtypes(s.training).grads);
   for (const auto& op : ops) plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
   mark_recomputation(s, ops, plan);

@@ -136,7 +136,7 @@ double GpuSpec::peak_flops_per_s(Dtype dtype) const {
                       : dtype == Dtype::fp16 ? peak_fp16_flops_per_s
                                              : peak_fp32_flops_per_s;
   if (peak <= 0)
-    throw InputError(name + " has no " + to_string(dtype) + " peak rate in data/gpus.yaml (not supported)");
+    throw InputError(name + " has no " + to_string(dtype) + " peak rate in data/gpus/" + key + ".yaml (not supported)");
   return peak;
 }
 

@@ -56,7 +56,7 @@ std::string estimate_json(const std::string& file, const Pairs& sets, bool advic
     Estimate e = estimate(s, make_step_plan(s));
     app::record_overrides(overrides, e.result);
     if (advice)
-      e.result.advice = advise(s, e.result, [](const Scenario& v) { return estimate(v, make_step_plan(v)).result; });
+      e.result.advice = advise(s, e.result, [](const Scenario& v, const StepPlan& p) { return estimate(v, p).result; });
     return to_json(e.result).dump();
   });
 }
@@ -73,7 +73,7 @@ std::string predict_json(const std::string& file, const Pairs& sets, const std::
     o.progress = false;
     StepResult r = simulate(s, make_step_plan(s), o);
     app::record_overrides(overrides, r);
-    if (advice) r.advice = advise(s, r, [&o](const Scenario& v) { return simulate(v, make_step_plan(v), o); });
+    if (advice) r.advice = advise(s, r, [&o](const Scenario& v, const StepPlan& p) { return simulate(v, p, o); });
     return to_json(r).dump();
   });
 }

@@ -22,11 +22,12 @@ namespace {
 std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
 
 StepResult evaluate(const Scenario& s) { return estimate(s, make_step_plan(s)).result; }
+const Evaluate with_plan = [](const Scenario& s, const StepPlan& p) { return estimate(s, p).result; };
 
 // The first advice sentence for `r` with its exposed communication set to `share` of the step.
 std::string verdict(const Scenario& s, StepResult r, double share) {
   r.exposed_comm_s = share * r.step_time_s;
-  return advise(s, r, evaluate).at(0);
+  return advise(s, r, with_plan).at(0);
 }
 
 }  // namespace
@@ -56,7 +57,7 @@ TEST_CASE("estimate's advice names its figures as the perfect-overlap bound, bes
   const Scenario s = load_scenario(src("scenarios/gpt2-1.5b-16xh100-ib.yaml"));
   const StepResult r = evaluate(s);
   REQUIRE(r.bounds);
-  const std::string first = advise(s, r, evaluate).at(0);
+  const std::string first = advise(s, r, with_plan).at(0);
   CHECK_THAT(first, Catch::Contains("perfect-overlap bound") && Catch::Contains("with no overlap"));
 }
 
@@ -64,7 +65,7 @@ TEST_CASE("when even zero3 does not fit, the advice says by how much and the sma
   Scenario s = load_scenario(src("scenarios/llama3.1-70b-64xh100-ib.yaml"), {{"cluster.nodes", "1"}});
   const StepResult r = evaluate(s);
   REQUIRE_FALSE(r.fits);
-  const std::string text = advise(s, r, evaluate).at(0);
+  const std::string text = advise(s, r, with_plan).at(0);
   // zero3 on 8 GPUs, and its shortfall, from the memory model itself.
   Scenario z = s;
   z.parallelism.sharding = Sharding::zero3;
@@ -91,7 +92,7 @@ TEST_CASE("when nothing fits on a single-node topology without NICs, the advice 
                              {{"cluster.topology", "h100-8x-nvswitch"}, {"cluster.nodes", "1"}});
   const StepResult r = evaluate(s);
   REQUIRE_FALSE(r.fits);
-  const std::string text = advise(s, r, evaluate).at(0);
+  const std::string text = advise(s, r, with_plan).at(0);
   CHECK(text.find("None fits: zero3 is short by") != std::string::npos);
   CHECK(text.find("is one node with no NICs: more GPUs need a multi-node topology") != std::string::npos);
 }
@@ -101,17 +102,17 @@ TEST_CASE("tensor parallelism's collectives above the threshold make the step te
   StepResult r = evaluate(s);
   REQUIRE(r.tensor_parallel == 8);
   r.tensor_comm_s = kCommBoundShare * 0.99 * r.step_time_s;
-  const std::string below = advise(s, r, evaluate).at(0);
+  const std::string below = advise(s, r, with_plan).at(0);
   CHECK_THAT(below, Catch::StartsWith("Compute-bound") && Catch::Contains("tensor-parallel communication 9.9%"));
   r.tensor_comm_s = kCommBoundShare * 1.01 * r.step_time_s;
-  CHECK_THAT(advise(s, r, evaluate).at(0), Catch::StartsWith("Tensor-communication-bound"));
+  CHECK_THAT(advise(s, r, with_plan).at(0), Catch::StartsWith("Tensor-communication-bound"));
 }
 
 TEST_CASE("tensor-communication advice: smaller degrees by their memory, sequence parallelism by its activations") {
   const Scenario s = load_scenario(src("scenarios/megatron-8.3b-8xv100-tp8.yaml"));
   const StepResult r = evaluate(s);
   REQUIRE(r.tensor_comm_s > kCommBoundShare * r.step_time_s);  // 8.3B over 8 V100s: Megatron's f and g cost ~19%
-  const auto advice = advise(s, r, evaluate);
+  const auto advice = advise(s, r, with_plan);
   REQUIRE(advice.size() >= 3);
   const std::string& first = advice.at(0);
   CHECK_THAT(first, Catch::StartsWith("Tensor-communication-bound"));
@@ -156,6 +157,6 @@ TEST_CASE("tensor-communication advice names the smaller degree that fits with t
     }
   }
   REQUIRE(best > 0);
-  CHECK_THAT(advise(s, r, evaluate).at(0),
+  CHECK_THAT(advise(s, r, with_plan).at(0),
              Catch::EndsWith(fmt::format("Fastest that fits: parallelism.tensor: {}.", best)));
 }

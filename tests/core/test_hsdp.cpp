@@ -214,8 +214,8 @@ TEST_CASE("wrapping units: wrap_blocks groups blocks, wrap names a submodule of 
 
 TEST_CASE("advice for an HSDP step that does not fit: larger shard groups, re-evaluated, and how to select each") {
   const Scenario s = llama70b({{"training.activation_checkpointing", "full"}});
-  const auto evaluate = [](const Scenario& t) { return estimate(t, make_step_plan(t)).result; };
-  const StepResult r = evaluate(s);
+  const Evaluate evaluate = [](const Scenario& t, const StepPlan& p) { return estimate(t, p).result; };
+  const StepResult r = evaluate(s, make_step_plan(s));
   REQUIRE_FALSE(r.fits);
   const std::string text = advise(s, r, evaluate).at(0);
   INFO(text);

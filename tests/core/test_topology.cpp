@@ -1,9 +1,15 @@
 // The topology rules checked once in core (check_topology), and the node's routes as pure functions.
+#include <unistd.h>
 #include <catch2/catch.hpp>
+
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "../source_dir.hpp"
 #include "dpsim/cost.hpp"
@@ -154,4 +160,29 @@ TEST_CASE("Blackwell and Turing take NCCL's rows of their compute capability and
   CHECK(turing.cublas_workspace_bytes == Approx(8320.0 * 1024));
   CHECK(arch_named("blackwell") == Arch::blackwell);
   CHECK_FALSE(arch_named("rubin").has_value());
+}
+
+TEST_CASE("a GPU is read from its own catalog file: a broken entry of another GPU does not stop it", "[topology]") {
+  namespace fs = std::filesystem;
+  const fs::path src = std::string(DPSIM_SOURCE_DIR);
+  const fs::path root = fs::temp_directory_path() / fmt::format("dpsim-gpu-catalog-{}", ::getpid());
+  fs::create_directories(root / "data" / "gpus");
+  fs::copy_file(src / "data" / "gpus.yaml", root / "data" / "gpus.yaml");
+  fs::copy_file(src / "data" / "gpus" / "H100-SXM.yaml", root / "data" / "gpus" / "H100-SXM.yaml");
+  std::ofstream(root / "data" / "gpus" / "BROKEN.yaml") << "name: Broken\narch: not-an-arch\n";
+  const char* before = std::getenv("DPSIM_DATA_DIR");
+  const std::string saved = before ? before : "";
+  setenv("DPSIM_DATA_DIR", root.c_str(), 1);
+  CHECK(load_gpu("H100-SXM").peak_bf16_flops_per_s == Approx(989e12));
+  CHECK(load_gpu("H100-SXM").cublas_workspace_bytes == Approx(32.0 * 1024 * 1024));  // data/gpus.yaml's kernels
+  // The keys are the files': an unknown one lists them; the whole catalog (inspect gpus) reads the broken one.
+  CHECK_THROWS_WITH(load_gpu("A100-SXM-80GB"), Catch::Contains(fmt::format("(the GPUs in {}: BROKEN, H100-SXM;",
+                                                                           (root / "data" / "gpus").string())));
+  CHECK_THROWS_WITH(load_gpu_catalog(), Catch::StartsWith((root / "data" / "gpus" / "BROKEN.yaml").string() +
+                                                          ":2: arch: \"not-an-arch\" is not one of"));
+  if (before)
+    setenv("DPSIM_DATA_DIR", saved.c_str(), 1);
+  else
+    unsetenv("DPSIM_DATA_DIR");
+  fs::remove_all(root);
 }

@@ -207,7 +207,7 @@ TEST_CASE("a full fine-tune that does not fit: the advice evaluates LoRA with PE
   const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xl40s.yaml"));
   const StepResult r = estimate(s, make_step_plan(s)).result;
   REQUIRE_FALSE(r.fits);
-  const Evaluate evaluate = [](const Scenario& t) { return estimate(t, make_step_plan(t)).result; };
+  const Evaluate evaluate = [](const Scenario& t, const StepPlan& p) { return estimate(t, p).result; };
   const auto advice = advise(s, r, evaluate);
   REQUIRE_FALSE(advice.empty());
   CHECK(advice.front().find("zero3: ") != std::string::npos);

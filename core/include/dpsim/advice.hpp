@@ -1,17 +1,19 @@
 #pragma once
 // "What limits this step": short sentences computed from a result. Suggestions that change the
 // scenario (a larger micro-batch, bigger buckets, a faster fabric) are re-evaluated with `evaluate`
-// (estimate or simulate), so every gain quoted is computed, never canned.
+// (estimate or simulate), so every gain quoted is computed, never canned. `evaluate` gets the variant and its plan
+// (make_step_plan), which the advice has often built already to see whether the variant fits.
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "dpsim/plan.hpp"
 #include "dpsim/result.hpp"
 #include "dpsim/scenario.hpp"
 
 namespace dpsim {
 
-using Evaluate = std::function<StepResult(const Scenario&)>;
+using Evaluate = std::function<StepResult(const Scenario&, const StepPlan&)>;
 
 // Exposed communication above this share of the step makes a step communication-bound: the one threshold of
 // the advice, stated in docs/guide.md (tests/core/test_advice.cpp checks the two agree). A product decision, not a

@@ -25,8 +25,9 @@ Scenario load_scenario(const std::filesystem::path& file);
 void keep_parsed_files_of(const std::filesystem::path& scenario);
 Topology load_topology(const std::filesystem::path& file);
 ModelSpec load_model(const std::filesystem::path& file);  // models/*.yaml or a Hugging Face config.json
-GpuSpec load_gpu(const std::string& key);                 // from data/gpus.yaml
-std::vector<GpuSpec> load_gpu_catalog();                  // every GPU in data/gpus.yaml, sorted by key
+GpuSpec load_gpu(const std::string& key);                 // data/gpus/KEY.yaml with data/gpus.yaml's kernels
+std::vector<GpuSpec> load_gpu_catalog();                  // every GPU of data/gpus/, sorted by key
+std::filesystem::path gpu_catalog_dir();                  // data/gpus/: one KEY.yaml per GPU
 NcclModel load_nccl(const std::filesystem::path& file);
 // PEFT's LoraConfig defaults for a transformer `model` (data/lora.yaml): rank, alpha, the family's target modules.
 Lora default_lora(const ModelSpec& model);
