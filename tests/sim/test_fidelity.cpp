@@ -26,7 +26,8 @@ void compare(const std::filesystem::path& file) {
   step.fidelity = Fidelity::step;
   step.max_events = 1e8;  // the 64-GPU 70B scenario is ~6e6 events
   const StepResult a = simulate(s, plan, fast);
-  const StepResult b = simulate(s, plan, step);
+  SimStats st;
+  const StepResult b = simulate(s, plan, step, &st);
   const double err = std::abs(a.step_time_s - b.step_time_s) / b.step_time_s;
   const double comm_err = b.comm_busy_s > 0 ? std::abs(a.comm_busy_s - b.comm_busy_s) / b.comm_busy_s : 0;
   std::cout << file.filename().string() << ": step " << a.step_time_s << " s (fast) vs " << b.step_time_s
@@ -34,6 +35,10 @@ void compare(const std::filesystem::path& file) {
   INFO(file.string());
   CHECK(err < 0.005);
   CHECK(comm_err < 0.005);
+  // The count the run was admitted on: exact for one rank class; with pipeline stages it counts every class while
+  // SimStats::events is the first class's, so it bounds it from above by at most the number of stages.
+  CHECK(st.estimated_events >= static_cast<double>(st.events));
+  CHECK(st.estimated_events <= static_cast<double>(s.parallelism.pipeline) * static_cast<double>(st.events) * 1.5);
 }
 
 }  // namespace
