@@ -89,16 +89,20 @@ void register_predict(CLI::App& app) {
   cmd->add_option("--trace-ranks", args->trace_ranks,
                   "GPUs shown in the trace at most (default 8): the first, the last and evenly spaced ones")
       ->check(whole_number_in(1, 1 << 20));
-  cmd->add_option("--fidelity", args->fidelity,
-                  "fast (bucket-granularity flows, default) or step (NCCL ring steps as messages)")
+  cmd->add_option(
+         "--fidelity", args->fidelity,
+         "fast (bucket-granularity flows, default) or step (every NCCL step of every call as messages: ring hops, "
+         "tree, NVLS and NVLSTree chunks)")
       ->check(CLI::IsMember({"fast", "step"}));
   cmd->add_flag("--no-overlap", args->no_overlap, "Start communication only after the whole backward");
   cmd->add_option("--calibration", args->calibration,
                   "Calibration YAML from dpsim calibrate (fitted from nccl-tests logs or measure --calibrate)")
       ->check(non_empty());
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout")->check(non_empty());
-  cmd->add_option("--max-events", args->max_events,
-                  "Refuse a run estimated to simulate more activities than this (default 5e6)")
+  cmd->add_option(
+         "--max-events", args->max_events,
+         "Refuse a run estimated to simulate more activities than this (default 5e6; step fidelity counts every "
+         "call's steps x flows, with no GPU cap)")
       ->check(finite_positive());
   cmd->add_option("--max-memory", args->max_memory,
                   "Refuse a run estimated to hold more memory than this in the simulation process (default 8GiB)")

@@ -1,6 +1,6 @@
 // Speed benchmark of the simulator (prints figures; not a pass/fail test).
-//   dpsim_bench_sim [SCENARIO...] [--fidelity fast|step] [--dpsim PATH] [--runs N] [--sweep-points N] [--jobs N]
-//                   [--no-process] [--no-scale]
+//   dpsim_bench_sim [SCENARIO...] [--fidelity fast|step] [--max-events N] [--dpsim PATH] [--runs N]
+//                   [--sweep-points N] [--jobs N] [--no-process] [--no-scale]
 // Default: the two scale scenarios of issue 3 (1024 and 16384 H100s, Llama 3.1 8B) and a zero3 step of Llama 3.1
 // 70B on 1024 H100s (bench/scenarios/, issue 14's target: under 1 s) and a 3D step of it (tensor 8 x pipeline 8 x
 // data 16, 16 micro-batches, 1F1B: issue 16's target, under 1 s), simulated in this process; then the 3D step at
@@ -8,7 +8,8 @@
 // scale crashes or crawls); --no-scale skips these; then whole
 // processes as a user runs them (issue 18's targets: dpsim --version and estimate under 20 ms and 30 MB), and
 // --sweep-points points (default 1,000) of scenarios/sweeps/bench-1000x1024.yaml at --jobs (default 2) workers
-// (target: 2,000,000 points/hour on 2 cores).
+// (target: 2,000,000 points/hour on 2 cores). Each row prints the events the run simulated and the estimate it was
+// admitted on (--max-events, default 5e6).
 #include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
       options.fidelity = dpsim::parse_fidelity(argv[++i]);
     else if (a == "--dpsim" && i + 1 < argc)
       dpsim_binary = argv[++i];
+    else if (a == "--max-events" && i + 1 < argc)
+      options.max_events = std::atof(argv[++i]);
     else if (a == "--runs" && i + 1 < argc)
       runs = std::max(1, std::atoi(argv[++i]));
     else if (a == "--sweep-points" && i + 1 < argc)
@@ -56,8 +59,8 @@ int main(int argc, char** argv) {
              (root / "bench/scenarios/llama3.1-70b-zero3-1024xh100-ib.yaml").string(),
              (root / "bench/scenarios/llama3.1-70b-3d-1024xh100-ib.yaml").string()};
   }
-  fmt::print("{:<34} {:>7} {:>8} {:>8} {:>9} {:>9} {:>10} {:>12} {:>9} {:>10}\n", "scenario", "GPUs", "calls", "flows",
-             "events", "wall s", "engine s", "events/s", "RSS MB", "step s");
+  fmt::print("{:<34} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12} {:>9} {:>10}\n", "scenario", "GPUs", "calls",
+             "flows", "events", "estimate", "wall s", "engine s", "events/s", "RSS MB", "step s");
   // One row: the scenario (with `nodes` nodes when > 0) simulated in this process.
   auto row = [&](const std::string& f, int nodes) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -68,8 +71,8 @@ int main(int argc, char** argv) {
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     dpsim::SimStats st;
     const dpsim::StepResult r = dpsim::simulate(s, plan, options, &st);
-    fmt::print("{:<34} {:>7} {:>8} {:>8} {:>9} {:>9.3f} {:>10.3f} {:>12.0f} {:>9.1f} {:>10.4f}\n", s.name,
-               plan.world_size, r.comm.size(), st.flows, st.events, st.wall_s, st.simulate_wall_s,
+    fmt::print("{:<34} {:>7} {:>8} {:>8} {:>9} {:>9.3g} {:>9.3f} {:>10.3f} {:>12.0f} {:>9.1f} {:>10.4f}\n", s.name,
+               plan.world_size, r.comm.size(), st.flows, st.events, st.estimated_events, st.wall_s, st.simulate_wall_s,
                st.simulate_wall_s > 0 ? static_cast<double>(st.events) / st.simulate_wall_s : 0.0,
                static_cast<double>(st.peak_rss_bytes) / 1e6, r.step_time_s);
     fmt::print("  (load + plan {:.3f} s; platform {} hosts, {} links)\n", load_s, st.hosts, st.links);

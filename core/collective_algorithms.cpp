@@ -25,6 +25,14 @@ const AlgorithmDescriptor& algorithm_descriptor(Algorithm algorithm) {
   throw RuntimeError(fmt::format("no collective algorithm registered for '{}'", to_string(algorithm)));
 }
 
+std::vector<Flow> step_round(const AlgorithmDescriptor& algorithm, const FlowSpace& space, const StepCall& call,
+                             const NcclModel& nccl) {
+  std::vector<Flow> round = algorithm.flows(space, call.kind);
+  const double share = 1.0 / algorithm.steps(space, call, nccl);
+  for (Flow& f : round) f.bytes *= share;
+  return round;
+}
+
 std::vector<std::string> algorithm_name_list(bool with_auto) {
   std::vector<std::string> out;
   if (with_auto) out.emplace_back("auto");

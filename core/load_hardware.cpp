@@ -136,6 +136,45 @@ std::map<CpuVendor, std::array<double, 2>> parse_vendor_ll_caps(const YNode& n) 
   return out;
 }
 
+// data/nccl.yaml step_chunks: how NCCL cuts a call into steps (step fidelity).
+NcclStepChunks parse_step_chunks(const YNode& n) {
+  n.allow_only({"tree", "tree_ll128_halving", "tree_ll128_steps_per_gpu", "nvls", "nvls_caps", "nvlstree_max",
+                "nvlstree_caps", "nvls_channels"});
+  NcclStepChunks c;
+  const YNode tree = n.at("tree");
+  tree.allow_only({"ll", "ll128", "simple"});
+  c.tree_bytes = {tree.at("ll").as_bytes(), tree.at("ll128").as_bytes(), tree.at("simple").as_bytes()};
+  const YNode halving = n.at("tree_ll128_halving");
+  for (size_t i = 0; i < halving.size(); ++i) {
+    halving[i].allow_only({"steps", "above"});
+    c.tree_ll128_halving.push_back({halving[i].at("steps").as_positive_number(), halving[i].at("above").as_bytes()});
+  }
+  c.tree_ll128_steps_per_gpu = n.at("tree_ll128_steps_per_gpu").as_positive_number();
+  c.nvls_bytes = n.at("nvls").as_bytes();
+  auto caps = [](const YNode& list) {
+    std::vector<NcclStepChunks::Cap> out;
+    for (size_t i = 0; i < list.size(); ++i) {
+      list[i].allow_only({"loops", "chunk"});
+      out.push_back({list[i].at("loops").as_positive_number(), list[i].at("chunk").as_bytes()});
+    }
+    return out;
+  };
+  c.nvls_caps = caps(n.at("nvls_caps"));
+  c.nvlstree_caps = caps(n.at("nvlstree_caps"));
+  const YNode tree_max = n.at("nvlstree_max");
+  tree_max.allow_only({"chunk", "from_nodes"});
+  c.nvlstree_max_bytes = tree_max.at("chunk").as_bytes();
+  c.nvlstree_max_from_nodes = static_cast<int>(tree_max.at("from_nodes").as_int(1, 1 << 20));
+  const YNode channels = n.at("nvls_channels");
+  for (const auto& key : channels.keys()) {
+    const YNode row = channels.at(key);
+    row.allow_only({"one_node", "several_nodes"});
+    c.nvls_channels[parse_arch(row, key)] = {static_cast<int>(row.at("one_node").as_int(1, 1024)),
+                                             static_cast<int>(row.at("several_nodes").as_int(1, 1024))};
+  }
+  return c;
+}
+
 PipelineFill parse_fill(const YNode& n) {
   n.allow_only({"bytes", "bandwidth"});
   return {n.at("bytes").as_bytes(), n.at("bandwidth").as_bandwidth()};
@@ -372,6 +411,7 @@ NcclModel load_nccl(const fs::path& file) {
                    "nvls_min_gpus",
                    "nvls_fill",
                    "ring_fill",
+                   "step_chunks",
                    "framework_launch_overhead",
                    "single_thread_launch_per_gpu",
                    "releases",
@@ -412,6 +452,7 @@ NcclModel load_nccl(const fs::path& file) {
   m.nvls_min_gpus = static_cast<int>(root.at("nvls_min_gpus").as_int(2, 1024));
   m.nvls_fill = parse_fill(root.at("nvls_fill"));
   m.ring_fill = parse_fill(root.at("ring_fill"));
+  m.step_chunks = parse_step_chunks(root.at("step_chunks"));
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
   m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
   const YNode overhead = root.at("net_overhead");

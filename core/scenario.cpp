@@ -200,6 +200,11 @@ double NcclModel::nvls_efficiency_vs_hopper(Arch arch) const {
   return it == nvls_efficiency.end() || hopper == nvls_efficiency.end() ? 1.0 : it->second / hopper->second;
 }
 
+int NcclStepChunks::nvls_channels_for(Arch arch, bool several_nodes) const {
+  const auto it = nvls_channels.find(arch);
+  return it == nvls_channels.end() ? 1 : it->second[several_nodes ? 1 : 0];
+}
+
 double NcclModel::net_overhead(CpuVendor vendor) const {
   const auto it = net_overhead_s.find(vendor);
   return it == net_overhead_s.end() ? 0.0 : it->second;

@@ -30,6 +30,14 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   return nvls_call(latency, nvls_intra_algbw(f, nccl), bytes, nccl);  // algbw flat in the GPU count
 }
 
+// NCCL's NVLS steps on one node: chunks of NCCL_NVLS_CHUNKSIZE (enqueue.cc:2263-2267), smaller for small calls
+// (:2272-2274). A step is one loop of src/device/all_reduce.h's NVLS kernel (RunWorkColl NCCL_ALGO_NVLS, oneNode,
+// :410-457): each GPU scatters a chunk per head to the switch, each head's reduce warps pull the switch's sum and
+// multicast it back, each GPU gathers the result; pipelined, so a step carries both directions (nvls_flows / steps).
+int steps(const FlowSpace& p, const StepCall& call, const NcclModel& nccl) {
+  return nvls_steps(p, call, nccl.step_chunks.nvls_bytes, nccl.step_chunks.nvls_caps, nccl);
+}
+
 }  // namespace
 
 const AlgorithmDescriptor& nvls_algorithm() {
@@ -42,8 +50,7 @@ const AlgorithmDescriptor& nvls_algorithm() {
                                      unavailable,
                                      cost,
                                      nvls_flows,
-                                     one_round,
-                                     nvls_flows};
+                                     steps};
   return d;
 }
 

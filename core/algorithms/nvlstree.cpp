@@ -3,6 +3,8 @@
 // interLat (hwLat NVLSTree rows, :428); bandwidth the smaller of the NVLS side and the network side, the network's
 // doubled on two nodes (:320, "Handle 2 node case of NVLSTree": each node sends S once where the ring sends
 // 2(n-1)/n S). NCCL disables it on one node (:501). Flows: NVLS's (GPU -> NVSwitch -> GPU) plus the inter-node tree.
+#include <algorithm>
+
 #include "terms.hpp"
 
 namespace dpsim {
@@ -31,6 +33,18 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   return nvls_call(latency, std::min(nvls_intra_algbw(f, nccl), net_algbw), bytes, nccl);
 }
 
+// NCCL's NVLSTree steps: chunk = min(NCCL_NVLS_CHUNKSIZE, the tree's cap: 64 KiB from 4 nodes) (enqueue.cc:2281,
+// transport/nvls.cc:227-229), smaller for small calls (:2282-2285). A step is one loop of all_reduce.h's NVLSTree
+// kernel (RunWorkColl NCCL_ALGO_NVLS_TREE, :526-635): scatter to the switch, each head's reduce of its chunk sent up
+// the inter-node tree, the tree's result received from above, multicast and gathered; the warps run at once
+// (pipelined), so a step moves its chunk over the NVSwitch and every tree edge (nvls_flows / steps).
+int steps(const FlowSpace& p, const StepCall& call, const NcclModel& nccl) {
+  const NcclStepChunks& k = nccl.step_chunks;
+  const double chunk =
+      p.nodes() >= k.nvlstree_max_from_nodes ? std::min(k.nvls_bytes, k.nvlstree_max_bytes) : k.nvls_bytes;
+  return nvls_steps(p, call, chunk, k.nvlstree_caps, nccl);
+}
+
 }  // namespace
 
 const AlgorithmDescriptor& nvlstree_algorithm() {
@@ -43,8 +57,7 @@ const AlgorithmDescriptor& nvlstree_algorithm() {
                                      unavailable,
                                      cost,
                                      nvls_flows,
-                                     one_round,
-                                     nvls_flows};
+                                     steps};
   return d;
 }
 

@@ -67,15 +67,12 @@ std::vector<Flow> flows(const FlowSpace& p, CollectiveKind kind) {
   return out;
 }
 
-// All-reduce: n-1 reduce-scatter steps then n-1 all-gather steps; reduce-scatter or all-gather alone: n-1.
-int steps(const FlowSpace& p, CollectiveKind kind) {
-  return (kind == CollectiveKind::all_reduce ? 2 : 1) * (p.world() - 1);
-}
-
-std::vector<Flow> step_flows(const FlowSpace& p, CollectiveKind) {
-  std::vector<Flow> out;
-  ring_flows(p, 1.0 / p.world(), out);  // one chunk of S/n per rank per step
-  return out;
+// All-reduce: n-1 reduce-scatter steps then n-1 all-gather steps; reduce-scatter or all-gather alone: n-1
+// (NCCL src/device/all_reduce.h:14-83 runRing: one send, n-2 recv-reduce-send, one recv-reduce-copy-send, n-2
+// recv-copy-send; enqueue.cc:2343-2350 ncclPatternRingTwice nstepsPerLoop 2(n-1), ncclPatternRing n-1). Each moves a
+// chunk of S/n per rank: flows() / steps.
+int steps(const FlowSpace& p, const StepCall& call, const NcclModel&) {
+  return std::max(1, (call.kind == CollectiveKind::all_reduce ? 2 : 1) * (p.world() - 1));
 }
 
 }  // namespace
@@ -90,8 +87,7 @@ const AlgorithmDescriptor& ring_algorithm() {
                                      unavailable,
                                      cost,
                                      flows,
-                                     steps,
-                                     step_flows};
+                                     steps};
   return d;
 }
 

@@ -92,7 +92,10 @@ double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
   return index < it->second.size() ? it->second[index] : 1.0;
 }
 
-int one_round(const FlowSpace&, CollectiveKind) { return 1; }
+int steps_of_chunks(double bytes, double chunk) {
+  if (!(chunk > 0)) return 1;
+  return static_cast<int>(std::max(1.0, std::min(std::ceil(bytes / chunk), 1e9)));
+}
 
 std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& nccl) {
   if (!f.nvls) return "the topology's GPUs have no NVLink SHARP (an NVSwitch with intra_node.nvls: true)";
@@ -122,6 +125,16 @@ std::vector<Flow> nvls_flows(const FlowSpace& p, CollectiveKind) {
     }
   append_inter_node_double_tree(p, out);
   return out;
+}
+
+int nvls_steps(const FlowSpace& p, const StepCall& call, double chunk, const std::vector<NcclStepChunks::Cap>& caps,
+               const NcclModel& nccl) {
+  if (!(chunk > 0)) return 1;
+  const double heads = p.gpus_per_node();  // graph/connect.cc:261: every GPU of the node is a head
+  const double channel_bytes = call.bytes / nccl.step_chunks.nvls_channels_for(call.arch, p.nodes() > 1);
+  for (const NcclStepChunks::Cap& cap : caps)
+    if (channel_bytes < cap.loops * heads * chunk && chunk > cap.bytes) chunk = cap.bytes;
+  return steps_of_chunks(channel_bytes, heads * chunk);  // enqueue.cc:2361-2362: nLoops, one step each
 }
 
 namespace {

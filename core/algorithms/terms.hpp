@@ -34,8 +34,9 @@ int log2_floor(int n);  // NCCL's log2i
 // NCCL's per-size tree correction (tuning.cc treeCorrectionFactor), 1 outside the table.
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes);
 
-// The step count of an algorithm without a per-step form: one round of its flows (tree, NVLS).
-int one_round(const FlowSpace& space, CollectiveKind kind);
+// NCCL's steps for `bytes` in chunks of `chunk` bytes: ceil(bytes / chunk), at least 1 (1 where chunk is 0: a model
+// without data/nccl.yaml step_chunks).
+int steps_of_chunks(double bytes, double chunk);
 
 // NVLS inside a node (NVLS and NVLSTree): why the node's NVSwitch domain cannot run it (empty: it can); the
 // algorithm bandwidth it reaches (each GPU sends and receives S once, data/nccl.yaml nvls_algbw_per_link); its flows
@@ -45,6 +46,11 @@ double nvls_intra_algbw(const FabricSummary& f, const NcclModel& nccl);
 // An NVLS-family call: latency + the NVLS pipeline fill (data/nccl.yaml nvls_fill) + S / algbw.
 AlgorithmCost nvls_call(double latency_s, double algbw, double bytes, const NcclModel& nccl);
 std::vector<Flow> nvls_flows(const FlowSpace& space, CollectiveKind kind);
+// NCCL's steps of an NVLS-family call (enqueue.cc calcCollChunking, data/nccl.yaml step_chunks): the call's bytes split
+// over NCCL's NVLS channels, each channel's in loops of one `chunk` per head (the node's GPUs), the chunk first
+// lowered by `caps` for small calls.
+int nvls_steps(const FlowSpace& space, const StepCall& call, double chunk, const std::vector<NcclStepChunks::Cap>& caps,
+               const NcclModel& nccl);
 
 // Flows of NCCL's double binary tree across nodes, per payload byte: each tree moves half the data up for the
 // reduce and down for the broadcast, pipelined, so both directions run at once.

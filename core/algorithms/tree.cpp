@@ -2,6 +2,8 @@
 // hops, each way; bandwidth with the per-size treeCorrectionFactor). Flows: inside a node a chain 0 -> 1 -> ... -> g-1
 // (reduce up the chain, broadcast back down, pipelined: every chain edge carries S in each direction); across nodes
 // NCCL's double binary tree, each tree carrying half the data, up (reduce) and down (broadcast) at once.
+#include <cmath>
+
 #include "terms.hpp"
 
 namespace dpsim {
@@ -46,6 +48,26 @@ std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
   return out;
 }
 
+// NCCL's tree steps on one channel (dpsim lays one per NIC): its bytes in chunks of the protocol's step
+// (enqueue.cc:2222-2227), the LL128 chunk halved for small calls (:2286-2294); ncclPatternTreeUpDown runs one chunk
+// per step (:2325-2329). src/device/all_reduce.h runTreeSplit (:146-226): each chunk is reduced up the tree (leaves
+// send, the others receive from their children, reduce and send to their parent) while the previous chunks are
+// broadcast down (split warps, so both directions run at once; the root reduces and sends down in one pass).
+// The pipeline's fill is NCCL's latency term, one hop latency per level (tuning.cc:416); a step moves one chunk over
+// every chain and tree edge in both directions (flows / steps).
+int steps(const FlowSpace& p, const StepCall& call, const NcclModel& nccl) {
+  const NcclStepChunks& k = nccl.step_chunks;
+  double chunk = k.tree_bytes.get(call.protocol);
+  const double channel_bytes = call.bytes * p.channel_share();
+  if (call.protocol == Protocol::ll128 && chunk > 0) {
+    const double ppn = p.gpus_per_node();
+    const double nsteps = 1 + log2_floor(p.nodes()) + k.tree_ll128_steps_per_gpu * ppn;
+    for (const NcclStepChunks::Halving& h : k.tree_ll128_halving)
+      while (std::floor(channel_bytes / chunk) < nsteps * h.steps / ppn && chunk > h.above_bytes) chunk /= 2;
+  }
+  return steps_of_chunks(channel_bytes, chunk);
+}
+
 }  // namespace
 
 const AlgorithmDescriptor& tree_algorithm() {
@@ -58,8 +80,7 @@ const AlgorithmDescriptor& tree_algorithm() {
                                      unavailable,
                                      cost,
                                      flows,
-                                     one_round,
-                                     flows};
+                                     steps};
   return d;
 }
 

@@ -50,13 +50,9 @@ std::vector<TimelineEvent> timeline_from_json(const nlohmann::json& a) {
     StepResult r = simulate_in_process(scenario, plan, options, &stats);
     out["result"] = to_json(r);
     out["timeline"] = timeline_to_json(r.timeline);
-    out["stats"] = {{"simulate_wall_s", stats.simulate_wall_s},
-                    {"events", stats.events},
-                    {"flows", stats.flows},
-                    {"hosts", stats.hosts},
-                    {"links", stats.links},
-                    {"peak_rss_bytes", stats.peak_rss_bytes},
-                    {"executed", stats.executed}};
+    out["stats"] = {{"simulate_wall_s", stats.simulate_wall_s},   {"events", stats.events},    {"flows", stats.flows},
+                    {"estimated_events", stats.estimated_events}, {"hosts", stats.hosts},      {"links", stats.links},
+                    {"peak_rss_bytes", stats.peak_rss_bytes},     {"executed", stats.executed}};
   } catch (const InputError& e) {
     out = {{"error", e.what()}, {"kind", "input"}};
     code = 1;
@@ -126,6 +122,7 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
     stats->simulate_wall_s = s.value("simulate_wall_s", 0.0);
     stats->events = s.value("events", int64_t{0});
     stats->flows = s.value("flows", int64_t{0});
+    stats->estimated_events = s.value("estimated_events", 0.0);
     stats->hosts = s.value("hosts", int64_t{0});
     stats->links = s.value("links", int64_t{0});
     stats->peak_rss_bytes = s.value("peak_rss_bytes", int64_t{0});

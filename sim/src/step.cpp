@@ -156,13 +156,18 @@ struct Run final : StepExecutor {
     timeline.push_back({rank->stage < 0 ? 0 : rank->stage, "compute", name, start, now()});
   }
 
-  // Calls `send(src, dst, bytes)` for each flow of `pattern` (flows for one payload byte) scaled to `bytes` that
-  // moves something (whole bytes, as the engine counts them), and counts it.
+  // The bytes flow `f` (of a pattern for one payload byte) moves for `bytes`: whole bytes, as the engine counts
+  // them; 0 where it moves nothing (no bytes, or a host to itself).
+  static uint64_t flow_size(const Flow& f, double bytes) {
+    return f.src == f.dst ? 0 : static_cast<uint64_t>(std::llround(f.bytes * bytes));
+  }
+
+  // Calls `send(src, dst, bytes)` for each flow of `pattern` scaled to `bytes` that moves something, and counts it.
   template <class Send>
   void each_flow(const std::vector<Flow>& pattern, double bytes, Send&& send) {
     for (const Flow& f : pattern) {
-      const auto size = static_cast<uint64_t>(std::llround(f.bytes * bytes));
-      if (size == 0 || f.src == f.dst) continue;
+      const uint64_t size = flow_size(f, bytes);
+      if (size == 0) continue;
       send(f.src, f.dst, size);
       ++flows;
       ++events;
@@ -190,14 +195,55 @@ struct Run final : StepExecutor {
     return fluid_makespan_s(fluid, platform->link_capacities());
   }
 
-  std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor) const {
+  // The call's flows on every space it runs on, per payload byte: the whole call (fast fidelity), or one of its
+  // NCCL steps for `bytes` (step fidelity, `per_step`).
+  std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor, double bytes = 0) const {
     std::vector<Flow> flows_;
     for (const FlowSpace* space : c.spaces) {
-      const auto part = per_step ? c.algorithm->step_flows(*space, c.kind) : c.algorithm->flows(*space, c.kind);
+      const auto part = per_step ? step_round(*c.algorithm, *space, step_call(c, bytes), scenario->nccl)
+                                 : c.algorithm->flows(*space, c.kind);
       flows_.insert(flows_.end(), part.begin(), part.end());
     }
     for (Flow& f : flows_) f.bytes *= wire_factor;
     return flows_;
+  }
+  StepCall step_call(const CallRun& c, double bytes) const {
+    return {c.kind, bytes, c.cost.protocol, scenario->topology.gpu.arch};
+  }
+  // Step fidelity: NCCL's steps of the call (every space of a kind is the same shape: the first one's).
+  int steps_of(const CallRun& c, double bytes) const {
+    return c.algorithm->steps(*c.spaces.front(), step_call(c, bytes), scenario->nccl);
+  }
+
+  // Step fidelity: the activities the engine will run, counted before it starts: a compute op or a sleep per
+  // instruction that runs one, and per call its steps x the flows of a step that move something.
+  double step_events() const {
+    double total = compute_events();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const CallRun& c = calls[i];
+      const double bytes = rank->comms[i].bytes;
+      if (!c.moves) continue;
+      if (c.spaces.empty()) {  // between stages: one sleep
+        total += 1;
+        continue;
+      }
+      double moving = 0;
+      for (const Flow& f : pattern(c, true, c.wire_factor, bytes)) moving += flow_size(f, bytes) > 0 ? 1 : 0;
+      total += steps_of(c, bytes) * moving;
+    }
+    return total;
+  }
+  // The compute activities of the queued program: one per forward, backward and optimizer op, one for the copy back
+  // into the buckets where there is one.
+  double compute_events() const {
+    double total = 0;
+    for (const auto& q : queues)
+      for (const Instr& in : q) {
+        if (in.type == Instr::Type::forward || in.type == Instr::Type::backward || in.type == Instr::Type::optimizer)
+          total += 1;
+        if (in.type == Instr::Type::unflatten && final_copy_bytes_of(*plan, rank->stage) > 0) total += 1;
+      }
+    return total;
   }
 
   // Fast fidelity's shortcut: the platform time of each algorithm's flow pattern, simulated once on the whole
@@ -244,9 +290,10 @@ struct Run final : StepExecutor {
       if (model_bw_s > platform_s) sg4::this_actor::sleep_for(model_bw_s - platform_s);
       return;
     }
-    // Step fidelity: NCCL's steps as synchronized rounds of messages, each after its share of the latency.
-    const int steps = c.algorithm->steps(*c.spaces.front(), c.kind);
-    const std::vector<Flow> round = pattern(c, true, c.wire_factor);
+    // Step fidelity: NCCL's steps (the algorithm's own) as synchronized rounds of messages, each after its share of
+    // the latency.
+    const int steps = steps_of(c, bytes);
+    const std::vector<Flow> round = pattern(c, true, c.wire_factor, bytes);
     if (launch_s + fill_s > 0) sg4::this_actor::sleep_for(launch_s + fill_s);
     const double start = sg4::Engine::get_clock();
     double latency_paid = 0;
@@ -495,14 +542,11 @@ Fidelity parse_fidelity(const std::string& text) {
   throw InputError(fmt::format("--fidelity: expected fast or step, got \"{}\"", text));
 }
 
-double estimated_events(const StepPlan& plan, Fidelity fidelity) {
-  const double n = plan.world_size;
+double estimated_fast_events(const StepPlan& plan) {
   const double ops = 2.0 * static_cast<double>(plan.ops.size()) *
                          static_cast<double>(std::max<int64_t>(1, plan.gradient_accumulation)) +
                      2;
-  const double buckets = static_cast<double>(plan.buckets.size());
-  if (fidelity == Fidelity::step) return ops + buckets * 2.0 * (n - 1) * n;
-  return ops + 4.0 * buckets;
+  return ops + 4.0 * static_cast<double>(plan.buckets.size());
 }
 
 namespace {
@@ -520,6 +564,15 @@ double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform) {
 }
 
 namespace {
+void refuse_above_events(const StepPlan& plan, const SimOptions& options, double events) {
+  if (events <= options.max_events) return;
+  throw InputError(fmt::format(
+      "{} fidelity would simulate about {:.3g} events for {} GPUs and {} buckets, above the limit of {:.3g} "
+      "(raise it with --max-events{})",
+      to_string(options.fidelity), events, plan.world_size, plan.buckets.size(), options.max_events,
+      options.fidelity == Fidelity::step ? ", or use --fidelity fast" : ""));
+}
+
 void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimOptions& options) {
   const double bytes = estimated_memory_bytes(plan, reduced_platform);
   if (bytes <= options.max_memory_bytes) return;
@@ -536,16 +589,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
                                SimStats* stats) {
   using namespace sim;
   const auto wall_start = Clock::now();
-  const double events = estimated_events(plan, options.fidelity);
-  if (events > options.max_events)
-    throw InputError(fmt::format(
-        "{} fidelity would simulate about {:.3g} events for {} GPUs and {} buckets, above the limit of {:.3g} "
-        "(raise it with --max-events{})",
-        to_string(options.fidelity), events, plan.world_size, plan.buckets.size(), options.max_events,
-        options.fidelity == Fidelity::step ? ", or use --fidelity fast" : ""));
-  if (options.fidelity == Fidelity::step && plan.world_size > 256)
-    throw InputError(fmt::format(
-        "--fidelity step simulates every ring step as messages; {} GPUs is too many (at most 256)", plan.world_size));
+  if (options.fidelity == Fidelity::fast) refuse_above_events(plan, options, estimated_fast_events(plan));
 
   // The engine: logs silenced, exact network settings, raw contexts (threads are 12-16x slower).
   int argc = 3;
@@ -622,6 +666,12 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     walk_program(program, rank, run);  // queues every instruction on its stream
   }
   Run& run = *runs.front();
+  // Step fidelity: every call's NCCL steps x the flows of a step, counted on the platform they will run on.
+  double step_events = 0;
+  if (options.fidelity == Fidelity::step) {
+    for (const auto& one : runs) step_events += one->step_events();
+    refuse_above_events(plan, options, step_events);
+  }
   if (classes > 1 && options.fidelity == Fidelity::fast) {  // the stages' calls on links no other stage or stream uses
     std::map<simgrid::s4u::Link*, std::pair<int, int>> owner;
     bool disjoint = true;
@@ -669,6 +719,7 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     stats->simulate_wall_s = sim_wall;
     stats->wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
     stats->events = run.events;
+    stats->estimated_events = options.fidelity == Fidelity::step ? step_events : estimated_fast_events(plan);
     stats->flows = run.flows;
     const PlatformStats ps = platform.stats();
     stats->hosts = ps.hosts;

@@ -211,6 +211,8 @@ rm -rf "$ttmp"
 # Option values that cannot mean what the option says exit 2 naming the option, never a quiet default (issue 21).
 check option-max-events-nan 2 '^--max-events: must be a finite number > 0, got "nan"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events nan
 check option-max-events-negative 2 '^--max-events: must be a finite number > 0, got "-1"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events -1
+# Step fidelity has no GPU cap: 512 GPUs is refused by the event count of its calls' NCCL steps, not by a GPU count.
+check step-512-event-budget 2 "^dpsim: error: step fidelity would simulate about 1.86e\+07 events for 512 GPUs and 162 buckets, above the limit of 5e\+06 \(raise it with --max-events, or use --fidelity fast\)$" -- "$dpsim" predict "$s/llama3.1-8b-1024xh100-ib.yaml" --set cluster.nodes=64 --fidelity step
 check max-events-fast-advice 2 "above the limit of 3 \(raise it with --max-events\)$" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events 3
 check option-max-memory-text 2 '^--max-memory: cannot parse "lots" as a size' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-memory lots
 check option-max-memory-zero 2 '^--max-memory: must be above 0 bytes, got "0B"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-memory 0B

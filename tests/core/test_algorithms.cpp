@@ -54,7 +54,6 @@ TEST_CASE("every algorithm is registered once, with its names and every function
     CHECK(d->cost != nullptr);
     CHECK(d->flows != nullptr);
     CHECK(d->steps != nullptr);
-    CHECK(d->step_flows != nullptr);
     CHECK(d->runs(CollectiveKind::all_reduce));
     CHECK(algorithm_named(d->name) == d->id);
     CHECK(std::string(to_string(d->id)) == d->name);
@@ -114,8 +113,9 @@ TEST_CASE("ring flows: each GPU sends nccl-tests' bytes per rank; across nodes 1
     REQUIRE(sent.size() == 8);
     for (const auto& [gpu, bytes] : sent) CHECK(bytes == Approx(bytes_moved_per_rank(kind, 8, 1.0)));
   }
-  CHECK(algorithm_descriptor(Algorithm::ring).steps(node, CollectiveKind::all_reduce) == 14);
-  CHECK(algorithm_descriptor(Algorithm::ring).steps(node, CollectiveKind::all_gather) == 7);
+  const NcclModel nccl;
+  CHECK(algorithm_descriptor(Algorithm::ring).steps(node, {CollectiveKind::all_reduce, 1e6}, nccl) == 14);
+  CHECK(algorithm_descriptor(Algorithm::ring).steps(node, {CollectiveKind::all_gather, 1e6}, nccl) == 7);
   const TestSpace two(2, 8, 4);
   const auto sent = sent_by(algorithm_descriptor(Algorithm::ring).flows(two, CollectiveKind::all_reduce));
   for (int c = 0; c < 4; ++c) CHECK(sent.at(two.channel(0, c)) == Approx(2.0 * 15 / 16 / 4));
@@ -136,4 +136,65 @@ TEST_CASE("tree flows: the double binary tree moves half the data per tree each 
   for (const Flow& f : algorithm_descriptor(Algorithm::tree).flows(nodes, CollectiveKind::all_reduce)) up += f.bytes;
   // Two trees over 4 nodes have 3 edges each, every edge half the data in both directions.
   CHECK(up == Approx(2 * 3 * 2 * 0.5));
+}
+
+namespace {
+
+NcclModel shipped_nccl() { return load_nccl(std::filesystem::path(DPSIM_SOURCE_DIR) / "data" / "nccl.yaml"); }
+
+int steps(Algorithm a, const FlowSpace& space, double bytes, Protocol p, Arch arch = Arch::hopper) {
+  return algorithm_descriptor(a).steps(space, {CollectiveKind::all_reduce, bytes, p, arch}, shipped_nccl());
+}
+
+}  // namespace
+
+// NCCL's steps per call (data/nccl.yaml step_chunks, NCCL 2.30.7 enqueue.cc calcCollChunking), worked by hand.
+TEST_CASE("step counts: the tree's, NVLS's and NVLSTree's chunks as NCCL cuts them", "[algorithms]") {
+  const TestSpace four(4, 8, 8);  // a tree channel per NIC: 1/8 of the bytes each
+  // Simple: 8 MiB per channel in 512 KiB chunks; LL: 32 KiB chunks.
+  CHECK(steps(Algorithm::tree, four, 64.0 * (1 << 20), Protocol::simple) == 16);
+  CHECK(steps(Algorithm::tree, four, 64.0 * (1 << 20), Protocol::ll) == 256);
+  // LL128: nstepsLL128 = 1 + log2(4) + 0.1 x 8 = 3.8; 8 MiB / 576,000 = 14 < 3.8 x 64 / 8 = 30.4: halve to 288,000
+  // (29 < 30.4), to 144,000 (58): ceil(8 MiB / 144,000) = 59.
+  CHECK(steps(Algorithm::tree, four, 64.0 * (1 << 20), Protocol::ll128) == 59);
+  CHECK(steps(Algorithm::tree, four, 1024, Protocol::simple) == 1);  // a small call is one chunk
+  const TestSpace node(1, 8, 1);
+  // NVLS, 16 channels on Hopper: 1 GiB -> 64 MiB per channel, not below 64 loops of 8 x 128 KiB: 64 steps.
+  CHECK(steps(Algorithm::nvls, node, 1024.0 * (1 << 20), Protocol::simple) == 64);
+  // 64 MiB -> 4 MiB per channel, below 64 MiB: chunk 64 KiB, not below 8 x 8 x 64 KiB: 4 MiB / 512 KiB = 8 steps.
+  CHECK(steps(Algorithm::nvls, node, 64.0 * (1 << 20), Protocol::simple) == 8);
+  // Blackwell on one node: 24 channels (transport/nvls.cc:157), 1.5 GiB -> 64 MiB per channel: 64 steps.
+  CHECK(steps(Algorithm::nvls, node, 1536.0 * (1 << 20), Protocol::simple, Arch::blackwell) == 64);
+  // NVLSTree from 4 nodes: chunk min(128 KiB, 64 KiB); 1 GiB -> 64 MiB per channel / (8 x 64 KiB) = 128 steps. On
+  // two nodes the chunk stays 128 KiB: 64 steps.
+  CHECK(steps(Algorithm::nvlstree, four, 1024.0 * (1 << 20), Protocol::simple) == 128);
+  CHECK(steps(Algorithm::nvlstree, TestSpace(2, 8, 8), 1024.0 * (1 << 20), Protocol::simple) == 64);
+  // The ring: 2(n-1) steps for an all-reduce, n-1 for a reduce-scatter or an all-gather, whatever the size.
+  const NcclModel nccl = shipped_nccl();
+  CHECK(algorithm_descriptor(Algorithm::ring).steps(four, {CollectiveKind::reduce_scatter, 1e9}, nccl) == 31);
+  CHECK(algorithm_descriptor(Algorithm::ring).steps(four, {CollectiveKind::all_gather, 1e3}, nccl) == 31);
+}
+
+// A step moves 1 / steps of every flow of the call: over the steps every edge carries the whole call's share (the
+// ring's S/n per rank per step; the others' chunk), so step fidelity moves what fast fidelity moves.
+TEST_CASE("a step is the call's flows over its steps, for every algorithm and kind", "[algorithms]") {
+  const NcclModel nccl = shipped_nccl();
+  const TestSpace four(4, 8, 8);
+  for (const AlgorithmDescriptor* d : collective_algorithms())
+    for (CollectiveKind kind :
+         {CollectiveKind::all_reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_gather}) {
+      if (!d->runs(kind)) continue;
+      INFO(d->name << " " << to_string(kind));
+      const StepCall call{kind, 256.0 * (1 << 20), Protocol::simple, Arch::hopper};
+      const int n = d->steps(four, call, nccl);
+      CHECK(n > 1);
+      const auto whole = d->flows(four, kind);
+      const auto round = step_round(*d, four, call, nccl);
+      REQUIRE(round.size() == whole.size());
+      for (size_t i = 0; i < whole.size(); ++i) CHECK(round[i].bytes * n == Approx(whole[i].bytes));
+    }
+  // The ring's step is S/n per rank.
+  const StepCall ar{CollectiveKind::all_reduce, 1e6, Protocol::simple, Arch::hopper};
+  for (const Flow& f : step_round(algorithm_descriptor(Algorithm::ring), TestSpace(1, 8, 1), ar, nccl))
+    CHECK(f.bytes == Approx(1.0 / 8));
 }

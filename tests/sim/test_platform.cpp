@@ -37,25 +37,33 @@ TEST_CASE("overlap hides communication; --no-overlap exposes it", "[sim]") {
   CHECK(without.step_time_s >= with.step_time_s);
 }
 
-TEST_CASE("step fidelity refuses very large worlds with a clear error", "[sim]") {
-  const Scenario s = scenario_on(ib_cluster(64));
+TEST_CASE("step fidelity has no GPU cap: a 512-GPU run under the event budget runs, one above it is refused", "[sim]") {
+  const Scenario s = scenario_on(ib_cluster(64), Algorithm::automatic, Protocol::automatic);  // 512 GPUs
+  const StepPlan plan = one_bucket_plan(512, 1 << 24);
   SimOptions o;
   o.progress = false;
   o.fidelity = Fidelity::step;
-  CHECK_THROWS_AS(simulate(s, one_bucket_plan(512, 1 << 20), o), InputError);
+  SimStats st;
+  CHECK_NOTHROW(simulate(s, plan, o, &st));
+  CHECK(st.estimated_events <= o.max_events);
+  CHECK(st.events > 512);  // the call's steps, every GPU and NIC a host
+  o.max_events = st.estimated_events - 1;
+  CHECK_THROWS_WITH(simulate(s, plan, o), Catch::Contains("step fidelity would simulate about") &&
+                                              Catch::Contains("512 GPUs") && Catch::Contains("--max-events"));
 }
 
 TEST_CASE("a run above the event limit is refused up front with the estimate", "[sim]") {
-  const Scenario s = scenario_on(ib_cluster(16));  // 128 GPUs
+  const Scenario s = scenario_on(ib_cluster(16));  // 128 GPUs, ring: 254 steps of 128 + 128 flows
   const StepPlan plan = one_bucket_plan(128, 1 << 20);
-  CHECK(estimated_events(plan, Fidelity::step) > 128.0 * 254);
   SimOptions o;
   o.progress = false;
   o.fidelity = Fidelity::step;
   o.max_events = 1000;
   CHECK_THROWS_WITH(simulate(s, plan, o), Catch::Contains("would simulate about") && Catch::Contains("--max-events"));
   o.max_events = 1e8;
-  CHECK_NOTHROW(simulate(s, plan, o));
+  SimStats st;
+  CHECK_NOTHROW(simulate(s, plan, o, &st));
+  CHECK(st.estimated_events >= 254.0 * 256);
 }
 
 TEST_CASE("a topology error in the child process surfaces as InputError", "[sim]") {

@@ -48,6 +48,15 @@ class FlowSpace {
   int world() const { return nodes() * gpus_per_node(); }
 };
 
+// A call as the step fidelity cuts it into NCCL's steps: its kind, payload (nccl-tests' S), protocol and the GPUs'
+// architecture (NCCL's NVLS channel count depends on it).
+struct StepCall {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0;
+  Protocol protocol = Protocol::simple;
+  Arch arch = Arch::hopper;
+};
+
 // An algorithm's cost for one (kind, bytes, protocol): ok = false where NCCL does not run it so.
 struct AlgorithmCost {
   bool ok = false;
@@ -72,11 +81,16 @@ struct AlgorithmDescriptor {
                         const NcclModel& nccl) = nullptr;
   // Fast fidelity: every flow of one call at once, per payload byte.
   std::vector<Flow> (*flows)(const FlowSpace& space, CollectiveKind kind) = nullptr;
-  // Step fidelity: the call as steps() synchronized rounds of step_flows() each (per payload byte); an algorithm
-  // without a per-step form runs one round of flows().
-  int (*steps)(const FlowSpace& space, CollectiveKind kind) = nullptr;
-  std::vector<Flow> (*step_flows)(const FlowSpace& space, CollectiveKind kind) = nullptr;
+  // Step fidelity: the call as NCCL's steps, synchronized rounds each moving one chunk over every edge of flows():
+  // round = flows() / steps(), so every edge carries its whole share over the call (step_round below). The ring's
+  // steps are its 2(n-1) or n-1 hops of S/n; the tree's and the NVLS family's NCCL's chunks (data/nccl.yaml
+  // step_chunks).
+  int (*steps)(const FlowSpace& space, const StepCall& call, const NcclModel& nccl) = nullptr;
 };
+
+// One step of `call` on `space`: the descriptor's flows for one payload byte, scaled by 1 / its steps.
+std::vector<Flow> step_round(const AlgorithmDescriptor& algorithm, const FlowSpace& space, const StepCall& call,
+                             const NcclModel& nccl);
 
 // Every registered algorithm, in NCCL's order (ring, tree, nvls, ...); the order the cost model tries them in.
 const std::vector<const AlgorithmDescriptor*>& collective_algorithms();

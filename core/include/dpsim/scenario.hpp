@@ -200,6 +200,32 @@ struct NcclReleaseTuning {
   std::optional<std::vector<Arch>> ll128_default_archs;  // replaces NcclModel::ll128_default_archs where given
 };
 
+// How NCCL cuts one call into steps, for the step fidelity (data/nccl.yaml step_chunks, with NCCL's lines): the
+// chunk a tree, NVLS or NVLSTree step moves per channel, and NVLS's channel count. A model without them (tests'
+// hand-built ones) runs those algorithms as one step.
+struct NcclStepChunks {
+  ProtoValues tree_bytes;  // the tree's chunk per protocol (0: one step)
+  // LL128 tree: the chunk halves while a channel's bytes / chunk < (1 + log2(nodes) + steps_per_gpu x ppn) x
+  // `steps` / ppn and the chunk is above `above_bytes`, for each rule in turn.
+  struct Halving {
+    double steps = 0;
+    double above_bytes = 0;
+  };
+  std::vector<Halving> tree_ll128_halving;
+  double tree_ll128_steps_per_gpu = 0;
+  double nvls_bytes = 0;  // NVLS's chunk (0: one step)
+  // Below `loops` loops of (heads x chunk) per channel, the chunk is at most `bytes` (each rule in turn).
+  struct Cap {
+    double loops = 0;
+    double bytes = 0;
+  };
+  std::vector<Cap> nvls_caps, nvlstree_caps;
+  double nvlstree_max_bytes = 0;  // NVLSTree's chunk cap from nvlstree_max_from_nodes nodes on
+  int nvlstree_max_from_nodes = 0;
+  std::map<Arch, std::array<int, 2>> nvls_channels;            // NVLS channels on one node, across nodes
+  int nvls_channels_for(Arch arch, bool several_nodes) const;  // 1 where the architecture has no entry
+};
+
 struct NcclModel {
   std::string version;
   std::string file;
@@ -238,6 +264,7 @@ struct NcclModel {
   int nvls_min_gpus = 2;           // NVLS only with at least this many GPUs per NVSwitch domain
   PipelineFill nvls_fill;          // NVLS (Simple) pipeline fill (data/nccl.yaml)
   PipelineFill ring_fill;          // ring LL128/Simple pipeline fill (data/nccl.yaml)
+  NcclStepChunks step_chunks;      // how NCCL cuts a call into steps (step fidelity)
   // Tree all-reduce bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor)
   std::map<Protocol, std::vector<double>> tree_correction;
   double ring_simple_plateau_latency_factor = 1;

@@ -16,7 +16,7 @@ namespace dpsim {
 enum class Fidelity {
   fast,
   step
-};  // fast: bucket-granularity flows (default); step: NCCL per-step ring messages (small n)
+};  // fast: bucket-granularity flows (default); step: every NCCL step of every call as messages
 const char* to_string(Fidelity fidelity);
 Fidelity parse_fidelity(const std::string& text);  // "fast" | "step"; throws InputError
 
@@ -25,7 +25,7 @@ struct SimOptions {
   bool overlap = true;      // false: every all-reduce waits for the end of backward
   int trace_ranks = 8;      // GPUs kept in the timeline's sample (see trace.hpp)
   bool progress = true;     // progress line on stderr once a run takes more than a second
-  double max_events = 5e6;  // refuse (with the estimate) a run that would simulate more activities
+  double max_events = 5e6;  // refuse (with the estimate) a run that would simulate more activities (no GPU cap)
   double max_memory_bytes = 8.0 * 1024 * 1024 * 1024;  // ... or hold more memory (estimated_memory_bytes)
   bool record_program = false;  // tests: SimStats::executed lists every instruction each stream's actor ran
   // Tests: run this program (its dims, streams and calls) instead of make_step_program(plan); it must be a program
@@ -37,7 +37,8 @@ struct SimOptions {
 struct SimStats {
   double wall_s = 0;                  // whole call, fork and platform build included
   double simulate_wall_s = 0;         // SimGrid engine run only
-  int64_t events = 0;                 // simulated activities: compute ops, flows, sleeps
+  int64_t events = 0;                 // simulated activities: compute ops, flows, sleeps (the first rank class's)
+  double estimated_events = 0;        // what the run was estimated to simulate before it started (every class)
   int64_t flows = 0;                  // point-to-point transfers handed to SimGrid
   int64_t hosts = 0;                  // hosts in the platform
   int64_t links = 0;                  // links in the platform (one per direction)
@@ -48,9 +49,11 @@ struct SimStats {
 
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options);
 
-// Activities (compute ops, flows, sleeps) a run of this fidelity would simulate, estimated before it
-// starts: step fidelity sends 2(n-1) ring steps x n ranks per bucket; fast simulates a handful per bucket.
-double estimated_events(const StepPlan& plan, Fidelity fidelity);
+// Activities (compute ops, flows, sleeps) a fast-fidelity run simulates, estimated before it starts: its ops and a
+// handful per bucket. A step-fidelity run counts, once its platform exists and before the engine runs, every call's
+// NCCL steps x the flows of a step (the algorithm the cost model picks for the call, on the call's groups), and is
+// refused above options.max_events with that count (SimStats::estimated_events).
+double estimated_fast_events(const StepPlan& plan);
 // The memory the simulation process holds for `plan`'s world on the full or the reduced platform (a run above
 // options.max_memory_bytes is refused with this estimate).
 double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform);
