@@ -3,12 +3,13 @@
 // written twice (one value would be dropped), a key with no value in a YAML file (`key:` or `key: null`
 // would be taken as "not given", i.e. the default; a JSON file's null, as in Hugging Face's config.json,
 // means "not set" by convention and stays allowed), a second document after `---` (never read).
-#include <algorithm>
 #include <map>
+#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "dpsim/error.hpp"
@@ -77,97 +78,119 @@ void check_nesting(const std::string& text, const std::string& file) {
   }
 }
 
-// Walks the parsed tree in document order and refuses duplicate keys and keys without a value, on the one
-// parse the loaders read (the text is scanned once: yaml-cpp's scanner is most of a load's time). yaml-cpp keeps
-// both pairs of a duplicate key, and an alias shares its anchor's node: a collection reached again through an
-// alias has the mark of where it was parsed, at or before the walk's position, so it is not walked again (the
-// walk stays linear in the text, and ends on a collection that holds an alias of itself); an alias of a null is
-// not "no value" (its mark precedes its key's).
-class StructureCheck {
+// Walks the parser's events (aliases are events, never expanded: linear in the text) and refuses
+// duplicate keys, keys without a value, and a second document.
+class StructureCheck : public YAML::EventHandler {
  public:
   StructureCheck(std::string file, bool allow_null) : file_(std::move(file)), allow_null_(allow_null) {}
-
-  void check(const YAML::Node& root) {
-    visit(root, [] { return std::string(); });
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {  // `key:` marks the next line: name the key's
+    if (!allow_null_ && !stack_.empty() && stack_.back().is_map && !stack_.back().expecting_key) {
+      throw InputError(file_, stack_.back().key_line, child_path(),
+                       "has no value (empty or null); give a value, or remove the key to use its default");
+    }
+    value(mark, "");
   }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { value(mark, ""); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string& text) override {
+    value(mark, text);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    open(mark, false);
+  }
+  void OnSequenceEnd() override { stack_.pop_back(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    open(mark, true);
+  }
+  void OnMapEnd() override { stack_.pop_back(); }
 
  private:
-  // A key, a value or an item: moves the walk's position to it, and walks a collection not walked yet. `path`
-  // makes the node's key path, only for a collection (most nodes are scalars).
-  template <typename Path>
-  void visit(const YAML::Node& node, const Path& path) {
-    const int pos = node.Mark().pos;
-    if (node.IsScalar()) passed_ = std::max(passed_, pos);
-    if (!(node.IsMap() || node.IsSequence()) || pos <= passed_) return;  // <=: an alias of a collection walked
-    passed_ = pos;
-    if (node.IsMap()) {
-      walk_map(node, path());
-    } else {
-      walk_sequence(node, path());
+  struct Frame {
+    bool is_map = false;
+    std::string path;
+    bool expecting_key = true;         // maps: the next event is a key
+    std::string key;                   // maps: the key whose value comes next
+    int key_line = 0;                  // maps: its line
+    size_t items = 0;                  // sequences: elements so far
+    std::map<std::string, int> lines;  // maps: key -> line of its first occurrence
+  };
+
+  std::string child_path() const {
+    const Frame& f = stack_.back();
+    const std::string leaf = f.is_map ? f.key : fmt::format("[{}]", f.items);
+    if (f.path.empty()) return leaf;
+    return f.is_map ? f.path + "." + leaf : f.path + leaf;
+  }
+
+  // A scalar, null, alias, or the start of a collection: a key or a value of the enclosing collection.
+  void value(const YAML::Mark& mark, const std::string& text) {
+    if (stack_.empty()) return;
+    Frame& f = stack_.back();
+    if (!f.is_map) {
+      ++f.items;
+      return;
+    }
+    if (!f.expecting_key) {
+      f.expecting_key = true;
+      return;
+    }
+    f.expecting_key = false;
+    f.key = text;
+    f.key_line = mark.line + 1;
+    const auto [it, fresh] = f.lines.emplace(text, mark.line + 1);
+    if (!fresh && !text.empty()) {
+      throw InputError(
+          file_, mark.line + 1, child_path(),
+          fmt::format("duplicate key \"{}\" (first at line {}); YAML would keep only one of them", text, it->second));
     }
   }
 
-  static std::string child(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-
-  void walk_sequence(const YAML::Node& sequence, const std::string& path) {
-    size_t index = 0;
-    for (const YAML::Node& item : sequence) {
-      visit(item, [&] { return fmt::format("{}[{}]", path, index); });
-      ++index;
-    }
-  }
-
-  void walk_map(const YAML::Node& map, const std::string& path) {
-    std::map<std::string, int> lines;  // key -> line of its first occurrence
-    std::string previous;              // the key before, which a key that is a collection is reported under
-    for (const auto& kv : map) {
-      const YAML::Node& key = kv.first;
-      const YAML::Node& value = kv.second;
-      visit(key, [&] { return child(path, previous); });
-      const std::string text = key.IsScalar() ? key.Scalar() : "";
-      const int line = key.Mark().line + 1;
-      const auto [it, fresh] = lines.emplace(text, line);
-      if (!fresh && !text.empty()) {
-        throw InputError(
-            file_, line, child(path, text),
-            fmt::format("duplicate key \"{}\" (first at line {}); YAML would keep only one of them", text, it->second));
-      }
-      if (value.IsNull() && !allow_null_ && value.Mark().pos > key.Mark().pos) {  // `key:` marks the next line
-        throw InputError(file_, line, child(path, text),
-                         "has no value (empty or null); give a value, or remove the key to use its default");
-      }
-      visit(value, [&] { return child(path, text); });
-      previous = text;
-    }
+  void open(const YAML::Mark& mark, bool is_map) {
+    const std::string path = stack_.empty() ? "" : child_path();
+    value(mark, "");
+    stack_.push_back({is_map, path, true, "", 0, 0, {}});
   }
 
   std::string file_;
   bool allow_null_;
-  int passed_ = -1;  // the furthest mark (text position) walked
+  std::vector<Frame> stack_;
 };
+
+void check_structure(const std::string& text, const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const bool allow_null = path.extension() == ".json";
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  StructureCheck check(file, allow_null);
+  try {
+    if (!parser.HandleNextDocument(check)) return;
+    StructureCheck second(file, allow_null);
+    if (parser.HandleNextDocument(second)) {
+      throw InputError(file, 0, "",
+                       "holds a second YAML document (after ---), which dpsim would not read; one document per file");
+    }
+  } catch (const YAML::Exception&) {
+    // a syntax error: YAML::Load below reports it with its line
+  }
+}
 
 YAML::Node parse_checked(const std::string& text, const std::filesystem::path& file) {
   const std::string name = file.string();
   if (text.find('\0') != std::string::npos) throw InputError(name, 0, "", "binary data, not YAML text");
   check_nesting(text, name);
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
   try {
-    documents = YAML::LoadAll(text);
+    root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own message for this is "bad file"
     throw InputError(name, e.mark.line + 1, "", "not valid YAML: nested too deeply");
   } catch (const YAML::Exception& e) {
     throw InputError(name, e.mark.line + 1, "", "not valid YAML: " + e.msg);
   }
-  if (documents.empty() || !documents[0] || documents[0].IsNull()) throw InputError(name, 0, "", "the file is empty");
-  StructureCheck(name, file.extension() == ".json").check(documents[0]);
-  if (documents.size() > 1) {
-    throw InputError(name, 0, "",
-                     "holds a second YAML document (after ---), which dpsim would not read; one document per file");
-  }
-  return documents[0];
+  if (!root || root.IsNull()) throw InputError(name, 0, "", "the file is empty");
+  check_structure(text, file);
+  return root;
 }
 
 // keep_parsed_files_of: the kept parses, by file name, with the text they were parsed from.
