@@ -159,39 +159,19 @@ bool nccl_enables_by_default(Protocol p, const FabricSummary& f, const NcclModel
 }
 
 namespace {
-// The tuner plugin's choice (NCCL takes it instead of its own, core/tuner_plugin.hpp), where the scenario leaves the
-// algorithm and protocol to NCCL and dpsim runs what the plugin names here; else nullopt (NCCL's own choice).
-std::optional<CollectiveCost> plugin_choice(CollectiveKind kind, double bytes, const FabricSummary& f,
-                                            const NcclModel& nccl, Collective requested) {
-  if (!f.tuner_plugin || requested.algorithm != Algorithm::automatic || requested.protocol != Protocol::automatic)
-    return std::nullopt;
-  const auto choice = tuner_plugin_choice(*f.tuner_plugin, kind, bytes, f.nodes, f.gpus_per_node, f.nvls);
-  if (!choice) return std::nullopt;
-  const AlgorithmDescriptor& d = algorithm_descriptor(choice->algorithm);
-  if (!d.runs(kind) || !d.unavailable(f, nccl).empty()) return std::nullopt;
-  const AlgorithmCost c = d.cost(kind, bytes, choice->protocol, f, nccl);
-  if (!c.ok) return std::nullopt;
-  CollectiveCost out{choice->algorithm, choice->protocol, c.latency_s, 0, c.time_s, c.fill_s};
-  out.busbw_bytes_per_s = bytes_moved_per_rank(kind, f.world, bytes) / out.time_s;
-  return out;
-}
-}  // namespace
 
-CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& f, const NcclModel& nccl,
-                               Collective requested) {
-  if (kind != CollectiveKind::all_reduce && kind != CollectiveKind::reduce_scatter &&
-      kind != CollectiveKind::all_gather)
-    throw RuntimeError(fmt::format("{}: no cost model for this collective kind yet", to_string(kind)));
+// NCCL's choice among the algorithms and protocols `requested` allows: the least time by NCCL's own model; time_s is
+// infinite where none runs.
+CollectiveCost cheapest(CollectiveKind kind, double bytes, const FabricSummary& f, const NcclModel& nccl,
+                        Collective requested) {
   CollectiveCost best;
   best.time_s = std::numeric_limits<double>::infinity();
   double best_tuner_s = best.time_s;  // NCCL chooses by its own model's time
-  if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0, 0};
-  if (auto chosen = plugin_choice(kind, bytes, f, nccl, requested)) return *chosen;
   // NCCL also runs reduce-scatter and all-gather with NVLS (and PAT), which dpsim does not model yet: the
   // descriptors say which kinds each runs, and those kinds run on the ring here.
   for (const AlgorithmDescriptor* d : collective_algorithms()) {
     if (requested.algorithm != Algorithm::automatic && requested.algorithm != d->id) continue;
-    if (!d->runs(kind) || !d->unavailable(f, nccl).empty()) continue;
+    if (!algorithm_available(d->id, kind, f, nccl)) continue;
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       if (requested.protocol != Protocol::automatic && requested.protocol != p) continue;
       if (requested.protocol == Protocol::automatic && !nccl_enables_by_default(p, f, nccl)) continue;
@@ -203,6 +183,31 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSu
       }
     }
   }
+  return best;
+}
+
+// The platform's tuner plugin picks the algorithm and protocol (NCCL takes its choice instead of its own,
+// core/tuner_plugin.hpp) where the scenario leaves both to NCCL and the plugin's table holds the call.
+std::optional<Collective> plugin_pick(CollectiveKind kind, double bytes, const FabricSummary& f, Collective requested) {
+  if (!f.tuner_plugin || requested.algorithm != Algorithm::automatic || requested.protocol != Protocol::automatic)
+    return std::nullopt;
+  const auto choice = tuner_plugin_choice(*f.tuner_plugin, kind, bytes, f.nodes, f.gpus_per_node, f.nvls);
+  if (!choice) return std::nullopt;
+  return Collective{choice->algorithm, choice->protocol};
+}
+
+}  // namespace
+
+CollectiveCost collective_cost(CollectiveKind kind, double bytes, const FabricSummary& f, const NcclModel& nccl,
+                               Collective requested) {
+  if (kind != CollectiveKind::all_reduce && kind != CollectiveKind::reduce_scatter &&
+      kind != CollectiveKind::all_gather)
+    throw RuntimeError(fmt::format("{}: no cost model for this collective kind yet", to_string(kind)));
+  if (f.world < 2) return {Algorithm::ring, Protocol::simple, 0, 0, 0, 0};
+  CollectiveCost best;
+  best.time_s = std::numeric_limits<double>::infinity();
+  if (auto pick = plugin_pick(kind, bytes, f, requested)) best = cheapest(kind, bytes, f, nccl, *pick);
+  if (!std::isfinite(best.time_s)) best = cheapest(kind, bytes, f, nccl, requested);  // NCCL's own choice
   if (!std::isfinite(best.time_s)) {
     const std::string why = requested.algorithm == Algorithm::automatic
                                 ? std::string()
