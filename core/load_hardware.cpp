@@ -387,6 +387,20 @@ void read_path_latency(const YNode& root, NcclModel& m) {
   m.hops_across_leaves = static_cast<int>(hops.at("across_leaves").as_int(0, 64));
 }
 
+// ll_call_channels: {thread_threshold: 8B, max_threads: 512, min_threads: 64, max_channels: 32,
+// channel_busbw: {hopper: 16GBps}}
+static NcclModel::LlCallChannels parse_ll_call_channels(const YNode& n) {
+  n.allow_only({"thread_threshold", "max_threads", "min_threads", "max_channels", "channel_busbw"});
+  NcclModel::LlCallChannels c;
+  c.thread_threshold_bytes = n.at("thread_threshold").as_bytes();
+  c.max_threads = static_cast<int>(n.at("max_threads").as_int(32, 4096));
+  c.min_threads = static_cast<int>(n.at("min_threads").as_int(32, c.max_threads));
+  c.max_channels = static_cast<int>(n.at("max_channels").as_int(1, 1024));
+  if (!(c.thread_threshold_bytes > 0)) n.at("thread_threshold").fail("must be more than 0 B");
+  c.channel_busbw_bytes_per_s = parse_arch_bandwidths(n.at("channel_busbw"));
+  return c;
+}
+
 NcclModel load_nccl(const fs::path& file) {
   const YNode root = YNode::load_file(file);
   root.allow_only({"nccl_version",
@@ -399,6 +413,7 @@ NcclModel load_nccl(const fs::path& file) {
                    "tree_bandwidth_factor",
                    "tree_protocol_efficiency",
                    "per_channel_max_ll128_busbw",
+                   "ll_call_channels",
                    "nvls_efficiency",
                    "ring_simple_plateau_latency_factor",
                    "net_overhead",
@@ -445,6 +460,7 @@ NcclModel load_nccl(const fs::path& file) {
                                 fraction(tree_eff.at("simple"))};
   if (auto n = root.get("per_channel_max_ll128_busbw"))
     m.per_channel_max_ll128_busbw_bytes_per_s = parse_arch_bandwidths(*n);
+  if (auto n = root.get("ll_call_channels")) m.ll_call_channels = parse_ll_call_channels(*n);
   const YNode nvls_eff = root.at("nvls_efficiency");
   for (const auto& key : nvls_eff.keys())
     m.nvls_efficiency[parse_arch(nvls_eff.at(key), key)] = fraction(nvls_eff.at(key));

@@ -37,7 +37,10 @@ AlgorithmCost cost(CollectiveKind kind, double bytes, Protocol p, const FabricSu
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
   if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
   const double sent = bytes_moved_per_rank(kind, n, bytes);
-  const double bw_s = sent / protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
+  const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
+  const double bw_s = sent / busbw;
+  // A small LL call runs on fewer channels and threads than NCCL's model (which chooses by it) assumes.
+  const double call_bw_s = p == Protocol::ll ? sent / ll_call_busbw(busbw, bytes, f, nccl) : bw_s;
   // The pipeline fill is GPU-side (NCCL's smaller chunks and fewer channels for smaller messages); LL moves
   // 8-byte lines with flags and has none. It runs beside the transfer: when the network, not the node's own
   // fabric, is the bottleneck, the NIC hides it (3 A100 nodes x 4 HDR reach 96 GB/s already at 128 MB,
@@ -48,7 +51,7 @@ AlgorithmCost cost(CollectiveKind kind, double bytes, Protocol p, const FabricSu
         sent / protocol_busbw(intra_ring_busbw(f, nccl), p, f, nccl) + nccl.ring_fill.seconds(bytes);
     fill = std::max(0.0, gpu_side_s - bw_s);
   }
-  return {true, latency, latency + fill + bw_s, fill};
+  return {true, latency, latency + fill + call_bw_s, fill, latency + fill + bw_s};
 }
 
 void ring_flows(const FlowSpace& p, double per_rank_bytes, std::vector<Flow>& out) {

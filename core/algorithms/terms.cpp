@@ -44,6 +44,21 @@ double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const Nc
   return p == Protocol::ll ? std::min(bw, ll_max_busbw(f, nccl)) : bw;
 }
 
+double ll_call_busbw(double busbw, double bytes, const FabricSummary& f, const NcclModel& nccl) {
+  const NcclModel::LlCallChannels& c = nccl.ll_call_channels;
+  const auto per_channel = c.channel_busbw_bytes_per_s.find(f.arch);
+  if (per_channel == c.channel_busbw_bytes_per_s.end()) return busbw;
+  // NCCL v2.30.7-1 src/enqueue.cc:2070-2106 (topoGetAlgoInfo): channels dropped while bytes < nc * nt * threshold,
+  // then threads halved (down to 64) while it still holds; the ring/LL threshold is 8 B x nRanks (tuning.cc:593).
+  const double threshold = c.thread_threshold_bytes * f.world;
+  int threads = c.max_threads;
+  const double fit = std::floor(bytes / (threads * threshold));
+  const int channels = static_cast<int>(std::clamp(fit, 1.0, static_cast<double>(c.max_channels)));
+  while (bytes < channels * threads * threshold && threads / 2 >= c.min_threads) threads /= 2;
+  const double call_busbw = channels * per_channel->second * threads / c.max_threads;
+  return std::min(busbw, call_busbw);
+}
+
 // A double binary tree's network traffic per node, relative to the ring's: on two nodes each node sends S once
 // (half the data up one tree, the other half down the other), the ring 2(n-1)/n S; on more nodes an interior node
 // of one tree and leaf of the other sends about as much as the ring.

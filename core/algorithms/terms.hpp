@@ -18,6 +18,9 @@ double inter_ring_busbw(const FabricSummary& f, const NcclModel& nccl);  // the 
 double ll_max_busbw(const FabricSummary& f, const NcclModel& nccl);
 // A protocol's share of the ring's bus bandwidth (LL also capped).
 double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const NcclModel& nccl);
+// A ring/LL call of `bytes` on the channels and threads NCCL gives a call that size (data/nccl.yaml
+// ll_call_channels): at most `busbw`, less for calls too small to fill every channel.
+double ll_call_busbw(double busbw, double bytes, const FabricSummary& f, const NcclModel& nccl);
 // How much less network traffic per node a double binary tree carries than the ring (2(n-1)/n on two nodes, else 1).
 double tree_network_relief(const FabricSummary& f);
 // The tree all-reduce's bus bandwidth for `bytes` with protocol p, with NCCL's per-size correction. Two views:

@@ -174,3 +174,31 @@ TEST_CASE("LL128 by architecture: before 2.27.3 only sm70/80/90 (+100/120 from 2
   CHECK_FALSE(nccl_enables_by_default(Protocol::ll128, blackwell, nccl_for_release(nccl, "2.24.3")));
   CHECK(nccl_enables_by_default(Protocol::ll128, blackwell, nccl_for_release(nccl, "2.25.1")));
 }
+
+TEST_CASE(
+    "a small ring/LL call runs on fewer channels and threads: bytes < nc x nt x 8 B x nRanks (enqueue.cc:2093-2106)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary f = cluster("h200-8x-nvswitch", 1);  // 8 ranks: 64 B per thread, 32 KiB per 512-thread channel
+  const double per_channel = nccl.ll_call_channels.channel_busbw_bytes_per_s.at(Arch::hopper);
+  // the call's bandwidth term: the bus bytes over the time beyond its latency (LL has no pipeline fill)
+  const auto term = [&](double bytes, const NcclModel& m) {
+    const CollectiveCost c = allreduce_cost(bytes, f, m, {Algorithm::ring, Protocol::ll});
+    return ring_bytes_sent_per_gpu(bytes, f.world) / (c.time_s - c.latency_s);
+  };
+  const auto bw = [&](double bytes) { return term(bytes, nccl); };
+  // 32 KiB: one channel of 512 threads; 64 KiB: two; 128 KiB: four (while under the ring's full LL bandwidth)
+  CHECK(bw(32768) == Approx(per_channel).epsilon(0.01));
+  CHECK(bw(65536) == Approx(2 * per_channel).epsilon(0.01));
+  CHECK(bw(131072) == Approx(4 * per_channel).epsilon(0.01));
+  // 16 KiB: one channel, threads halved to 256; 8 KiB: 128; 1 KiB: 64, NCCL's floor (nt % 128 == 0 stops there)
+  CHECK(bw(16384) == Approx(per_channel / 2).epsilon(0.01));
+  CHECK(bw(8192) == Approx(per_channel / 4).epsilon(0.01));
+  CHECK(bw(1024) == Approx(per_channel / 8).epsilon(0.01));
+  // so the time is flat from 4 KiB to 256 KiB (the measured plateau), and a large call keeps the ring's LL bandwidth
+  const double t4k = allreduce_cost(4096, f, nccl, {Algorithm::ring, Protocol::ll}).time_s;
+  CHECK(allreduce_cost(262144, f, nccl, {Algorithm::ring, Protocol::ll}).time_s == Approx(t4k).epsilon(1e-6));
+  NcclModel full = nccl;
+  full.ll_call_channels.channel_busbw_bytes_per_s.clear();
+  CHECK(bw(kHuge) == Approx(term(kHuge, full)).epsilon(1e-9));
+  CHECK(bw(32768) < term(32768, full) / 4);
+}

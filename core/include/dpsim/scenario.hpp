@@ -256,6 +256,12 @@ struct NcclModel {
   double tree_bandwidth_factor = 1;
   ProtoValues tree_protocol_efficiency{1, 1, 1};
   std::map<Arch, double> per_channel_max_ll128_busbw_bytes_per_s;
+  // A ring/LL call's channels and threads as NCCL picks them for its size (data/nccl.yaml ll_call_channels).
+  struct LlCallChannels {
+    double thread_threshold_bytes = 8;  // per thread, times the ring's rank count
+    int max_threads = 512, min_threads = 64, max_channels = 32;
+    std::map<Arch, double> channel_busbw_bytes_per_s;  // one channel at max_threads; absent: not applied
+  } ll_call_channels;
   std::map<Arch, double> nvls_efficiency;  // NCCL's nvlsEfficiency by architecture
   // nvls_algbw_per_link is Hopper's; an architecture's NVLS runs at it x this (its nvls_efficiency / Hopper's; 1 where
   // either is missing).
