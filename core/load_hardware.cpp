@@ -176,8 +176,15 @@ NcclStepChunks parse_step_chunks(const YNode& n) {
 }
 
 PipelineFill parse_fill(const YNode& n) {
-  n.allow_only({"bytes", "bandwidth"});
-  return {n.at("bytes").as_bytes(), n.at("bandwidth").as_bandwidth()};
+  n.allow_only({"bytes", "bandwidth", "loop"});
+  PipelineFill f{n.at("bytes").as_bytes(), n.at("bandwidth").as_bandwidth()};
+  if (auto loop = n.get("loop")) {  // nvls_fill.loop: {channels: 16, heads: 8, max_heads: 32}
+    loop->allow_only({"channels", "heads", "max_heads"});
+    f.loop_channels = static_cast<int>(loop->at("channels").as_int(1, 1024));
+    f.loop_heads = static_cast<int>(loop->at("heads").as_int(1, 1024));
+    f.max_heads = static_cast<int>(loop->at("max_heads").as_int(1, 1024));
+  }
+  return f;
 }
 
 std::map<Protocol, std::vector<double>> parse_tree_correction(const YNode& n) {

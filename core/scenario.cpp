@@ -158,6 +158,14 @@ double PipelineFill::seconds(double message_bytes) const {
   return bytes / bytes_per_s * -std::expm1(-message_bytes / bytes);
 }
 
+PipelineFill PipelineFill::for_loop(int channels, int heads) const {
+  if (loop_channels <= 0 || loop_heads <= 0 || channels <= 0 || heads <= 0) return *this;
+  PipelineFill f = *this;
+  const int h = max_heads > 0 ? std::min(heads, max_heads) : heads;
+  f.bytes *= static_cast<double>(channels) * h / (static_cast<double>(loop_channels) * loop_heads);
+  return f;
+}
+
 double NcclModel::ring_efficiency_for(const std::string& fabric_class, Arch arch) const {
   if (const auto a = ring_efficiency_by_arch.find(arch); a != ring_efficiency_by_arch.end()) {
     if (const auto e = a->second.find(fabric_class); e != a->second.end()) return e->second;

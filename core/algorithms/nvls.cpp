@@ -26,8 +26,11 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   if (!lat || lat->get(p) < 0) return {};
   // baseLat + intraLat: 2.18's tables put NVLS's 23 us in baseLat, later ones in hwLat (data/nccl.yaml releases)
   const double latency = base_latency(nccl, Algorithm::nvls, p) + lat->get(p) +
-                         edge_excess_latency(f, nccl, false);         // one pass GPU -> switch -> GPU
-  return nvls_call(latency, nvls_intra_algbw(f, nccl), bytes, nccl);  // algbw flat in the GPU count
+                         edge_excess_latency(f, nccl, false);  // one pass GPU -> switch -> GPU
+  // One node: every GPU is a head, up to NCCL_MAX_NVLS_ARITY (search.cc:1126-1127, 1135-1137), so NCCL's loop
+  // (enqueue.cc:2333-2336, nChannels x nHeads x chunk) and the fill grow with the GPUs and the NVLS channels.
+  const PipelineFill fill = nccl.nvls_fill.for_loop(nccl.step_chunks.nvls_channels_for(f.arch, false), f.gpus_per_node);
+  return nvls_call(latency, nvls_intra_algbw(f, nccl), bytes, fill);  // algbw flat in the GPU count
 }
 
 // NCCL's NVLS steps on one node: chunks of NCCL_NVLS_CHUNKSIZE (enqueue.cc:2263-2267), smaller for small calls

@@ -30,7 +30,9 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   // The network side as algorithm bandwidth: the ring's bus bandwidth over its 2(n-1)/n bytes per byte, relieved as
   // the tree is on two nodes.
   const double net_algbw = inter_ring_busbw(f, nccl) * tree_network_relief(f) / ring_bytes_sent_per_gpu(1.0, f.world);
-  return nvls_call(latency, std::min(nvls_intra_algbw(f, nccl), net_algbw), bytes, nccl);
+  // The fitted fill as it is: NVLSTree's heads are the node's NIC-attached GPUs of the NVLS graph, which dpsim does not
+  // count (on 8-GPU nodes with 8 NICs they are the fitted call's 8).
+  return nvls_call(latency, std::min(nvls_intra_algbw(f, nccl), net_algbw), bytes, nccl.nvls_fill);
 }
 
 // NCCL's NVLSTree steps: chunk = min(NCCL_NVLS_CHUNKSIZE, the tree's cap: 64 KiB from 4 nodes) (enqueue.cc:2281,

@@ -122,8 +122,8 @@ std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& ncc
   return {};
 }
 
-AlgorithmCost nvls_call(double latency_s, double algbw, double bytes, const NcclModel& nccl) {
-  const double fill = nccl.nvls_fill.seconds(bytes);
+AlgorithmCost nvls_call(double latency_s, double algbw, double bytes, const PipelineFill& nvls_fill) {
+  const double fill = nvls_fill.seconds(bytes);
   return {true, latency_s, latency_s + fill + bytes / algbw, fill};
 }
 

@@ -47,7 +47,8 @@ int steps_of_chunks(double bytes, double chunk);
 std::string nvls_domain_unavailable(const FabricSummary& f, const NcclModel& nccl);
 double nvls_intra_algbw(const FabricSummary& f, const NcclModel& nccl);
 // An NVLS-family call: latency + the NVLS pipeline fill (data/nccl.yaml nvls_fill) + S / algbw.
-AlgorithmCost nvls_call(double latency_s, double algbw, double bytes, const NcclModel& nccl);
+// `fill` is nvls_fill as it applies to the call's loop (PipelineFill::for_loop).
+AlgorithmCost nvls_call(double latency_s, double algbw, double bytes, const PipelineFill& fill);
 std::vector<Flow> nvls_flows(const FlowSpace& space, CollectiveKind kind);
 // NCCL's steps of an NVLS-family call (enqueue.cc calcCollChunking, data/nccl.yaml step_chunks): the call's bytes split
 // over NCCL's NVLS channels, each channel's in loops of one `chunk` per head (the node's GPUs), the chunk first

@@ -202,3 +202,20 @@ TEST_CASE(
   CHECK(bw(kHuge) == Approx(term(kHuge, full)).epsilon(1e-9));
   CHECK(bw(32768) < term(32768, full) / 4);
 }
+
+TEST_CASE(
+    "NVLS on one node: the fill grows with NCCL's loop, NVLS channels x heads (enqueue.cc:2333-2359, search.cc:1126)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const auto fill = [&](const FabricSummary& f) {
+    return allreduce_cost(kHuge, f, nccl, {Algorithm::nvls, Protocol::simple}).fill_s;  // saturated: bytes / bandwidth
+  };
+  const double h200 = fill(cluster("h200-8x-nvswitch", 1));  // the fitted call: 16 channels x 8 heads
+  CHECK(h200 == Approx(9.5 * (1 << 20) / 255e9).epsilon(1e-6));
+  // 72 GB200s: 24 Blackwell NVLS channels x min(72, NCCL_MAX_NVLS_ARITY 32) heads = 6x the loop
+  CHECK(fill(cluster("gb200-nvl72", 1)) == Approx(6 * h200).epsilon(1e-6));
+  // 5 H100s: 16 x 5 heads
+  CHECK(fill(cluster("h100-8x-nvswitch", 1, 5)) == Approx(5.0 / 8 * h200).epsilon(1e-6));
+  // NVLSTree keeps the fitted fill (its heads are the NVLS graph's NIC-attached GPUs, not counted)
+  CHECK(allreduce_cost(kHuge, cluster("h100-ib-cluster", 4), nccl, {Algorithm::nvlstree, Protocol::simple}).fill_s ==
+        Approx(h200).epsilon(1e-6));
+}

@@ -50,7 +50,7 @@ TEST_CASE("an unknown GPU names the catalog's keys and the closest one") {
   CHECK_THROWS_WITH(load_gpu("A100-80GB-SXM"),
                     Catch::StartsWith("unknown GPU \"A100-80GB-SXM\" (did you mean "
                                       "\"A100-SXM-80GB\"?) (the GPUs in ") &&
-                        Catch::Contains("A100-SXM-80GB, A800-SXM-80GB, B200, H100-PCIE, H100-SXM") &&
+                        Catch::Contains("A100-SXM-80GB, A800-SXM-80GB, B200, GB200, H100-PCIE, H100-SXM") &&
                         Catch::EndsWith("; see dpsim inspect gpus)"));
 }
 

@@ -59,7 +59,12 @@ std::vector<validation::ReferencePoint> load_points() {
 // - PCIe Gen5: 8x RTX PRO 6000 behind switches reach 39-41 GB/s, 0.63-0.65 of Gen5 x16 against the 0.81 measured on
 //   Gen4 (+24..+29%); the dual-Turin box with NCCL's default channels at 32 MiB (22.2 GB/s: +86%); 8x RTX 5090 (layout
 //   not stated: 4 GPUs +46%, 8 GPUs across the sockets -36%).
-constexpr int kKnownMisses = 12 + 24 + 2 + 12 + 8 + 6;
+// - GB200 NVL72 (coreweave/nccl-tests, issue 17, not fitted): one rack of 72, NVLS, 512 MiB..2 GiB +13..+27%
+//   (the fill scaled by NCCL's NVLS loop, channels x heads, still short of this rack's slower ramp; 4-8 GiB +5..+7%);
+//   20 racks, 0.5-4 GiB, +159..+408%: the run's algorithm is not stated and its curve is near dpsim's ring, while
+//   dpsim picks NVLSTree with every GPU's NIC. 3 + 4 points. 2x 8 H100 on the same cluster (#92) at 8 GiB: +12.1%
+//   (NVLSTree's two-node relief; the cluster's NICs are not stated, h100-ib-cluster's 8 x 400G assumed). 1 point.
+constexpr int kKnownMisses = 12 + 24 + 2 + 12 + 8 + 6 + 7 + 1;
 bool issue17_known_miss(const validation::ReferencePoint& p) {
   for (const char* id :
        {"ar-h100pcie-2gpu-nvlink-bridge-1to4GiB", "ar-a100-nv12-pair-vs-3gpu", "ar-2x-rtx2080ti-nvlink-bridge-sweep",
@@ -75,6 +80,8 @@ bool known_miss(const validation::ReferencePoint& p) {
   if (id.rfind("ar-v100-sxm2-16gb-8gpu-hybrid-cube-mesh-nccltests-sweep", 0) == 0) return p.bytes <= 64.0 * (1 << 20);
   if (id.rfind("ar-aws-p5-efa-", 0) == 0) return p.bytes <= 4.0 * (1LL << 30);
   if (id.rfind("ar-azure-nda100v4-8gpu-sweep", 0) == 0) return p.bytes <= 2.0 * (1 << 20);
+  if (id == "ar-gb200-nvl72-20rack-coreweave" || id == "ar-h100-2node-coreweave") return true;
+  if (id == "ar-gb200-nvl72-1rack-coreweave") return p.bytes <= 2.0 * (1LL << 30);
   return id.rfind("ar-a100-sxm4-40gb-dgx-8gpu-nccltests-sweep-galvatron", 0) == 0 && p.bytes <= 64.0 * (1 << 20);
 }
 

@@ -187,6 +187,10 @@ struct PipelineFill {
   double bytes = 0;
   double bytes_per_s = 1;
   double seconds(double message_bytes) const;
+  // NVLS: the fitted call's loop (NCCL's loopSize = channels x heads x chunk); a call whose loop is k times larger
+  // fills k times the bytes (data/nccl.yaml nvls_fill.loop). 0: not scaled.
+  int loop_channels = 0, loop_heads = 0, max_heads = 0;
+  PipelineFill for_loop(int channels, int heads) const;
 };
 
 // The tuning constants of one NCCL release that differ from the model's top-level ones (data/nccl.yaml releases):
