@@ -187,6 +187,19 @@ PipelineFill parse_fill(const YNode& n) {
   return f;
 }
 
+// ll_call_channels: {thread_threshold: 8B, max_threads: 512, min_threads: 64, max_channels: 32,
+// channel_busbw: {hopper: 16GBps}}
+NcclModel::LlCallChannels parse_ll_call_channels(const YNode& n) {
+  n.allow_only({"thread_threshold", "max_threads", "min_threads", "max_channels", "channel_busbw"});
+  NcclModel::LlCallChannels c;
+  c.thread_threshold_bytes = n.at("thread_threshold").as_bytes();
+  c.max_threads = static_cast<int>(n.at("max_threads").as_int(32, 4096));
+  c.min_threads = static_cast<int>(n.at("min_threads").as_int(32, c.max_threads));
+  c.max_channels = static_cast<int>(n.at("max_channels").as_int(1, 1024));
+  c.channel_busbw_bytes_per_s = parse_arch_bandwidths(n.at("channel_busbw"));
+  return c;
+}
+
 std::map<Protocol, std::vector<double>> parse_tree_correction(const YNode& n) {
   n.allow_only({"ll", "ll128", "simple"});
   std::map<Protocol, std::vector<double>> out;
@@ -392,20 +405,6 @@ void read_path_latency(const YNode& root, NcclModel& m) {
   m.hops_single_switch = static_cast<int>(hops.at("single_switch").as_int(0, 64));
   m.hops_within_leaf = static_cast<int>(hops.at("within_leaf").as_int(0, 64));
   m.hops_across_leaves = static_cast<int>(hops.at("across_leaves").as_int(0, 64));
-}
-
-// ll_call_channels: {thread_threshold: 8B, max_threads: 512, min_threads: 64, max_channels: 32,
-// channel_busbw: {hopper: 16GBps}}
-static NcclModel::LlCallChannels parse_ll_call_channels(const YNode& n) {
-  n.allow_only({"thread_threshold", "max_threads", "min_threads", "max_channels", "channel_busbw"});
-  NcclModel::LlCallChannels c;
-  c.thread_threshold_bytes = n.at("thread_threshold").as_bytes();
-  c.max_threads = static_cast<int>(n.at("max_threads").as_int(32, 4096));
-  c.min_threads = static_cast<int>(n.at("min_threads").as_int(32, c.max_threads));
-  c.max_channels = static_cast<int>(n.at("max_channels").as_int(1, 1024));
-  if (!(c.thread_threshold_bytes > 0)) n.at("thread_threshold").fail("must be more than 0 B");
-  c.channel_busbw_bytes_per_s = parse_arch_bandwidths(n.at("channel_busbw"));
-  return c;
 }
 
 NcclModel load_nccl(const fs::path& file) {
