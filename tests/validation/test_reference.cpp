@@ -42,7 +42,8 @@ ErrorStats stats(const std::string& cls, const std::string& kind) {
 // A change that moves any of these must update this test and the README together.
 TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
-  CHECK(r.entries == 157);  // 152 + issue 17's Blackwell file (GB200 NVL72 x2, B200 and H100 two-node) + the DGX-2 sweep
+  CHECK(r.entries ==
+        157);  // 152 + issue 17's Blackwell file (GB200 NVL72 x2, B200 and H100 two-node) + the DGX-2 sweep
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
   for (const auto& s : r.skipped) {
