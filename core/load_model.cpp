@@ -43,11 +43,31 @@ ModelFamily parse_family(const YNode& n) {
       {{"llama", ModelFamily::llama}, {"gpt2", ModelFamily::gpt2}, {"bert", ModelFamily::bert}});
 }
 
+// position_embedding_type (absolute | alibi) and embedding_layernorm: gpt2 only (BLOOM's variants).
+void parse_gpt2_variants(const YNode& n, TransformerConfig& c) {
+  const auto gpt2_only = [&](const YNode& v) {
+    if (c.family != ModelFamily::gpt2)
+      v.fail("a gpt2 variant (BLOOM's); not for model_type " + n.at("model_type").as_string());
+  };
+  if (auto v = n.get("position_embedding_type")) {
+    gpt2_only(*v);
+    c.alibi = v->as_enum<bool>({{"absolute", false}, {"alibi", true}});
+    if (c.alibi && n.has("max_position_embeddings"))
+      n.at("max_position_embeddings")
+          .fail("ALiBi (position_embedding_type: alibi) has no position table; remove max_position_embeddings");
+  }
+  if (auto v = n.get("embedding_layernorm")) {
+    gpt2_only(*v);
+    c.embedding_norm = v->as_bool();
+  }
+}
+
 // Our own transformer block: Hugging Face key names, only the keys we use.
 TransformerConfig parse_transformer(const YNode& n) {
   n.allow_only({"model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "intermediate_size", "max_position_embeddings", "tie_word_embeddings",
-                "type_vocab_size", "hidden_dropout", "attention_dropout"});
+                "type_vocab_size", "hidden_dropout", "attention_dropout", "position_embedding_type",
+                "embedding_layernorm"});
   TransformerConfig c;
   c.family = parse_family(n.at("model_type"));
   read_hf_dims(n, c);
@@ -63,7 +83,8 @@ TransformerConfig parse_transformer(const YNode& n) {
       *p = v->as_number();
       if (!(*p >= 0 && *p < 1)) v->fail(fmt::format("a dropout probability is in [0, 1), got {}", *p));
     }
-  if (c.family != ModelFamily::llama && c.max_position_embeddings == 0) {
+  parse_gpt2_variants(n, c);
+  if (c.family != ModelFamily::llama && c.max_position_embeddings == 0 && !c.alibi) {
     n.fail("gpt2 and bert models need max_position_embeddings (learned position embeddings)");
   }
   check_heads(c, n);

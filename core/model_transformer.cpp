@@ -313,7 +313,11 @@ std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_len
       b.norm("norm", false);
       break;
     case ModelFamily::gpt2:
-      b.embedding("wte+wpe", {{"wte.weight", V * d}}, {{"wpe.weight", c.max_position_embeddings * d}});
+      if (c.alibi)
+        b.embedding("wte", {{"wte.weight", V * d}}, {});
+      else
+        b.embedding("wte+wpe", {{"wte.weight", V * d}}, {{"wpe.weight", c.max_position_embeddings * d}});
+      if (c.embedding_norm) b.norm("word_embeddings_layernorm", true);
       b.dropout("drop");
       for (int64_t i = 0; i < c.num_layers; ++i) gpt2_layer(b, i);
       b.norm("ln_f", true);

@@ -42,6 +42,20 @@ TEST_CASE("Megatron-LM's GPT models count the papers' parameters (their equation
   CHECK(count_parameters(load_model(src("models/megatron-gpt-1t.yaml"))) == 1008038758400);
 }
 
+TEST_CASE("BLOOM 176B: ALiBi has no position table and the embedding LayerNorm adds 2d") {
+  // bigscience tr11-176B-ml README: embedding 250880*14336 = 3,596,615,680; a layer 12h^2 + 13h = 2,466,437,120.
+  const ModelSpec m = load_model(src("models/bloom-176b.yaml"));
+  CHECK(count_parameters(m) == 3596615680LL + 70 * 2466437120LL + 2 * 14336 + 2 * 14336);
+  CHECK(count_parameters(m) == 176247271424LL);
+  bool position_table = false, embedding_norm = false;
+  for (const auto& op : build_ops(m, 2048, Dtype::bf16)) {
+    for (const auto& t : op.params) position_table = position_table || t.name == "wpe.weight";
+    embedding_norm = embedding_norm || op.name == "word_embeddings_layernorm";
+  }
+  CHECK_FALSE(position_table);
+  CHECK(embedding_norm);
+}
+
 TEST_CASE("training FLOPs of a dense transformer are ~6N per token plus attention") {
   const ModelSpec m = load_model(src("models/llama-3.1-8b.yaml"));
   const int64_t T = 2048;

@@ -42,15 +42,15 @@ ErrorStats stats(const std::string& cls, const std::string& kind) {
 // A change that moves any of these must update this test and the README together.
 TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
-  CHECK(r.entries ==
-        157);  // 152 + issue 17's Blackwell file (GB200 NVL72 x2, B200 and H100 two-node) + the DGX-2 sweep
+  // 152 + issue 17's Blackwell file (GB200 NVL72 x2, B200 and H100 two-node) + the DGX-2 sweep + BLOOM 176B
+  CHECK(r.entries == 158);
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
   for (const auto& s : r.skipped) {
     CHECK_FALSE(s.reason.empty());
     seen.insert(s.entry);
   }
-  CHECK(seen.size() == 157);
+  CHECK(seen.size() == 158);
   for (const auto& p : r.points) {
     CHECK(p.predicted > 0);
     CHECK(p.published > 0);
@@ -176,7 +176,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // TFLOP/s per GPU by the paper's equation (3): within 2% without tensor parallelism, +5..+10% with it (t 4-8):
       // the
       // same direction as the 8-GPU Megatron-LM 2019 point (test_megatron.cpp)
-      {"multinode", "e2e_hardware_tflops_per_gpu", 16, 0.0739, 0.0973},
+      // BLOOM 176B (BigScience tr11: t4 p12 d8 on 384 A100 80GB, Megatron-DeepSpeed; held out): +20.2%, its
+      // Omni-Path links assumed at 100 Gb/s (at 25 Gb/s per GPU it would still be +11%)
+      {"multinode", "e2e_hardware_tflops_per_gpu", 17, 0.0782, 0.2015},
       // torchtune's Llama 3.1 8B LoRA and QLoRA on one RTX 4090 (e2e-lora.yaml, issue 22; held out): -31% and -15%,
       // dpsim's eager kernels against torch.compile's fusions and chunked cross-entropy, on a GPU whose GEMM efficiency
       // is not measured
@@ -206,7 +208,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
-  CHECK(t[3].value == Approx(0.1300).margin(0.001));  // end-to-end throughput per GPU median (83): target 10%, missed
+  CHECK(t[3].value == Approx(0.1301).margin(0.001));  // end-to-end throughput per GPU median (84): target 10%, missed
   CHECK_FALSE(t[3].met);
   CHECK(t[4].value == Approx(0.5942).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +59%)
   CHECK_FALSE(t[4].met);

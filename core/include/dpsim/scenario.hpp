@@ -318,6 +318,10 @@ struct TransformerConfig {
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
   int64_t type_vocab_size = 0;  // bert
+  // gpt2 variants of BLOOM (Megatron-DeepSpeed --position-embedding-type alibi, --embed-layernorm): ALiBi biases the
+  // attention scores instead of a position table (no wpe tensor, no length limit); a LayerNorm after the embedding.
+  bool alibi = false;
+  bool embedding_norm = false;
   bool tie_embeddings = false;
   // Llama-family variants (Hugging Face model_types mistral, qwen2, qwen3, gemma, gemma2, phi3):
   int64_t head_dim = 0;         // per attention head; 0: hidden_size / num_heads
