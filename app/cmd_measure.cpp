@@ -74,7 +74,8 @@ void check_transfers(const std::string& scenario, const StepPlan& plan) {
   throw InputError(fmt::format(
       "{}: parallelism.schedule {} over {} stages: the GPU backend posts each stage's sends and receives as blocking "
       "NCCL groups in the step program's order (each send right after its slot, as predict times it), and these "
-      "would deadlock: {} (1f1b and gpipe run; interleaved_1f1b only while every forward is in the warm-up)",
+      "would deadlock: {} (1f1b and gpipe pass this check; interleaved_1f1b only while every forward is in the "
+      "warm-up)",
       scenario, to_string(plan.pipeline.schedule), plan.pipeline.stages, *deadlock));
 }
 

@@ -236,7 +236,7 @@ class Rendezvous {
 
   std::string describe_stuck(size_t c) const {
     const P2PBatch& b = batches_[c][at_[c]];
-    std::string s = fmt::format("\n  {}: batch {} of {} (instruction {}) waits for", program_.classes[c].rank_class,
+    std::string s = fmt::format(" {}: batch {} of {} (instruction {}) waits for", program_.classes[c].rank_class,
                                 at_[c], batches_[c].size(), b.first_instr);
     for (size_t k = 0; k < b.ops.size(); ++k)
       if (!done_[c][k])
