@@ -13,6 +13,7 @@
 #include "dpsim/backend/shard_buffers.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/p2p_batch.hpp"
 #include "dpsim/units.hpp"
 #include "helper.hpp"
 #include "option_checks.hpp"
@@ -64,6 +65,20 @@ std::string render(const Scenario& s, const StepResult& r) {
 }
 #endif
 
+// The GPU backend posts each batch of a stage's sends and receives as one blocking NCCL group in the step program's
+// order: where the stages could wait for each other for ever (core/p2p_batch.cpp), it runs nothing.
+void check_transfers(const std::string& scenario, const StepPlan& plan) {
+  const StepProgram program = make_step_program(plan);
+  const auto deadlock = p2p_deadlock(program, p2p_batches(program));
+  if (!deadlock) return;
+  throw InputError(fmt::format(
+      "{}: parallelism.schedule {} over {} stages: the GPU backend posts each stage's sends and receives as blocking "
+      "NCCL groups in the step program's order (each send right after its slot, as predict times it), and these "
+      "would deadlock: {} (1f1b and gpipe pass this check; interleaved_1f1b only while every forward is in the "
+      "warm-up)",
+      scenario, to_string(plan.pipeline.schedule), plan.pipeline.stages, *deadlock));
+}
+
 void run_measure(const MeasureArgs& a) {
   const Scenario s = load_scenario(a.scenario);
   const StepPlan plan = make_step_plan(s);
@@ -77,34 +92,18 @@ void run_measure(const MeasureArgs& a) {
                     "(training.compute_dtype {}) is predicted, not measured",
                     a.scenario, to_string(s.training.param_dtype), to_string(s.training.compute())));
 
-  const StepProgram program = make_step_program(plan);
-  const bool staged = program.classes.size() > 1;  // pipeline stages: each rank class runs its own program
-  if (staged && !a.dry_run)
-    throw InputError(fmt::format(
-        "{}: parallelism.pipeline {}: the GPU backend has no point-to-point sends between pipeline stages yet "
-        "(predict and estimate model them); dpsim measure --dry-run shows the first stage's launches",
-        a.scenario, plan.pipeline.stages));
-
+  if (plan.pipeline.stages > 1) check_transfers(a.scenario, plan);
   if (a.dry_run) {
-    const backend::StepLayout layout =
-        backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
-    // Rank 0's buffers, as the CUDA executor allocates them.
-    const backend::ShardBuffers buffers = backend::plan_shard_buffers(plan, program, layout, 0);
-    backend::DryRunExecutor dry(&buffers);
-    backend::WalkOptions wo;
-    wo.gradient_accumulation = plan.gradient_accumulation;
-    backend::walk_step(plan, layout, wo, dry);
-    const std::string stages =
-        staged ? fmt::format(
-                     "# rank 0 runs pipeline stage 0 of {}; the other stages' programs are not shown, and "
-                     "the GPU backend does not run the sends between stages yet\n",
-                     program.classes.size())
-               : std::string();
-    emit(backend::describe_launches(plan, dry.launches()) + stages +
-             backend::describe_buffers(buffers, layout.element_bytes),
-         a.output);
+    emit(backend::describe_dry_run(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view), a.output);
     return;
   }
+  // The CUDA executor runs a stage's program (its buffers, its sends and receives in NCCL groups), but measure
+  // neither gives each rank its stage's layout and program nor times a pipeline step (no per-stage result).
+  if (plan.pipeline.stages > 1)
+    throw InputError(fmt::format(
+        "{}: parallelism.pipeline {}: dpsim measure does not time pipeline stages yet (predict and estimate model "
+        "them); dpsim measure --dry-run shows every stage's launches, sends and receives",
+        a.scenario, plan.pipeline.stages));
 #ifndef DPSIM_MEASURE_IN_PROCESS
   // dpsim maps no GPU library: the GPU run is dpsim-measure's, with these same arguments.
   run_helper("dpsim-measure",

@@ -8,6 +8,13 @@
 // the last micro-batch's backward completes each bucket (Megatron's overlap_grad_reduce), then the stage's optimizer.
 // Without overlap (ddp.overlap_grad_reduce false, Megatron's local DDP, or predict --no-overlap) the stage's buckets
 // are reduced after its last slot (megatron/training.py train_step: allreduce_gradients() after forward_backward).
+// Sends and receives are numbered into batches (Instr::batch), each posted as one NCCL group: between two compute
+// slots, a slot's send and the next slot's receive are one batch when both go to the same neighbour (Megatron's
+// forward_backward_pipelining_without_interleaving: send_forward_recv_backward, send_backward_recv_forward, each one
+// _communicate), else two (its warm-up's send_forward, then recv_forward); under interleaving always one (the
+// interleaved schedule's send_forward_recv_forward and send_backward_recv_backward pair a send to one neighbour with
+// a receive from the other). p2p_batch.cpp checks that no stage can wait for ever: in the interleaved steady state this
+// order (each send right after its slot, as the simulator times it) deadlocks, and the GPU backend refuses it.
 #include <fmt/format.h>
 
 #include <map>
@@ -27,22 +34,46 @@ struct StageBuilder {
   std::vector<std::vector<int>> ops_of;           // per virtual stage: op indices, forward order
   std::map<int, std::vector<int>> buckets_after;  // op -> the stage's buckets its backward completes
 
+  int batches = 0;     // batches numbered so far
+  int open_peer = -1;  // the peer of the open batch's send; -1: no batch open (a compute slot began since)
+
   int vstages() const { return plan.pipeline.stages * plan.pipeline.virtual_stages; }
   int event_index(int micro, int vstage) const { return micro * vstages() + vstage; }
+  int stage_of(int vstage) const { return vstage % plan.pipeline.stages; }
+
+  // The batch of a send (always a new one) or a receive (the open one where the rule above pairs them).
+  int batch_for(int peer, bool send) {
+    const bool interleaved = plan.pipeline.virtual_stages > 1;
+    if (send || open_peer < 0 || !(interleaved || peer == open_peer)) ++batches;
+    open_peer = send ? peer : -1;
+    return batches - 1;
+  }
 
   void send(int micro, int vstage, EventKind kind) {
     constexpr int compute = StepProgram::kCompute;
+    const int peer = stage_of(kind == EventKind::gradient_sent ? vstage - 1 : vstage + 1);
+    const EventRef event{kind, event_index(micro, vstage)};
     bld.call(compute, {.kind = CollectiveKind::send,
                        .group = GroupKind::pipeline,
                        .bytes = plan.pipeline.boundary_bytes,
                        .inputs_ready = {},
-                       .backward = kind == EventKind::gradient_sent});
-    bld.record(compute, {kind, event_index(micro, vstage)});
+                       .backward = kind == EventKind::gradient_sent,
+                       .peer = peer,
+                       .delivers = event});
+    bld.rank.instrs.back().batch = batch_for(peer, true);
+    bld.record(compute, event);
+  }
+
+  // The wait for a neighbour's send: the receive.
+  void receive(int micro, int from_vstage, EventKind kind) {
+    bld.wait(StepProgram::kCompute, {kind, event_index(micro, from_vstage)});
+    bld.rank.instrs.back().batch = batch_for(stage_of(from_vstage), false);
   }
 
   void forward(int micro, int vstage) {
     constexpr int compute = StepProgram::kCompute;
-    if (vstage > 0) bld.wait(compute, {EventKind::activation_sent, event_index(micro, vstage - 1)});
+    if (vstage > 0) receive(micro, vstage - 1, EventKind::activation_sent);
+    open_peer = -1;
     for (int o : ops_of[static_cast<size_t>(vstage)])
       compute_op(bld, plan, {.type = Instr::Type::forward, .stream = compute, .op = o, .micro = micro});
     if (vstage < vstages() - 1) send(micro, vstage, EventKind::activation_sent);
@@ -50,7 +81,8 @@ struct StageBuilder {
 
   void backward(int micro, int vstage) {
     constexpr int compute = StepProgram::kCompute;
-    if (vstage < vstages() - 1) bld.wait(compute, {EventKind::gradient_sent, event_index(micro, vstage + 1)});
+    if (vstage < vstages() - 1) receive(micro, vstage + 1, EventKind::gradient_sent);
+    open_peer = -1;
     const bool last = micro == plan.pipeline.micro_batches - 1;  // every chunk's last backward is the last micro's
     const auto& ops = ops_of[static_cast<size_t>(vstage)];
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {

@@ -35,20 +35,22 @@ struct CudaExecutor::Impl {
   DeviceArena arena;
   std::unique_ptr<LtMatmul> lt;
 
-  ShardBuffers buffers;            // what this rank holds and where each launch reads and writes (shard_buffers.hpp)
-  std::vector<int64_t> unit_base;  // FSDP: where each unit's weights were last gathered in `weights` (gathered)
-  void* weights = nullptr;         // Elem: flat weights (DDP, zero1, DeepSpeed); FSDP: the gathered units
-  void* grads = nullptr;           // Elem: the DDP bucket buffers, bucket b at bucket_offset[b]; FSDP: a unit's grads
-  void* weight_shard = nullptr;    // FSDP: the rank's 1/N of every unit's weights
-  void* grad_shard = nullptr;      // FSDP: the rank's 1/N of every unit's gradients
-  void* tensor_comm = nullptr;     // tensor parallelism: the buffer the tensor group's collectives run in
-  void* param_grads = nullptr;     // [total] Elem: param.grad when gradients are not bucket views
-  float* master = nullptr;         // fp32, what the optimizer updates (nullptr when weights are fp32)
-  float* m1 = nullptr;             // Adam first moment / SGD momentum
-  float* m2 = nullptr;             // Adam second moment
-  void* act = nullptr;             // activation arena
-  void* buf_a = nullptr;           // dY and batched B operands (random)
-  void* buf_c = nullptr;           // GEMM outputs, memory-kernel destination
+  ShardBuffers buffers;              // what this rank holds and where each launch reads and writes (shard_buffers.hpp)
+  std::vector<int64_t> unit_base;    // FSDP: where each unit's weights were last gathered in `weights` (gathered)
+  void* weights = nullptr;           // Elem: flat weights (DDP, zero1, DeepSpeed); FSDP: the gathered units
+  void* grads = nullptr;             // Elem: the DDP bucket buffers, bucket b at bucket_offset[b]; FSDP: a unit's grads
+  void* weight_shard = nullptr;      // FSDP: the rank's 1/N of every unit's weights
+  void* grad_shard = nullptr;        // FSDP: the rank's 1/N of every unit's gradients
+  void* tensor_comm = nullptr;       // tensor parallelism: the buffer the tensor group's collectives run in
+  void* p2p_recv = nullptr;          // pipeline: where a neighbouring stage's activations or gradients land
+  std::map<int, int> pipeline_peer;  // pipeline: stage -> its rank at this rank's place in the pipeline group
+  void* param_grads = nullptr;       // [total] Elem: param.grad when gradients are not bucket views
+  float* master = nullptr;           // fp32, what the optimizer updates (nullptr when weights are fp32)
+  float* m1 = nullptr;               // Adam first moment / SGD momentum
+  float* m2 = nullptr;               // Adam second moment
+  void* act = nullptr;               // activation arena
+  void* buf_a = nullptr;             // dY and batched B operands (random)
+  void* buf_c = nullptr;             // GEMM outputs, memory-kernel destination
   int64_t act_n = 0, buf_a_n = 0, buf_c_n = 0;
   Ring act_ring, a_ring, c_ring;               // the memory-bound kernels walk these
   std::vector<std::vector<int64_t>> x_offset;  // [op][gemm] -> element offset in act
@@ -75,6 +77,7 @@ struct CudaExecutor::Impl {
       case Buffer::weight_shard: return weight_shard;
       case Buffer::grad_shard: return grad_shard;
       case Buffer::tensor_comm: return tensor_comm;
+      case Buffer::p2p_recv: return p2p_recv;
       case Buffer::none: break;
     }
     throw RuntimeError("CudaExecutor: a launch names no buffer");
@@ -149,6 +152,22 @@ void split_group_comms(CudaExecutor::Impl& s, const StepProgram& program, const 
                        fmt::format("NCCL communicator of the {} group on rank {}", to_string(kind), cfg.rank));
   }
 }
+
+// A pipeline stage's peers in the pipeline group's communicator (Megatron runs its point-to-point calls on the
+// pipeline group; NCCL connects each pair of its ranks the first time they exchange): the rank at this rank's data
+// and tensor place in each stage, by its position in the group.
+std::map<int, int> pipeline_peers(const ParallelDims& dims, int rank) {
+  std::map<int, int> peers;
+  const ProcessGroup group = group_of(rank, GroupKind::pipeline, dims);
+  RankCoords c = coords_of(rank, dims);
+  for (int stage = 0; stage < dims.pipeline; ++stage) {
+    c.pipeline = stage;
+    const int world_rank = rank_of(c, dims);
+    peers[stage] =
+        static_cast<int>(std::find(group.ranks.begin(), group.ranks.end(), world_rank) - group.ranks.begin());
+  }
+  return peers;
+}
 }  // namespace
 
 CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const CudaExecutorConfig& config)
@@ -162,6 +181,9 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
         fmt::format("layout element size {} B differs from the dtype's {} B", layout.element_bytes, s.eb));
   const StepProgram program = make_step_program(plan);
   split_group_comms(s, program, config);
+  // With pipeline stages this rank runs its stage's program; `layout` must be the stage's (make_layout's `stage`).
+  const int stage = program.classes.size() > 1 ? coords_of(config.rank, program.dims).pipeline : 0;
+  if (program.classes.size() > 1) s.pipeline_peer = pipeline_peers(program.dims, config.rank);
 
   // Sizes: activation arena (the plan's figure, at least every GEMM's input), scratch buffers.
   int64_t max_x = 1, max_a = 1, max_c = 1;
@@ -184,7 +206,7 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   // unit's gradients; the optimizer state (fp32 master and moments, core/sharding.cpp's table) of what it updates.
   const int shard_rank = s.group_rank.count(GroupKind::data) ? s.group_rank.at(GroupKind::data) : 0;
   const int tensor_rank = s.group_rank.count(GroupKind::tensor) ? s.group_rank.at(GroupKind::tensor) : 0;
-  s.buffers = plan_shard_buffers(plan, program, layout, shard_rank, tensor_rank);
+  s.buffers = plan_shard_buffers(plan, program, layout, shard_rank, tensor_rank, stage);
   s.unit_base.assign(s.buffers.units.size(), 0);
   for (const RankProgram& r : program.classes)  // before any gather is issued (a world of 1 issues none)
     for (size_t i = r.comms.size(); i-- > 0;)
@@ -223,6 +245,8 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   }
   if (b.tensor_comm_numel > 0)
     s.tensor_comm = s.arena.allocate(b.tensor_comm_numel * s.eb, "tensor-parallel activations (operators f and g)");
+  if (b.p2p_recv_numel > 0)
+    s.p2p_recv = s.arena.allocate(b.p2p_recv_numel * s.eb, "activations and gradients received from pipeline stages");
   if (need_master) s.master = static_cast<float*>(s.arena.allocate(on * 4, "fp32 master weights"));
   if (moments >= 1) s.m1 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (first moment)"));
   if (moments >= 2) s.m2 = static_cast<float*>(s.arena.allocate(on * 4, "optimizer state (second moment)"));
@@ -414,13 +438,47 @@ void CudaExecutor::collective(Stream on, const CommCall& c) {
     case CollectiveKind::send:
     case CollectiveKind::recv:
       throw RuntimeError(fmt::format(
-          "the GPU backend has no {} yet: pipeline stages' sends are not measured (predict and estimate model them)",
+          "the GPU backend runs no {} outside a point-to-point batch (a pipeline's sends and receives are p2p_batch's)",
           to_string(c.kind)));
   }
   check(res, what.c_str());
   cudaEvent_t done =
       Impl::event_in(s.call_done, std::make_tuple(static_cast<int>(c.kind), static_cast<int>(c.group), c.index), false);
   check(cudaEventRecord(done, stream), "cudaEventRecord (collective)");
+  s.watchdog->watch(done, what);
+}
+
+// One batch of a pipeline stage's sends and receives as one NCCL group on the pipeline group's communicator (Megatron's
+// batch_isend_irecv), on the program's stream: sends read tensor-comm, receives land in p2p-recv (the buffer plan's).
+// Returns once enqueued; the watchdog watches the group's end.
+void CudaExecutor::p2p_batch(Stream on, const P2PBatch& batch, int number) {
+  Impl& s = *impl_;
+  cudaStream_t const stream = s.stream(on);
+  const ncclComm_t comm = s.comm_for(GroupKind::pipeline);
+  const ncclDataType_t t = nccl_type(s.elem);
+  const std::string what = fmt::format(
+      "pipeline batch {} ({} sends and receives, first {} stage {}) on rank {} (GPU {})", number, batch.ops.size(),
+      to_string(batch.ops.front().type), batch.ops.front().peer, s.cfg.rank, s.cfg.device);
+  check(ncclGroupStart(), "ncclGroupStart");
+  ncclResult_t res = ncclSuccess;
+  for (const P2POp& op : batch.ops) {
+    const CallBuffers b = s.buffers.p2p(op);
+    const int peer = s.pipeline_peer.at(op.peer);
+    const auto count = static_cast<size_t>(b.count);
+    if (res != ncclSuccess) break;
+    if (op.type == P2POp::Type::send)
+      res = ncclSend(s.ptr(b.send), count, t, peer, comm, stream);
+    else if (op.type == P2POp::Type::recv)
+      res = ncclRecv(s.ptr(b.recv), count, t, peer, comm, stream);
+    else
+      res = ncclInvalidUsage;  // the tied embedding's all-reduce is a collective of its own
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  check(res != ncclSuccess ? res : ended, what.c_str());
+  cudaEvent_t done = Impl::event_in(
+      s.call_done,
+      std::make_tuple(static_cast<int>(CollectiveKind::send), static_cast<int>(GroupKind::pipeline), number), false);
+  check(cudaEventRecord(done, stream), "cudaEventRecord (pipeline batch)");
   s.watchdog->watch(done, what);
 }
 

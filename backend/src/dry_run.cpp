@@ -3,6 +3,7 @@
 
 #include "dpsim/backend/executor.hpp"
 #include "dpsim/backend/shard_buffers.hpp"
+#include "dpsim/error.hpp"
 #include "dpsim/units.hpp"
 
 namespace dpsim::backend {
@@ -44,6 +45,26 @@ void DryRunExecutor::collective(Stream stream, const CommCall& call) {
                               .count = b.count};
   }
   launches_.push_back(l);
+}
+
+void DryRunExecutor::p2p_batch(Stream stream, const P2PBatch& batch, int number) {
+  for (const P2POp& op : batch.ops) {
+    if (op.type == P2POp::Type::all_reduce)
+      throw RuntimeError("dry run: the tied embedding's all-reduce is a collective, not a point-to-point batch");
+    Launch l{.type = op.type == P2POp::Type::send ? Launch::Type::send : Launch::Type::recv,
+             .stream = stream,
+             .p2p = op,
+             .batch = number};
+    if (buffers_) {
+      const CallBuffers b = buffers_->p2p(op);
+      l.buffers = Launch::Spans{.send_buffer = static_cast<int>(b.send.buffer),
+                                .recv_buffer = static_cast<int>(b.recv.buffer),
+                                .send_offset = b.send.offset,
+                                .recv_offset = b.recv.offset,
+                                .count = b.count};
+    }
+    launches_.push_back(l);
+  }
 }
 
 void DryRunExecutor::optimizer_step() { launches_.push_back({.type = Launch::Type::optimizer}); }
@@ -124,6 +145,18 @@ std::string Launch::describe(const StepPlan& plan) const {
                          format_count(static_cast<double>(plan.optimizer.parameters)),
                          format_bytes(plan.optimizer.bytes));
     case Type::mark: return fmt::format("{:<8} timing-event {}[{}]", to_string(stream), to_string(mark_kind), index);
+    case Type::send:
+    case Type::recv: {
+      std::string line = fmt::format("{:<8} {:<12} {} stage {} {} {} (batch {})", to_string(stream),
+                                     type == Type::send ? "send" : "recv", type == Type::send ? "to" : "from", p2p.peer,
+                                     to_string(p2p.moves), format_bytes(p2p.bytes), batch);
+      if (buffers)
+        line += fmt::format(
+            " [{}+{}, {} elements]",
+            to_string(static_cast<Buffer>(type == Type::send ? buffers->send_buffer : buffers->recv_buffer)),
+            type == Type::send ? buffers->send_offset : buffers->recv_offset, buffers->count);
+      return line;
+    }
   }
   return "?";
 }
@@ -135,6 +168,28 @@ std::string describe_launches(const StepPlan& plan, const std::vector<Launch>& l
   out += fmt::format("# {} ops, {} gradients, {} buckets, sharding {}; {} launches per GPU per step\n", plan.ops.size(),
                      plan.grads.size(), plan.buckets.size(), to_string(plan.sharded.sharding), launches.size());
   for (size_t i = 0; i < launches.size(); ++i) out += fmt::format("{:6}  {}\n", i, launches[i].describe(plan));
+  return out;
+}
+
+std::string describe_dry_run(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view) {
+  const StepProgram program = make_step_program(plan);
+  const bool staged = program.classes.size() > 1;
+  std::string out;
+  for (size_t c = 0; c < program.classes.size(); ++c) {
+    const int stage = static_cast<int>(c);
+    const StepLayout layout = make_layout(plan, element_bytes, gradient_as_bucket_view, staged ? stage : -1);
+    // Rank 0's buffers (of the stage's first data-parallel rank), as the CUDA executor allocates them.
+    const ShardBuffers buffers = plan_shard_buffers(plan, program, layout, 0, 0, stage);
+    DryRunExecutor dry(&buffers);
+    WalkOptions wo;
+    wo.gradient_accumulation = plan.gradient_accumulation;
+    wo.stage = stage;
+    walk_step(plan, layout, wo, dry);
+    if (staged)
+      out += fmt::format("# pipeline stage {} of {} ({}, {} GPU(s) run it)\n", stage, program.classes.size(),
+                         program.classes[c].rank_class, program.classes[c].ranks);
+    out += describe_launches(plan, dry.launches()) + describe_buffers(buffers, layout.element_bytes);
+  }
   return out;
 }
 

@@ -50,7 +50,12 @@ void Executor::collective(Stream, const CommCall& call) {
   allreduce_bucket(call.bucket);
 }
 
-StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view) {
+void Executor::p2p_batch(Stream, const P2PBatch& batch, int number) {
+  throw RuntimeError(
+      fmt::format("this executor runs no pipeline transfers (batch {} of {} operations)", number, batch.ops.size()));
+}
+
+StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view, int stage) {
   if (element_bytes <= 0) throw RuntimeError("make_layout: element size must be > 0");
   StepLayout layout;
   layout.element_bytes = element_bytes;
@@ -87,11 +92,14 @@ StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
     layout.bucket_offset.push_back(flat);
     int64_t within = 0;
+    const bool held = stage < 0 || plan.buckets[b].stage == stage;
     for (int g : plan.buckets[b].grads) {
       if (g < 0 || g >= static_cast<int>(plan.grads.size()) || placed[g])
         throw RuntimeError("plan bucket " + std::to_string(b) + " names gradient " + std::to_string(g) +
                            " out of range or twice");
       placed[g] = true;
+      layout.grads[g].held = held;
+      if (!held) continue;
       layout.grads[g].flat_offset = flat + within;
       layout.grads[g].bucket_offset = within;
       within += plan.grads[g].numel;
@@ -99,6 +107,7 @@ StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as
     layout.bucket_numel.push_back(within);
     flat += within;
   }
+  if (fsdp && stage >= 0) throw RuntimeError("make_layout: FSDP units have no pipeline stage's layout");
   if (fsdp) {  // no DDP buckets: one flat buffer in gradient-ready order
     for (size_t g = 0; g < placed.size(); ++g) {
       layout.grads[g].flat_offset = flat;
@@ -152,8 +161,12 @@ void launch_gemm(Executor& ex, const GemmCall& c) {
 // that PyTorch DDP launches for it on the GPU.
 class KernelAdaptor final : public StepExecutor {
  public:
-  KernelAdaptor(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, Executor& ex)
-      : plan_(plan), program_(program), layout_(layout), ex_(ex) {}
+  KernelAdaptor(const StepPlan& plan, const StepProgram& program, const RankProgram& rank,
+                std::vector<P2PBatch> batches, const StepLayout& layout, Executor& ex)
+      : plan_(plan), program_(program), rank_(rank), layout_(layout), ex_(ex) {
+    for (P2PBatch& b : batches)
+      if (b.ops.front().type != P2POp::Type::all_reduce) batch_at_.emplace(b.first_instr, std::move(b));
+  }
 
   void forward(const Instr& in) override {
     const PlanOp& op = plan_.ops[static_cast<size_t>(in.op)];
@@ -206,20 +219,29 @@ class KernelAdaptor final : public StepExecutor {
                          .divisor = group_size(GroupKind::data)});
   }
 
-  // A group of one rank: nothing to communicate, no kernel on the comm stream (its events and marks stay).
+  // A group of one rank: nothing to communicate, no kernel on the comm stream (its events and marks stay). A
+  // pipeline send is its batch's.
   void collective(const Instr& in, const CommCall& call) override {
+    if (in.batch >= 0) return transfer(in);
     if (group_size(call.group) > 1) ex_.collective(stream(in), call);
   }
 
-  void record(const Instr& in) override { ex_.record_event(stream(in), event(in)); }
-  void wait(const Instr& in) override { ex_.stream_wait(stream(in), event(in)); }
+  // What a send delivers is the receiving stage's batch's: no event crosses GPUs.
+  void record(const Instr& in) override {
+    if (!crosses_classes(in.event.kind)) ex_.record_event(stream(in), event(in));
+  }
+  void wait(const Instr& in) override {
+    if (crosses_classes(in.event.kind)) return transfer(in);  // a receive
+    ex_.stream_wait(stream(in), event(in));
+  }
 
   void unflatten(const Instr&) override {
     if (layout_.bucket_view) return;
     for (size_t b = 0; b < plan_.buckets.size(); ++b)
-      ex_.memory_kernel({.role = MemoryRole::bucket_to_grad,
-                         .bytes = 2.0 * static_cast<double>(plan_.buckets[b].bytes),
-                         .bucket = static_cast<int>(b)});
+      if (rank_.stage < 0 || plan_.buckets[b].stage == rank_.stage)
+        ex_.memory_kernel({.role = MemoryRole::bucket_to_grad,
+                           .bytes = 2.0 * static_cast<double>(plan_.buckets[b].bytes),
+                           .bucket = static_cast<int>(b)});
   }
 
   void optimizer(const Instr&) override { ex_.optimizer_step(); }
@@ -240,8 +262,15 @@ class KernelAdaptor final : public StepExecutor {
     return {in.event.kind, in.event.index};
   }
   int group_size(GroupKind kind) const { return static_cast<int>(group_of(0, kind, program_.dims).ranks.size()); }
+  // A batch is issued where its first instruction stands; its other instructions are in it.
+  void transfer(const Instr& in) {
+    const auto it = batch_at_.find(static_cast<int>(&in - rank_.instrs.data()));
+    if (it != batch_at_.end()) ex_.p2p_batch(stream(in), it->second, in.batch);
+  }
   const StepPlan& plan_;
   const StepProgram& program_;
+  const RankProgram& rank_;
+  std::map<int, P2PBatch> batch_at_;  // first instruction -> the batch of sends and receives issued there
   const StepLayout& layout_;
   Executor& ex_;
 };
@@ -252,8 +281,14 @@ void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions
   ProgramOptions po;
   po.micro_steps = std::max<int64_t>(1, options.gradient_accumulation);
   const StepProgram program = make_step_program(plan, po);
-  KernelAdaptor adaptor(plan, program, layout, ex);
-  walk_program(program, program.classes.front(), adaptor);
+  const auto c = static_cast<size_t>(std::max(0, options.stage));
+  if (c >= program.classes.size())
+    throw RuntimeError(
+        fmt::format("walk_step: stage {} of a program of {} rank classes", options.stage, program.classes.size()));
+  std::vector<std::vector<P2PBatch>> batches = p2p_batches(program);
+  if (const auto deadlock = p2p_deadlock(program, batches)) throw RuntimeError(*deadlock);
+  KernelAdaptor adaptor(plan, program, program.classes[c], std::move(batches[c]), layout, ex);
+  walk_program(program, program.classes[c], adaptor);
 }
 
 }  // namespace dpsim::backend

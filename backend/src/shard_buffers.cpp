@@ -21,6 +21,7 @@ const char* to_string(Buffer buffer) {
     case Buffer::gathered: return "gathered";
     case Buffer::unit_grads: return "unit-grads";
     case Buffer::tensor_comm: return "tensor-comm";
+    case Buffer::p2p_recv: return "p2p-recv";
   }
   return "?";
 }
@@ -31,6 +32,15 @@ const CallBuffers& ShardBuffers::call(const CommCall& c) const {
     throw RuntimeError(fmt::format("buffer plan: no buffers for {} #{} over the {} group", dpsim::to_string(c.kind),
                                    c.index, dpsim::to_string(c.group)));
   return it->second;
+}
+
+CallBuffers ShardBuffers::p2p(const P2POp& op) const {
+  const auto numel = std::max<int64_t>(1, static_cast<int64_t>(op.bytes) / element_bytes);
+  if (op.type == P2POp::Type::send && numel <= tensor_comm_numel) return {{Buffer::tensor_comm, 0, numel}, {}, numel};
+  if (op.type == P2POp::Type::recv && numel <= p2p_recv_numel) return {{}, {Buffer::p2p_recv, 0, numel}, numel};
+  throw RuntimeError(fmt::format("buffer plan: no buffer for a {} of {} elements {} stage {}",
+                                 dpsim::to_string(op.type), numel, op.type == P2POp::Type::send ? "to" : "from",
+                                 op.peer));
 }
 
 namespace {
@@ -49,9 +59,11 @@ Key key_of(const CommCall& c) { return {static_cast<int>(c.kind), static_cast<in
 void plan_flat(ShardBuffers& b, const StepPlan& plan, const RankProgram& r, const StepLayout& layout) {
   const int64_t total = std::max<int64_t>(layout.total_numel, 1);
   const int64_t n = b.shards;
+  const int64_t updated = r.stage >= 0 ? plan.pipeline.stage.at(static_cast<size_t>(r.stage)).optimizer.parameters
+                                       : plan.optimizer.parameters;
   const int64_t opt = plan.sharded.sharding == Sharding::none
                           ? total
-                          : std::min<int64_t>(total, (std::max<int64_t>(1, plan.optimizer.parameters) + 7) / 8 * 8);
+                          : std::min<int64_t>(total, (std::max<int64_t>(1, updated) + 7) / 8 * 8);
   const int64_t opt_offset = plan.sharded.sharding == Sharding::none ? 0 : b.rank * opt;
   b.weights_numel = b.grads_numel = std::max(total, opt_offset + opt);
   if (plan.sharded.sharding != Sharding::none) b.weights_numel = b.grads_numel = std::max(total, n * opt);
@@ -195,22 +207,40 @@ void plan_tensor(ShardBuffers& b, const RankProgram& r, const StepLayout& layout
   }
 }
 
+// A pipeline stage's receives: the largest tensor another stage sends it.
+int64_t largest_received(const StepProgram& program, int stage, int element_bytes) {
+  int64_t numel = 0;
+  for (const RankProgram& r : program.classes)
+    for (const CommCall& c : r.comms)
+      if (c.kind == CollectiveKind::send && c.peer == stage)
+        numel = std::max<int64_t>(numel, std::max<int64_t>(1, static_cast<int64_t>(c.bytes) / element_bytes));
+  return numel;
+}
+
 }  // namespace
 
 ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, int rank,
-                                int tensor_rank) {
+                                int tensor_rank, int stage) {
   if (program.classes.empty()) throw RuntimeError("buffer plan: the program has no rank class");
+  const bool staged = program.classes.front().stage >= 0;
+  if (stage < 0 || stage >= static_cast<int>(program.classes.size()) || (!staged && stage != 0))
+    throw RuntimeError(
+        fmt::format("buffer plan: stage {} of a program of {} rank classes", stage, program.classes.size()));
+  const RankProgram& r = program.classes[static_cast<size_t>(stage)];
   ShardBuffers b;
+  b.element_bytes = layout.element_bytes;
+  b.stage = r.stage;
   b.shards = plan.sharded.sharding == Sharding::none ? 1 : std::max(1, plan.sharded.shards);
   // A rank of a larger group (ranks of consecutive shard groups) is its place in its own.
   if (rank < 0 || rank >= b.shards) rank = rank < 0 ? 0 : rank % b.shards;
   b.rank = rank;
   b.fsdp = !plan.sharded.units.empty();
   if (b.fsdp)
-    plan_units(b, plan, program.classes.front());
+    plan_units(b, plan, r);
   else
-    plan_flat(b, plan, program.classes.front(), layout);
-  plan_tensor(b, program.classes.front(), layout, program.dims.tensor, tensor_rank % program.dims.tensor);
+    plan_flat(b, plan, r, layout);
+  plan_tensor(b, r, layout, program.dims.tensor, tensor_rank % program.dims.tensor);
+  if (staged) b.p2p_recv_numel = largest_received(program, r.stage, layout.element_bytes);
   return b;
 }
 
@@ -234,7 +264,8 @@ Span grad_span(const ShardBuffers& b, const StepLayout& layout, const StepPlan& 
 }
 
 std::string describe_buffers(const ShardBuffers& b, int element_bytes) {
-  std::string out = fmt::format("# buffers of rank {} of {} ({}):", b.rank, b.shards,
+  std::string out = fmt::format("# buffers of rank {} of {}{} ({}):", b.rank, b.shards,
+                                b.stage >= 0 ? fmt::format(" of pipeline stage {}", b.stage) : std::string(),
                                 b.fsdp                   ? "FSDP shards"
                                 : b.grad_shard_numel > 0 ? "flat weights, DeepSpeed's bucket buffers and partition"
                                                          : "flat weights and gradients");
@@ -242,7 +273,7 @@ std::string describe_buffers(const ShardBuffers& b, int element_bytes) {
       {Buffer::weights, b.weights_numel},           {Buffer::grads, b.grads_numel},
       {Buffer::weight_shard, b.weight_shard_numel}, {Buffer::grad_shard, b.grad_shard_numel},
       {Buffer::gathered, b.gathered_numel},         {Buffer::unit_grads, b.unit_grads_numel},
-      {Buffer::tensor_comm, b.tensor_comm_numel}};
+      {Buffer::tensor_comm, b.tensor_comm_numel},   {Buffer::p2p_recv, b.p2p_recv_numel}};
   for (const auto& [buffer, numel] : held)
     if (numel > 0)
       out += fmt::format(" {} {} ({})", to_string(buffer), numel,

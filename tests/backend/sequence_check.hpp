@@ -96,6 +96,8 @@ inline SequenceFacts check_sequence(const StepPlan& plan, const backend::StepLay
         allreduce_at[l.bucket] = i;
         break;
       case Launch::Type::collective: FAIL("a DDP step launches no collective but bucket all-reduces"); break;
+      case Launch::Type::send:
+      case Launch::Type::recv: FAIL("a DDP step launches no pipeline transfer"); break;
       case Launch::Type::optimizer: optimizer_at = i; break;
     }
   }

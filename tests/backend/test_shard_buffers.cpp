@@ -50,6 +50,7 @@ int64_t size_of(const ShardBuffers& b, Buffer buffer) {
     case Buffer::gathered: return b.gathered_numel;
     case Buffer::unit_grads: return b.unit_grads_numel;
     case Buffer::tensor_comm: return b.tensor_comm_numel;
+    case Buffer::p2p_recv: return b.p2p_recv_numel;
     case Buffer::none: break;
   }
   return 0;

@@ -158,10 +158,17 @@ check memory-runtime 0 "NCCL \(1 communicator\) +688\.00 MB" -- "$dpsim" estimat
 check measure-refuses-autocast 2 "autocast \\(training.compute_dtype bf16\\) is predicted, not measured" -- "$dpsim" measure --dry-run "$s/gpt2-124m-autocast-4xrtx4090.yaml"
 check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4
 check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect topology aws-p5-efa --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
-check measure-refuses-pipeline 2 "parallelism.pipeline 2: the GPU backend has no point-to-point sends between pipeline stages yet" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
-check dry-run-pipeline-stage 0 "# rank 0 runs pipeline stage 0 of 2" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
-check dry-run-send-payload 0 "compute +send +pipeline #0 activations 16.78 MB" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check measure-refuses-pipeline 2 "parallelism.pipeline 2: dpsim measure does not time pipeline stages yet" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check dry-run-pipeline-stage 0 "^# pipeline stage 1 of 2 \\(pipeline stage 1, 32 GPU\\(s\\) run it\\)" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check dry-run-send-payload 0 "compute +send +to stage 1 activations 16.78 MB \\(batch 0\\) \\[tensor-comm\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check dry-run-recv-payload 0 "compute +recv +from stage 1 input-gradient 16.78 MB \\(batch 1\\) \\[p2p-recv\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check dry-run-stage-buffers 0 "^# buffers of rank 0 of 4 of pipeline stage 1 \\(flat weights and gradients\\):.* p2p-recv 8388608 " -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-tensor-payload 0 "compute +all_gather +tensor #0 activations 134.22 MB" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+# Interleaving's steady state, posted as blocking NCCL groups in the program's order, would deadlock: refused.
+itmp=$(mktemp -d)
+sed -e "s|\.\./models/|$(cd "$src" && pwd)/models/|" -e "s/schedule: 1f1b/schedule: interleaved_1f1b\n  virtual_stages: 2/" "$s/llama3.1-70b-tp8-pp2-64xh100.yaml" >"$itmp/inter.yaml"
+check dry-run-interleaved-deadlock 2 "parallelism.schedule interleaved_1f1b over 2 stages: .* would deadlock: the pipeline's transfers deadlock:" -- "$dpsim" measure --dry-run "$itmp/inter.yaml"
+rm -rf "$itmp"
 check memory-autocast-copies 0 "autocast bf16 weight copies +24[0-9.]+ MB" -- "$dpsim" estimate "$s/gpt2-124m-autocast-4xrtx4090.yaml"
 check memory-not-counted 0 "not counted +the caching allocator.s fragmentation" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 # validate SCENARIO --measured on fewer GPUs than the scenario's PCIe tree: predicted on the first 2 of its 4 GPUs

@@ -90,6 +90,8 @@ struct CommCall {
   int unit = -1;            // the FSDP unit gathered or reduced (index into StepPlan::sharded.units); -1: none
   EventRef inputs_ready{};  // the event that says its input is complete (its ready_s in results)
   bool backward = false;    // a blocking call on the compute stream (tensor, pipeline) in the backward phase
+  int peer = -1;            // a pipeline send: the stage it sends to; -1: none
+  EventRef delivers{};      // a pipeline send: the cross-class event the receiving stage waits for (what it carries)
 };
 
 // Pipeline parallelism's calls between stages: the sends to a neighbouring stage and the tied embedding's all-reduce
@@ -113,6 +115,11 @@ struct Instr {
   EventRef event{};   // record / wait
   Mark mark = Mark::step_begin;
   int mark_index = 0;  // mark: micro-step or bucket
+  // A pipeline's point-to-point instructions (a send's collective, a receive's wait for a cross-class event): the
+  // batch, numbered per rank class in issue order, whose sends and receives are posted together (one NCCL group,
+  // Megatron's batch_isend_irecv; p2p_batch.hpp). -1: none. A batch's instructions are consecutive but for the
+  // records of the events its sends deliver.
+  int batch = -1;
   Phase phase() const;
 };
 const char* to_string(Instr::Type type);

@@ -59,6 +59,7 @@ class CudaExecutor final : public Executor {
   void collective(Stream stream, const CommCall& call) override;
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
+  void p2p_batch(Stream stream, const P2PBatch& batch, int number) override;
 
   // Waits for the step (the watchdog thread watches every collective), returns its CUDA-event timings.
   StepSample finish_step();

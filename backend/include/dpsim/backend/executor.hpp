@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dpsim/p2p_batch.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/program.hpp"
 
@@ -80,6 +81,7 @@ struct GradSlot {
   int64_t flat_offset = 0;    // elements from the start of the flat gradient buffer
   int64_t bucket_offset = 0;  // elements from the start of its bucket
   int gemm = -1;              // the op's GEMM whose dW writes it; -1: written by a memory kernel
+  bool held = true;           // false: another pipeline stage's gradient (a stage's layout), no slot
 };
 
 struct StepLayout {
@@ -92,8 +94,10 @@ struct StepLayout {
   bool bucket_view = true;  // gradient_as_bucket_view: dW lands straight in the bucket slice
 };
 
-// Match each op's gradients to its GEMMs (a weight of k*n elements, batch 1) and lay out buckets.
-StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view);
+// Match each op's gradients to its GEMMs (a weight of k*n elements, batch 1) and lay out buckets. With `stage` >= 0,
+// pipeline stage `stage`'s layout: its buckets and gradients only (the other stages' buckets keep their indices with
+// no elements, their gradients are not held).
+StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view, int stage = -1);
 
 class Executor {
  public:
@@ -110,22 +114,29 @@ class Executor {
   virtual void collective(Stream stream, const CommCall& call);
   virtual void optimizer_step() = 0;  // on the compute stream
   virtual void mark(Stream stream, Mark mark, int index) = 0;
+  // A pipeline stage's sends and receives posted together (one NCCL group), on `stream`: the step program's batch
+  // number `batch` (Instr::batch). Default: throws (an executor that runs no pipeline).
+  virtual void p2p_batch(Stream stream, const P2PBatch& batch, int number);
 };
 
 struct WalkOptions {
   int64_t gradient_accumulation = 1;  // k: k-1 no-sync micro-steps, then the synced one
+  int stage = 0;                      // the pipeline stage whose program runs (0 without a pipeline)
 };
 
 // One training step of `plan` through `executor`: the step program (make_step_program, the order every
 // executor runs) walked by walk_program, each instruction expanded into the kernels PyTorch DDP launches for it
 // (an op's GEMMs and memory kernels, the division by the world size in or into the buckets, the collectives on
-// the comm stream; none on a one-rank group).
+// the comm stream; none on a one-rank group). With pipeline stages, stage options.stage's program (layout: that
+// stage's, make_layout's `stage`): each batch of its sends and receives (p2p_batches) is one p2p_batch where its
+// first instruction stands; the records of what the sends deliver launch nothing (the receiving stage's batch
+// receives it). Throws RuntimeError where the stages' batches could deadlock (p2p_deadlock).
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& executor);
 
 // ---- the dry run ------------------------------------------------------------------------------
 
 struct Launch {
-  enum class Type { gemm, batched_gemm, memory, record, wait, allreduce, collective, optimizer, mark };
+  enum class Type { gemm, batched_gemm, memory, record, wait, allreduce, collective, optimizer, mark, send, recv };
   Type type = Type::gemm;
   Stream stream = Stream::compute;
   GemmCall gemm_call{};
@@ -140,6 +151,8 @@ struct Launch {
     int64_t send_offset = 0, recv_offset = 0, count = 0;
   };
   std::optional<Spans> buffers{};
+  P2POp p2p{};                                       // send, recv: peer stage, bytes, what moves
+  int batch = -1;                                    // send, recv: the program's batch number (one NCCL group)
   std::string describe(const StepPlan& plan) const;  // one line, as `measure --dry-run` prints it
 };
 
@@ -159,6 +172,7 @@ class DryRunExecutor final : public Executor {
   void collective(Stream stream, const CommCall& call) override;
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
+  void p2p_batch(Stream stream, const P2PBatch& batch, int number) override;
 
   const std::vector<Launch>& launches() const { return launches_; }
   void clear() { launches_.clear(); }
@@ -170,5 +184,9 @@ class DryRunExecutor final : public Executor {
 
 // The dry-run listing: a header, then one line per launch.
 std::string describe_launches(const StepPlan& plan, const std::vector<Launch>& launches);
+
+// `dpsim measure --dry-run`: each rank class's launches (with pipeline stages, every stage's: its own layout, buffers
+// and program), each followed by the buffers of its first rank.
+std::string describe_dry_run(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view);
 
 }  // namespace dpsim::backend

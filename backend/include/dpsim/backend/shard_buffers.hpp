@@ -11,6 +11,9 @@
 //   optimizer reads.
 // - Tensor parallelism: each tensor-group collective in place in `tensor_comm` (an all-gather's input is the rank's
 //   slice of it, a reduce-scatter's output likewise).
+// - Pipeline parallelism (a stage's plan): the stage's weights, gradients (its buckets) and optimizer state only;
+//   its sends read `tensor_comm` (as large as the largest), its receives land in `p2p_recv` (the largest a
+//   neighbour sends it); the tied embedding's all-reduce runs in place in `tensor_comm`.
 // - FSDP zero2/zero3 (units): per unit, a flat parameter padded to a multiple of the N ranks (FlatParameter's
 //   padding), of which each rank holds a 1/N shard of the weights and of the gradients; the weights are gathered into
 //   `gathered` (zero2: every unit at once, kept from its forward to its backward; zero3: the root's region, kept, and
@@ -28,7 +31,7 @@
 
 namespace dpsim::backend {
 
-enum class Buffer { none, weights, grads, weight_shard, grad_shard, gathered, unit_grads, tensor_comm };
+enum class Buffer { none, weights, grads, weight_shard, grad_shard, gathered, unit_grads, tensor_comm, p2p_recv };
 const char* to_string(Buffer buffer);
 
 struct Span {
@@ -59,6 +62,8 @@ struct ShardBuffers {
   int64_t weight_shard_numel = 0, grad_shard_numel = 0;  // FSDP (DeepSpeed stage 2: its gradient partition)
   int64_t gathered_numel = 0, unit_grads_numel = 0;      // FSDP
   int64_t tensor_comm_numel = 0;     // tensor parallelism: the largest activation an operator f or g reduces or gathers
+  int64_t p2p_recv_numel = 0;        // pipeline: the largest tensor a neighbouring stage sends this one
+  int stage = -1;                    // the pipeline stage whose buffers these are; -1: no pipeline
   std::vector<int64_t> bucket_base;  // [bucket] -> where its gradients live in `grads` (flat: bucket_offset)
   std::vector<UnitShard> units;
   std::vector<int> unit_of_grad;        // [plan grad] -> unit (FSDP)
@@ -70,16 +75,20 @@ struct ShardBuffers {
 
   int64_t numel_held() const {
     return weights_numel + grads_numel + weight_shard_numel + grad_shard_numel + gathered_numel + unit_grads_numel +
-           tensor_comm_numel;
+           tensor_comm_numel + p2p_recv_numel;
   }
   const CallBuffers& call(const CommCall& c) const;
+  // A pipeline send's or receive's buffer (`send` or `recv`; the other is none) and its count.
+  CallBuffers p2p(const P2POp& op) const;
+  int element_bytes = 2;
 };
 
-// `layout` is make_layout's for the same plan; `rank` is the rank's index in the data group of the program's
-// `group_size` ranks (1: a world of one, nothing is sharded away), `tensor_rank` its index in its tensor group. The
-// tensor group's collectives (Megatron's f and g) run in place in one activation-sized buffer, `tensor_comm`.
+// `layout` is make_layout's for the same plan (and stage); `rank` is the rank's index in the data group of the
+// program's `group_size` ranks (1: a world of one, nothing is sharded away), `tensor_rank` its index in its tensor
+// group. The tensor group's collectives (Megatron's f and g) run in place in one activation-sized buffer,
+// `tensor_comm`. With pipeline stages, `stage`'s buffers (its rank class's calls, its optimizer's parameters).
 ShardBuffers plan_shard_buffers(const StepPlan& plan, const StepProgram& program, const StepLayout& layout, int rank,
-                                int tensor_rank = 0);
+                                int tensor_rank = 0, int stage = 0);
 
 // Where a gradient's weights are read and its gradient written, given where each unit was last gathered
 // (`unit_base[u]`: its start in `gathered`; the executor updates it as it issues each unit's all-gather).
