@@ -73,9 +73,8 @@ void check_transfers(const std::string& scenario, const StepPlan& plan) {
   if (!deadlock) return;
   throw InputError(fmt::format(
       "{}: parallelism.schedule {} over {} stages: the GPU backend posts each stage's sends and receives as blocking "
-      "NCCL groups in the step program's order (each send right after its slot, as predict times it), and these "
-      "would deadlock: {} (1f1b and gpipe pass this check; interleaved_1f1b only while every forward is in the "
-      "warm-up)",
+      "NCCL groups in the step program's order, and these "
+      "would deadlock: {} (the shipped schedules, as Megatron posts them, pass this check)",
       scenario, to_string(plan.pipeline.schedule), plan.pipeline.stages, *deadlock));
 }
 

@@ -173,6 +173,11 @@ std::vector<std::vector<PipelineSlot>> pipeline_schedule(PipelineSchedule schedu
   return result;
 }
 
+int pipeline_warmup_forwards(PipelineSchedule schedule, int stages, int micro_batches, int virtual_stages, int rank) {
+  check_pipeline_schedule(schedule, stages, micro_batches, virtual_stages);
+  return warmup_forwards(schedule, stages, micro_batches, virtual_stages, rank);
+}
+
 int max_in_flight(const std::vector<PipelineSlot>& stage_slots) {
   std::set<std::pair<int, int>> held;
   int most = 0;

@@ -11,10 +11,11 @@
 // Sends and receives are numbered into batches (Instr::batch), each posted as one NCCL group: between two compute
 // slots, a slot's send and the next slot's receive are one batch when both go to the same neighbour (Megatron's
 // forward_backward_pipelining_without_interleaving: send_forward_recv_backward, send_backward_recv_forward, each one
-// _communicate), else two (its warm-up's send_forward, then recv_forward); under interleaving always one (the
-// interleaved schedule's send_forward_recv_forward and send_backward_recv_backward pair a send to one neighbour with
-// a receive from the other). p2p_batch.cpp checks that no stage can wait for ever: in the interleaved steady state this
-// order (each send right after its slot, as the simulator times it) deadlocks, and the GPU backend refuses it.
+// _communicate), else two (its warm-up's send_forward, then recv_forward). Interleaving posts as Megatron does
+// (StageBuilder::interleaved): each receive in the group after the slot before it, and in the steady state a
+// forward's output after the backward that follows it, with its input gradient and the next pair's receives.
+// p2p_batch.cpp checks that no stage can wait for ever (slot order, each send right after its slot, deadlocks under
+// interleaving once posted as blocking groups).
 #include <fmt/format.h>
 
 #include <map>
@@ -49,9 +50,15 @@ struct StageBuilder {
     return batches - 1;
   }
 
-  void send(int micro, int vstage, EventKind kind) {
+  static int peer_of_send(int vstage, EventKind kind) {
+    return kind == EventKind::gradient_sent ? vstage - 1 : vstage + 1;
+  }
+
+  // The send of virtual stage `vstage`'s output (activations) or input gradient, in batch `batch` (-1: by the 1F1B
+  // pairing rule above).
+  void send(int micro, int vstage, EventKind kind, int batch = -1) {
     constexpr int compute = StepProgram::kCompute;
-    const int peer = stage_of(kind == EventKind::gradient_sent ? vstage - 1 : vstage + 1);
+    const int peer = stage_of(peer_of_send(vstage, kind));
     const EventRef event{kind, event_index(micro, vstage)};
     bld.call(compute, {.kind = CollectiveKind::send,
                        .group = GroupKind::pipeline,
@@ -60,28 +67,36 @@ struct StageBuilder {
                        .backward = kind == EventKind::gradient_sent,
                        .peer = peer,
                        .delivers = event});
-    bld.rank.instrs.back().batch = batch_for(peer, true);
+    bld.rank.instrs.back().batch = batch >= 0 ? batch : batch_for(peer, true);
     bld.record(compute, event);
   }
 
   // The wait for a neighbour's send: the receive.
-  void receive(int micro, int from_vstage, EventKind kind) {
+  void receive(int micro, int from_vstage, EventKind kind, int batch = -1) {
     bld.wait(StepProgram::kCompute, {kind, event_index(micro, from_vstage)});
-    bld.rank.instrs.back().batch = batch_for(stage_of(from_vstage), false);
+    bld.rank.instrs.back().batch = batch >= 0 ? batch : batch_for(stage_of(from_vstage), false);
   }
 
   void forward(int micro, int vstage) {
-    constexpr int compute = StepProgram::kCompute;
     if (vstage > 0) receive(micro, vstage - 1, EventKind::activation_sent);
-    open_peer = -1;
-    for (int o : ops_of[static_cast<size_t>(vstage)])
-      compute_op(bld, plan, {.type = Instr::Type::forward, .stream = compute, .op = o, .micro = micro});
+    forward_compute(micro, vstage);
     if (vstage < vstages() - 1) send(micro, vstage, EventKind::activation_sent);
   }
 
   void backward(int micro, int vstage) {
-    constexpr int compute = StepProgram::kCompute;
     if (vstage < vstages() - 1) receive(micro, vstage + 1, EventKind::gradient_sent);
+    backward_compute(micro, vstage);
+    if (vstage > 0) send(micro, vstage, EventKind::gradient_sent);
+  }
+
+  void forward_compute(int micro, int vstage) {
+    open_peer = -1;
+    for (int o : ops_of[static_cast<size_t>(vstage)])
+      compute_op(bld, plan, {.type = Instr::Type::forward, .stream = StepProgram::kCompute, .op = o, .micro = micro});
+  }
+
+  void backward_compute(int micro, int vstage) {
+    constexpr int compute = StepProgram::kCompute;
     open_peer = -1;
     const bool last = micro == plan.pipeline.micro_batches - 1;  // every chunk's last backward is the last micro's
     const auto& ops = ops_of[static_cast<size_t>(vstage)];
@@ -97,7 +112,66 @@ struct StageBuilder {
           deferred.push_back(b);
       }
     }
-    if (vstage > 0) send(micro, vstage, EventKind::gradient_sent);
+  }
+
+  // Interleaved 1F1B as Megatron posts it without overlap_p2p_comm (schedules.py @d98e8a6,
+  // forward_backward_pipelining_with_interleaving): the first forward's input alone ("input_tensors[0].append(
+  // p2p_communicator.recv_forward(...))"); after each warm-up forward one batch, its output and the next forward's
+  // input (send_forward_recv_forward), with the first backward's gradient after the last warm-up forward
+  // (send_forward_backward_recv_forward_backward(output_tensor, None, recv_prev, recv_next=True)); in the steady
+  // state a forward and a backward, then one batch of both sends and both receives ("# Send output_tensor and
+  // input_tensor_grad, receive input_tensor and output_tensor_grad.", send_forward_backward_recv_forward_backward;
+  // "If last iteration, don't receive"); in the cool-down a backward, then its send and the next backward's gradient
+  // (send_backward_recv_backward). A forward's output reaches the next stage only after this stage's backward.
+  void interleaved(const std::vector<PipelineSlot>& slots, int warmup) {
+    std::vector<std::pair<int, int>> fwd, bwd;  // (micro, virtual stage) of forward k and backward k
+    for (const PipelineSlot& s : slots)
+      (s.forward ? fwd : bwd).emplace_back(s.micro, virtual_stage(stage, s.chunk, plan.pipeline.stages));
+    const int total = static_cast<int>(fwd.size());
+    int batch = -1;
+    const auto open = [&] { batch = -1; };
+    const auto id = [&] { return batch >= 0 ? batch : (batch = batches++); };
+    const auto recv_input = [&](int k) {
+      if (k < total && fwd[k].second > 0) receive(fwd[k].first, fwd[k].second - 1, EventKind::activation_sent, id());
+    };
+    const auto recv_grad = [&](int k) {
+      if (k < total && bwd[k].second < vstages() - 1)
+        receive(bwd[k].first, bwd[k].second + 1, EventKind::gradient_sent, id());
+    };
+    const auto send_output = [&](int k) {
+      if (fwd[k].second < vstages() - 1) send(fwd[k].first, fwd[k].second, EventKind::activation_sent, id());
+    };
+    const auto send_grad = [&](int k) {
+      if (bwd[k].second > 0) send(bwd[k].first, bwd[k].second, EventKind::gradient_sent, id());
+    };
+    open();
+    recv_input(0);
+    for (int k = 0; k < warmup; ++k) {
+      forward_compute(fwd[k].first, fwd[k].second);
+      open();
+      send_output(k);
+      recv_input(k + 1);
+      if (k == warmup - 1 && warmup < total) recv_grad(0);
+    }
+    if (warmup == total) {  // every forward in the warm-up: the first backward's gradient on its own
+      open();
+      recv_grad(0);
+    }
+    for (int k = 0; k < total - warmup; ++k) {
+      forward_compute(fwd[warmup + k].first, fwd[warmup + k].second);
+      backward_compute(bwd[k].first, bwd[k].second);
+      open();
+      send_output(warmup + k);
+      send_grad(k);
+      if (k < total - warmup - 1) recv_input(warmup + k + 1);
+      recv_grad(k + 1);
+    }
+    for (int k = total - warmup; k < total; ++k) {
+      backward_compute(bwd[k].first, bwd[k].second);
+      open();
+      send_grad(k);
+      recv_grad(k + 1);
+    }
   }
 
   void reduce_deferred() {
@@ -156,12 +230,17 @@ StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options
       sb.bld.rank.comms.reserve(program.classes.back().comms.size());
     }
     sb.bld.mark(StepProgram::kCompute, Mark::step_begin, 0);
-    for (const PipelineSlot& slot : slots[static_cast<size_t>(stage)]) {
-      const int vstage = virtual_stage(stage, slot.chunk, pp.stages);
-      if (slot.forward)
-        sb.forward(slot.micro, vstage);
-      else
-        sb.backward(slot.micro, vstage);
+    if (pp.virtual_stages > 1) {
+      sb.interleaved(slots[static_cast<size_t>(stage)],
+                     pipeline_warmup_forwards(pp.schedule, pp.stages, pp.micro_batches, pp.virtual_stages, stage));
+    } else {
+      for (const PipelineSlot& slot : slots[static_cast<size_t>(stage)]) {
+        const int vstage = virtual_stage(stage, slot.chunk, pp.stages);
+        if (slot.forward)
+          sb.forward(slot.micro, vstage);
+        else
+          sb.backward(slot.micro, vstage);
+      }
     }
     sb.reduce_deferred();
     sb.optimizer();

@@ -164,10 +164,11 @@ check dry-run-send-payload 0 "compute +send +to stage 1 activations 16.78 MB \\(
 check dry-run-recv-payload 0 "compute +recv +from stage 1 input-gradient 16.78 MB \\(batch 1\\) \\[p2p-recv\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-stage-buffers 0 "^# buffers of rank 0 of 4 of pipeline stage 1 \\(flat weights and gradients\\):.* p2p-recv 8388608 " -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-tensor-payload 0 "compute +all_gather +tensor #0 activations 134.22 MB" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
-# Interleaving's steady state, posted as blocking NCCL groups in the program's order, would deadlock: refused.
+# Interleaving posts its steady state as Megatron does (a forward's output after the next backward, four transfers in
+# one group): the dry run runs every stage to the end.
 itmp=$(mktemp -d)
 sed -e "s|\.\./models/|$(cd "$src" && pwd)/models/|" -e "s/schedule: 1f1b/schedule: interleaved_1f1b\n  virtual_stages: 2/" "$s/llama3.1-70b-tp8-pp2-64xh100.yaml" >"$itmp/inter.yaml"
-check dry-run-interleaved-deadlock 2 "parallelism.schedule interleaved_1f1b over 2 stages: .* would deadlock: the pipeline's transfers deadlock:" -- "$dpsim" measure --dry-run "$itmp/inter.yaml"
+check dry-run-interleaved-runs 0 "^# pipeline stage 1 of 2 " -- "$dpsim" measure --dry-run "$itmp/inter.yaml"
 rm -rf "$itmp"
 check memory-autocast-copies 0 "autocast bf16 weight copies +24[0-9.]+ MB" -- "$dpsim" estimate "$s/gpt2-124m-autocast-4xrtx4090.yaml"
 check memory-not-counted 0 "not counted +the caching allocator.s fragmentation" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"

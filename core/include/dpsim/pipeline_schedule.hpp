@@ -38,6 +38,10 @@ void check_pipeline_schedule(PipelineSchedule schedule, int stages, int micro_ba
 std::vector<std::vector<PipelineSlot>> pipeline_schedule(PipelineSchedule schedule, int stages, int micro_batches,
                                                          int virtual_stages);
 
+// How many forwards stage `rank` runs before its first backward (its slots: that many forwards, then forward and
+// backward in turn, then the remaining backwards).
+int pipeline_warmup_forwards(PipelineSchedule schedule, int stages, int micro_batches, int virtual_stages, int rank);
+
 // The most (micro-batch, chunk) activations a stage holds at once: pairs forwarded and not yet backwarded. A
 // chunk holds 1/virtual_stages of the stage's layers, so the stage's activation memory is this count x the
 // activations of one micro-batch through one chunk.
