@@ -33,17 +33,23 @@ void DryRunExecutor::allreduce_bucket(int bucket) {
   launches_.push_back({.type = Launch::Type::allreduce, .stream = Stream::comm, .bucket = bucket});
 }
 
+namespace {
+
+// Where a launch reads and writes: the buffers and offsets of its plan (shard_buffers.hpp).
+Launch::Spans spans_of(const CallBuffers& b) {
+  return Launch::Spans{.send_buffer = static_cast<int>(b.send.buffer),
+                       .recv_buffer = static_cast<int>(b.recv.buffer),
+                       .send_offset = b.send.offset,
+                       .recv_offset = b.recv.offset,
+                       .count = b.count};
+}
+
+}  // namespace
+
 void DryRunExecutor::collective(Stream stream, const CommCall& call) {
   if (call.kind == CollectiveKind::all_reduce && call.bucket >= 0) return allreduce_bucket(call.bucket);
   Launch l{.type = Launch::Type::collective, .stream = stream, .bucket = call.bucket, .call = call};
-  if (buffers_) {
-    const CallBuffers& b = buffers_->call(call);
-    l.buffers = Launch::Spans{.send_buffer = static_cast<int>(b.send.buffer),
-                              .recv_buffer = static_cast<int>(b.recv.buffer),
-                              .send_offset = b.send.offset,
-                              .recv_offset = b.recv.offset,
-                              .count = b.count};
-  }
+  if (buffers_) l.buffers = spans_of(buffers_->call(call));
   launches_.push_back(l);
 }
 
@@ -55,14 +61,7 @@ void DryRunExecutor::p2p_batch(Stream stream, const P2PBatch& batch, int number)
              .stream = stream,
              .p2p = op,
              .batch = number};
-    if (buffers_) {
-      const CallBuffers b = buffers_->p2p(op);
-      l.buffers = Launch::Spans{.send_buffer = static_cast<int>(b.send.buffer),
-                                .recv_buffer = static_cast<int>(b.recv.buffer),
-                                .send_offset = b.send.offset,
-                                .recv_offset = b.recv.offset,
-                                .count = b.count};
-    }
+    if (buffers_) l.buffers = spans_of(buffers_->p2p(op));
     launches_.push_back(l);
   }
 }
