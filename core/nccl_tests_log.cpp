@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -42,6 +43,17 @@ bool to_double(const std::string& s, double& out) {
   } catch (...) {
     return false;
   }
+}
+
+// nccl-tests' "nccl-library=N" (NCCL_VERSION_CODE, major x 10000 + minor x 100 + patch since 2.9): a number of at
+// most six digits, else the line is damaged.
+int version_code(const std::string& digits, const std::string& file, int line) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size() || v > 999999)
+    throw InputError(file, line, "nccl-library",
+                     fmt::format("\"{}\" is not an NCCL version code (major x 10000 + minor x 100 + patch)", digits));
+  return v;
 }
 
 std::string trim(const std::string& s) {
@@ -98,7 +110,7 @@ Calibration parse_nccl_tests_log(const std::string& text, const std::string& fil
     }
     if (line.find("nccl-tests version") != std::string::npos && std::regex_search(line, m, version_re)) {
       cal.context["nccl_tests"] = m[1].str();
-      const int v = std::stoi(m[2].str());  // NCCL_VERSION_CODE: major*10000 + minor*100 + patch
+      const int v = version_code(m[2].str(), file, line_no);  // NCCL_VERSION_CODE: major*10000 + minor*100 + patch
       cal.context["nccl"] = fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
       continue;
     }
@@ -124,12 +136,15 @@ Calibration parse_nccl_tests_log(const std::string& text, const std::string& fil
       if (!wrong_column && !(x >= 0)) refuse(fmt::format("negative time or bandwidth {}", t[j]));
       v.push_back(x);
     }
-    if (const int element = element_bytes(t[2]); element > 0 && std::stod(t[1]) * element != std::stod(t[0])) {
+    double size = 0, count = 0;
+    if (!to_double(t[0], size) || !to_double(t[1], count))
+      refuse(fmt::format("size {} or count {} is beyond any buffer (a damaged row)", t[0], t[1]));
+    if (const int element = element_bytes(t[2]); element > 0 && count * element != size) {
       refuse(fmt::format("size {} bytes is not count {} x {} bytes of {} (size and count swapped, or a damaged row)",
                          t[0], t[1], element, t[2]));
     }
     AllreduceRow row;
-    row.bytes = std::stod(t[0]);
+    row.bytes = size;
     row.time_s = v[0] * 1e-6;
     row.algbw_GBps = v[1];
     row.busbw_GBps = v[2];

@@ -140,6 +140,24 @@ TEST_CASE("an nccl-tests row that is not a valid measurement is refused with its
             .find("a.log:4: all_reduce_perf: negative time or bandwidth -27.76") == 0);
 }
 
+// Found by scripts/ci-fuzz.sh (fuzz_nccl_log): numbers too large for their type threw std::out_of_range and ended the
+// process; they are damaged lines, refused with the file and line like any other.
+TEST_CASE("an nccl-tests version code or row size beyond its type is refused with its line, not thrown past") {
+  const auto error_of = [](const std::string& text) {
+    try {
+      parse_nccl_tests_log(text, "b.log");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(error_of("# nccl-tests version 2.20.0 (b4d5bee) nccl-headers=23102 nccl-library=23102666603\n") ==
+        "b.log:1: nccl-library: \"23102666603\" is not an NCCL version code (major x 10000 + minor x 100 + patch)");
+  const std::string huge(400, '9');
+  CHECK(error_of(nccl_tests_header() + huge + " 262144 float sum -1 27.76 37.78 66.11 0 27.49 38.15 66.76 0\n")
+            .find("b.log:4: all_reduce_perf: size " + huge + " or count 262144 is beyond any buffer") == 0);
+}
+
 TEST_CASE("a calibration with a negative latency is refused") {
   const std::string fit =
       "calibration_version: 1\nfits:\n  - fabric: nvswitch\n    protocol: simple\n    world_size: 8\n"
