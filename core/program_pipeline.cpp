@@ -42,10 +42,10 @@ struct StageBuilder {
   int event_index(int micro, int vstage) const { return micro * vstages() + vstage; }
   int stage_of(int vstage) const { return vstage % plan.pipeline.stages; }
 
-  // The batch of a send (always a new one) or a receive (the open one where the rule above pairs them).
+  // Without interleaving: the batch of a send (always a new one) or a receive (the open one where the rule above
+  // pairs them: a receive from the peer the last send went to).
   int batch_for(int peer, bool send) {
-    const bool interleaved = plan.pipeline.virtual_stages > 1;
-    if (send || open_peer < 0 || !(interleaved || peer == open_peer)) ++batches;
+    if (send || open_peer < 0 || peer != open_peer) ++batches;
     open_peer = send ? peer : -1;
     return batches - 1;
   }
