@@ -23,7 +23,7 @@ ComputeModel compute_model(const Scenario& s) {
                                ? g.attention_efficiency / g.flash2_speedup_over_flash1
                                : g.attention_efficiency;
   m.attention_backward_factor = g.attention_backward_factor;
-  m.eager_score_bytes = g.eager_score_bytes;
+  if (is_eager(s.training.attention)) m.eager_score_bytes = g.eager_score_bytes.at(s.training.attention);
   m.attention = s.training.attention;
   if (s.training.attention == AttentionImpl::flash1) m.attention_rates = g.flash1_rates;
   m.kernel_launch_s = g.kernel_launch_s;
@@ -104,9 +104,9 @@ double score_dropout_bytes(const PlanOp& op, const ComputeModel& m) {
 }
 
 double attention_forward_seconds(const PlanOp& op, const ComputeModel& m) {
-  if (m.attention == AttentionImpl::eager) {
+  if (is_eager(m.attention)) {
     // Eager computes the whole score matrix (the mask does not skip work) and moves it through HBM.
-    double t = memory_seconds(score_elements(op) * (m.eager_score_bytes[0] + score_dropout_bytes(op, m)), m);
+    double t = memory_seconds(score_elements(op) * (m.eager_score_bytes.forward + score_dropout_bytes(op, m)), m);
     for (const GemmShape& g : op.gemms) t += gemm_seconds(g, m);
     return t;
   }
@@ -118,8 +118,8 @@ double attention_forward_seconds(const PlanOp& op, const ComputeModel& m) {
 }
 
 double attention_backward_seconds(const PlanOp& op, const ComputeModel& m) {
-  if (m.attention == AttentionImpl::eager) {
-    double t = memory_seconds(score_elements(op) * (m.eager_score_bytes[1] + score_dropout_bytes(op, m)), m);
+  if (is_eager(m.attention)) {
+    double t = memory_seconds(score_elements(op) * (m.eager_score_bytes.backward + score_dropout_bytes(op, m)), m);
     for (const GemmShape& g : op.gemms)
       for (const GemmShape& b : backward_gemms(g)) t += gemm_seconds(b, m);
     return t;
@@ -228,12 +228,11 @@ OpSeconds op_seconds(const std::vector<PlanOp>& ops, const ComputeModel& m) {
 double executed_flops(const PlanOp& op, const ComputeModel& m) {
   if (op.kind != OpKind::matmul && op.kind != OpKind::attention) return 0;
   double forward = op.forward_flops;
-  if (op.kind == OpKind::attention && m.attention == AttentionImpl::eager) {  // the whole score matrix, masked or not
+  if (op.kind == OpKind::attention && is_eager(m.attention)) {  // the whole score matrix, masked or not
     forward = 0;
     for (const GemmShape& g : op.gemms) forward += gemm_flops(g);
   }
-  const double backward =
-      op.kind == OpKind::attention && m.attention == AttentionImpl::eager ? 2 * forward : op.backward_flops;
+  const double backward = op.kind == OpKind::attention && is_eager(m.attention) ? 2 * forward : op.backward_flops;
   return forward * (op.recompute_forward ? 2 : 1) + backward;
 }
 

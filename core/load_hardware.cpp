@@ -257,9 +257,13 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   const char* arch_key = to_string(spec.arch);
   spec.cublas_workspace_bytes = cublas.at(cublas.has(arch_key) ? arch_key : "other").as_bytes();
   const YNode eager = k.at("eager_attention_bytes_per_score");
-  eager.allow_only({"forward", "backward", "saved"});
-  spec.eager_score_bytes = {eager.at("forward").as_positive_number(), eager.at("backward").as_positive_number()};
-  spec.eager_saved_score_bytes = eager.at("saved").as_positive_number();
+  eager.allow_only({"eager", "eager_16bit"});
+  for (AttentionImpl impl : {AttentionImpl::eager, AttentionImpl::eager_16bit}) {
+    const YNode e = eager.at(to_string(impl));
+    e.allow_only({"forward", "backward", "saved", "saved_dropout"});
+    spec.eager_score_bytes[impl] = {e.at("forward").as_positive_number(), e.at("backward").as_positive_number(),
+                                    e.at("saved").as_positive_number(), e.at("saved_dropout").as_positive_number()};
+  }
 }
 
 // flash1_fwd_bwd: a list of {causal, head_dim, tflops: {sequence length: rate}}, each pair (causal, head_dim) once.

@@ -67,7 +67,7 @@ TransformerConfig parse_transformer(const YNode& n) {
   n.allow_only({"model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "intermediate_size", "max_position_embeddings", "tie_word_embeddings",
                 "type_vocab_size", "hidden_dropout", "attention_dropout", "position_embedding_type",
-                "embedding_layernorm"});
+                "embedding_layernorm", "separate_output_bias"});
   TransformerConfig c;
   c.family = parse_family(n.at("model_type"));
   read_hf_dims(n, c);
@@ -84,6 +84,13 @@ TransformerConfig parse_transformer(const YNode& n) {
       if (!(*p >= 0 && *p < 1)) v->fail(fmt::format("a dropout probability is in [0, 1), got {}", *p));
     }
   parse_gpt2_variants(n, c);
+  if (auto v = n.get("separate_output_bias")) {
+    c.separate_output_bias = v->as_bool();
+    if (c.family == ModelFamily::llama)
+      v->fail(
+          "gpt2 and bert only (Megatron-LM 2019's RowParallelLinear); a llama model's output projections are "
+          "unbiased unless attention_bias / mlp_bias say");
+  }
   if (c.family != ModelFamily::llama && c.max_position_embeddings == 0 && !c.alibi) {
     n.fail("gpt2 and bert models need max_position_embeddings (learned position embeddings)");
   }

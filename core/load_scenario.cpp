@@ -99,7 +99,8 @@ Training parse_training(const YNode& n) {
                                              {"flash2", AttentionImpl::flash},
                                              {"flash1", AttentionImpl::flash1},
                                              {"triton", AttentionImpl::flash1},
-                                             {"eager", AttentionImpl::eager}});
+                                             {"eager", AttentionImpl::eager},
+                                             {"eager_16bit", AttentionImpl::eager_16bit}});
   if (auto v = n.get("activation_checkpointing")) {
     t.activation_checkpointing = v->as_enum<ActivationCheckpointing>({{"none", ActivationCheckpointing::none},
                                                                       {"selective", ActivationCheckpointing::selective},

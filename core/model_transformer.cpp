@@ -102,6 +102,22 @@ struct Builder {
     if (how == Split::column_entry) enter_split(op, in);
     if (how == Split::row) leave_split(op, out);
     ops.push_back(std::move(op));
+    if (how == Split::row && bias && c.separate_output_bias) bias_add(name + ".bias_add", out);
+  }
+
+  // A row-parallel linear's bias added after the reduction by a kernel of its own (Megatron-LM 93ab4bea
+  // mpu/layers.py RowParallelLinear.forward: "output_ = reduce_from_model_parallel_region(output_parallel)", then
+  // "output = output_ + self.bias"): forward reads the sum and writes the result; backward the gradient passes
+  // through and the bias's gradient reads it once (a sum over the tokens). Replicated over the tensor group; the bias
+  // is the linear's tensor.
+  void bias_add(const std::string& name, int64_t width) {
+    Op op;
+    op.name = name;
+    op.kind = OpKind::elementwise;
+    const double tensor = tokens * static_cast<double>(width) * act_bytes * seq_share();
+    op.forward_bytes_per_sample = 2.0 * tensor;
+    op.backward_bytes_per_sample = tensor;
+    ops.push_back(std::move(op));
   }
 
   // Memory-bound elementwise work over `width` features per token: reads `reads` and writes `writes` tensors.

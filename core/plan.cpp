@@ -279,15 +279,16 @@ struct KeptActivations {
 };
 
 // What an op keeps for its backward, per sample: its activations and, for eager attention, the score elements its
-// softmax and matmul keep (data/gpus.yaml kernels.eager_attention_bytes_per_score saved; dropout's one-byte mask).
+// softmax and matmul keep (data/gpus.yaml kernels.eager_attention_bytes_per_score: saved, and saved_dropout with
+// attention dropout).
 double saved_bytes_per_sample(const Scenario& s, const Op& op) {
-  if (op.kind != OpKind::attention || s.training.attention != AttentionImpl::eager || op.gemms.empty())
+  if (op.kind != OpKind::attention || !is_eager(s.training.attention) || op.gemms.empty())
     return op.activation_bytes_per_sample;
   const GemmShape& scores = op.gemms.front();  // Q K^T: sequence x sequence per head
   const double elements =
       static_cast<double>(scores.m) * static_cast<double>(scores.n) * static_cast<double>(scores.batch);
-  return op.activation_bytes_per_sample +
-         elements * (s.topology.gpu.eager_saved_score_bytes + (op.score_dropout ? 1.0 : 0.0));
+  const EagerScoreBytes& b = s.topology.gpu.eager_score_bytes.at(s.training.attention);
+  return op.activation_bytes_per_sample + elements * (b.saved + (op.score_dropout ? b.saved_dropout : 0.0));
 }
 
 template <typename In>

@@ -42,9 +42,12 @@ const char* to_string(AttentionImpl impl) {
     case AttentionImpl::flash: return "flash";
     case AttentionImpl::flash1: return "flash1";
     case AttentionImpl::eager: return "eager";
+    case AttentionImpl::eager_16bit: return "eager_16bit";
   }
   return "?";
 }
+
+bool is_eager(AttentionImpl impl) { return impl == AttentionImpl::eager || impl == AttentionImpl::eager_16bit; }
 const char* to_string(ActivationCheckpointing c) {
   switch (c) {
     case ActivationCheckpointing::none: return "none";

@@ -10,6 +10,7 @@
 #include "../source_dir.hpp"
 #include "dpsim/compute_cost.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/sweep_spec.hpp"
 
 using namespace dpsim;
 
@@ -83,6 +84,32 @@ TEST_CASE("flash attention: its own efficiency, backward 2.5x forward; eager mov
   s.training.attention = AttentionImpl::eager;
   const ComputeModel eager = compute_model(s);
   CHECK(forward_seconds(attn, eager) > forward_seconds(attn, flash));
+}
+
+TEST_CASE("eager_16bit (Megatron-LM 2019) moves 16 and 14 bytes per score element, eager (HF) 16 and 32") {
+  // data/gpus.yaml kernels.eager_attention_bytes_per_score, counted from each implementation's ops.
+  // No recomputation: the backward is the backward's alone.
+  Scenario s =
+      load_scenario(src("scenarios/megatron-1.2b-1xv100.yaml"), {{"training.activation_checkpointing", "none"}});
+  const StepPlan plan = make_step_plan(s);
+  const PlanOp& attn = op_of(plan, OpKind::attention);
+  const double scores = 8.0 * 16 * 1024 * 1024;  // micro-batch 8, 16 heads, 1024 x 1024 scores each
+  const double dropout = 2 * 2 + 1;              // attention_dropout 0.1: read and write fp16, a one-byte mask
+  const auto memory_part = [&](AttentionImpl impl, bool backward) {
+    s.training.attention = impl;
+    const ComputeModel m = compute_model(s);
+    double gemms = 0;
+    for (const GemmShape& g : attn.gemms) {
+      if (!backward) gemms += gemm_seconds(g, m);
+      if (backward) gemms += gemm_seconds({g.m, g.k, g.n, g.batch}, m) + gemm_seconds({g.k, g.n, g.m, g.batch}, m);
+    }
+    return ((backward ? backward_seconds(attn, m) : forward_seconds(attn, m)) - gemms) *
+           m.memory_bandwidth_bytes_per_s * m.memory_efficiency;
+  };
+  CHECK(memory_part(AttentionImpl::eager_16bit, false) == Approx(scores * (16 + dropout)));
+  CHECK(memory_part(AttentionImpl::eager_16bit, true) == Approx(scores * (14 + dropout)));
+  CHECK(memory_part(AttentionImpl::eager, false) == Approx(scores * (16 + dropout)));
+  CHECK(memory_part(AttentionImpl::eager, true) == Approx(scores * (32 + dropout)));
 }
 
 TEST_CASE("flash1 on a GPU with a published benchmark: the rate of its mask, head size and sequence length") {

@@ -56,6 +56,33 @@ TEST_CASE("BLOOM 176B: ALiBi has no position table and the embedding LayerNorm a
   CHECK(embedding_norm);
 }
 
+TEST_CASE("Megatron-LM 2019 adds each output projection's bias by its own kernel, after the reduction") {
+  // models/megatron-lm-2019-1.2b.yaml: separate_output_bias (RowParallelLinear.forward: output_ + self.bias).
+  ModelSpec m = load_model(src("models/megatron-lm-2019-1.2b.yaml"));
+  const auto count = [](const std::vector<Op>& ops) {
+    int n = 0;
+    for (const Op& op : ops) n += op.name.find(".bias_add") != std::string::npos ? 1 : 0;
+    return n;
+  };
+  const std::vector<Op> ops = build_ops(m, 1024, Dtype::fp16);
+  CHECK(count(ops) == 2 * 40);  // attn.c_proj and mlp.c_proj of each of the 40 layers
+  // After its linear, before the dropout; reads the sum and writes the result (1024 x 1536 fp16 per sample), and
+  // its backward reads the gradient once for the bias's; it holds no tensor of its own (the bias is the linear's).
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].name != "h.0.attn.c_proj.bias_add") continue;
+    CHECK(ops[i - 1].name == "h.0.attn.c_proj");
+    CHECK(ops[i + 1].name == "h.0.attn.resid_dropout");
+    CHECK(ops[i].forward_bytes_per_sample == 2.0 * 1024 * 1536 * 2);
+    CHECK(ops[i].backward_bytes_per_sample == 1024.0 * 1536 * 2);
+    CHECK(ops[i].params.empty());
+    CHECK(ops[i].activation_bytes_per_sample == 0);
+  }
+  const int64_t params = count_parameters(m);
+  m.transformer->separate_output_bias = false;  // Hugging Face's GPT-2: the bias is the GEMM's
+  CHECK(count(build_ops(m, 1024, Dtype::fp16)) == 0);
+  CHECK(count_parameters(m) == params);
+}
+
 TEST_CASE("training FLOPs of a dense transformer are ~6N per token plus attention") {
   const ModelSpec m = load_model(src("models/llama-3.1-8b.yaml"));
   const int64_t T = 2048;

@@ -186,6 +186,20 @@ TEST_CASE("eager attention keeps 6 bytes per score element for its backward; sel
   CHECK(full.memory.activation_bytes < selective.memory.activation_bytes);
 }
 
+TEST_CASE("eager attention with dropout keeps 7 bytes per score element, eager_16bit 5") {
+  // Megatron-LM 2019's 1.2B (attention_dropout 0.1), no recomputation: HF's eager keeps the fp32 softmax output, the
+  // dropout's 16-bit output and its mask (6 + 1); eager_16bit the 16-bit softmax output, the dropout's output and
+  // its mask (2 + 3) (data/gpus.yaml eager_attention_bytes_per_score).
+  const auto plan = [](const std::string& attention) {
+    return make_step_plan(
+        load_scenario(src("scenarios/megatron-1.2b-1xv100.yaml"),
+                      {{"training.activation_checkpointing", "none"}, {"training.attention", attention}}));
+  };
+  const double scores = 40.0 * 16 * 1024 * 1024 * 8;  // 40 layers of 16 heads, 1024 x 1024, micro-batch 8
+  CHECK(plan("eager").memory.activation_bytes == Approx(plan("eager_16bit").memory.activation_bytes + scores * 2));
+  CHECK(plan("eager").memory.activation_bytes == Approx(plan("flash").memory.activation_bytes + scores * 7));
+}
+
 TEST_CASE("activation_checkpointing_every N checkpoints blocks N-1, 2N-1, ... and keeps the others' activations") {
   const Scenario every3 =
       load_scenario(src("validation/reference/scenarios/e2e/a100-40-mpt125m-s2048-g8-gbs624.yaml"),

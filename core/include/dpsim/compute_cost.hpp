@@ -29,7 +29,7 @@ struct ComputeModel {
   // replaces attention_efficiency.
   std::vector<AttentionRateCurve> attention_rates{};
   double attention_backward_factor = 2;
-  std::array<double, 2> eager_score_bytes{};
+  EagerScoreBytes eager_score_bytes;  // the eager implementation's (training.attention eager or eager_16bit)
   AttentionImpl attention = AttentionImpl::flash;
   double kernel_launch_s = 0;
   double gemm_fixed_time_s = 0;  // per GEMM kernel, beyond its tiles' work (data/gpus.yaml kernels.gemm_fixed_time)

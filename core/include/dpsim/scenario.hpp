@@ -21,8 +21,11 @@ enum class Optimizer { adamw, sgd_momentum, sgd };
 // How PyTorch runs the optimizer step: torch/optim/optimizer.py picks foreach unless fused is asked for.
 enum class OptimizerImpl { foreach, fused, forloop };
 // The attention kernel: FlashAttention-2 / PyTorch SDPA (causal half skipped), FlashAttention v1 (or its Triton
-// port, llm-foundry's attn_impl triton), or eager softmax(QK^T)V.
-enum class AttentionImpl { flash, flash1, eager };
+// port, llm-foundry's attn_impl triton), or eager softmax(QK^T)V: as Hugging Face runs it (an fp32 softmax) or with
+// the softmax in the 16-bit dtype and the scale and mask as their own kernels (Megatron-LM 2019).
+enum class AttentionImpl { flash, flash1, eager, eager_16bit };
+// Whether the attention materializes its whole score matrix in HBM (eager or eager_16bit).
+bool is_eager(AttentionImpl impl);
 // training.activation_checkpointing: full recomputes each transformer block's forward during its backward and
 // keeps only the block's input (Korthikanti et al. 2022, arXiv 2205.05198, Section 4: "full activation
 // recomputation"); llm-foundry / Composer's fsdp_config.activation_checkpointing wraps every block. selective
@@ -62,6 +65,16 @@ struct AttentionRateCurve {
   std::vector<std::pair<int64_t, double>> rate_by_sequence;  // {sequence length, FLOP/s}, ascending lengths
 };
 
+// What eager attention moves through HBM and keeps, per score element: forward and backward bytes, the bytes its
+// softmax and matmul keep for the backward, and what attention dropout adds to those (its one-byte mask, and its own
+// output where the matmul's input was already kept).
+struct EagerScoreBytes {
+  double forward = 0;
+  double backward = 0;
+  double saved = 0;
+  double saved_dropout = 0;
+};
+
 struct GpuSpec {
   std::string key;   // catalog key, e.g. "H100-SXM"
   std::string name;  // as nvidia-smi prints it
@@ -90,8 +103,8 @@ struct GpuSpec {
   double flash2_speedup_over_flash1 = 1;  // FlashAttention-2's rate over v1's (flash1 = attention_efficiency / this)
   double cuda_context_bytes = 0;          // kernels.cuda_context: the CUDA context beside the model
   double cublas_workspace_bytes = 0;      // kernels.cublas_workspace for this GPU's architecture
-  std::array<double, 2> eager_score_bytes{};  // eager attention's HBM bytes per score element {forward, backward}
-  double eager_saved_score_bytes = 0;         // ... and the bytes per score element it keeps for the backward
+  // Eager attention's HBM bytes per score element (kernels.eager_attention_bytes_per_score, per implementation).
+  std::map<AttentionImpl, EagerScoreBytes> eager_score_bytes;
   std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
@@ -322,6 +335,9 @@ struct TransformerConfig {
   // attention scores instead of a position table (no wpe tensor, no length limit); a LayerNorm after the embedding.
   bool alibi = false;
   bool embedding_norm = false;
+  // gpt2 and bert as Megatron-LM 2019 runs them (separate_output_bias): the attention and MLP output projections
+  // (RowParallelLinear) add their bias after the tensor-parallel reduction, as a kernel of its own.
+  bool separate_output_bias = false;
   bool tie_embeddings = false;
   // Llama-family variants (Hugging Face model_types mistral, qwen2, qwen3, gemma, gemma2, phi3):
   int64_t head_dim = 0;         // per attention head; 0: hidden_size / num_heads
