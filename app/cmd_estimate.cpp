@@ -55,6 +55,29 @@ Section bounds_section(const StepResult& r) {
   return st;
 }
 
+// Where the compute time goes, by op kind (a kind with no time is left out): each kind's time and share of the
+// compute, and the rate it runs at.
+void add_compute_by_kind(Section& comp, const ComputeByKind& c, const ComputeModel& cm) {
+  const double total = c.total_s();
+  if (!(total > 0)) return;
+  const auto share = [&](double seconds) {
+    return fmt::format("{} ({:.0f}%)", format_seconds(seconds), 100 * seconds / total);
+  };
+  const auto flops = [&](const char* label, double seconds, double executed) {
+    if (!(seconds > 0)) return;
+    const double rate = executed / seconds;
+    comp.add(label, fmt::format("{}, {:.0f} TFLOP/s executed ({:.0f}% of peak)", share(seconds), rate / 1e12,
+                                100 * rate / cm.peak_flops_per_s));
+  };
+  flops("time in GEMMs", c.gemm_s, c.gemm_flops);
+  flops("time in attention", c.attention_s, c.attention_flops);
+  if (c.memory_bound_s > 0)
+    comp.add("time in memory-bound ops",
+             fmt::format("{}, {} at {:.2f} TB/s", share(c.memory_bound_s), format_bytes(c.memory_bound_bytes),
+                         c.memory_bound_bytes / c.memory_bound_s / 1e12));
+  if (c.optimizer_s > 0) comp.add("time in the optimizer step", share(c.optimizer_s));
+}
+
 std::string render(const Scenario& s, const Estimate& e) {
   auto sections = common_sections(s, e.result);
   Section fit{"Largest model that fits", {}};
@@ -71,6 +94,7 @@ std::string render(const Scenario& s, const Estimate& e) {
            fmt::format("at most x {:.2f} of peak, per shape (tile and wave quantization, {:.1f} us per kernel)",
                        cm.gemm_efficiency, cm.gemm_fixed_time_s * 1e6));
   comp.add("attention", fmt::format("{}: x {:.2f} of peak", to_string(s.training.attention), cm.attention_efficiency));
+  if (e.result.compute_by_kind) add_compute_by_kind(comp, *e.result.compute_by_kind, cm);
   comp.add("forward + backward + optimizer", format_seconds(e.compute_s));
   sections.push_back(std::move(comp));
   sections.push_back(bounds_section(e.result));

@@ -102,11 +102,37 @@ void AnalyticExecutor::advance(const Instr& in, double seconds) {
   phase_busy_[static_cast<size_t>(in.phase())] += seconds;
 }
 
-void AnalyticExecutor::forward(const Instr& in) { advance(in, op_s_.forward.at(static_cast<size_t>(in.op))); }
+// An op's time, and at its forward its executed FLOPs (forward, recomputation and backward) or the bytes it moves
+// (forward and backward), into its kind's share of the compute.
+void AnalyticExecutor::attribute(const PlanOp& op, double seconds, bool forward) {
+  switch (op.kind) {
+    case OpKind::matmul:
+    case OpKind::attention: {
+      const bool gemm = op.kind == OpKind::matmul;
+      (gemm ? by_kind_.gemm_s : by_kind_.attention_s) += seconds;
+      if (forward) (gemm ? by_kind_.gemm_flops : by_kind_.attention_flops) += executed_flops(op, cm_);
+      break;
+    }
+    case OpKind::elementwise:
+    case OpKind::embedding:
+      by_kind_.memory_bound_s += seconds;
+      if (forward)
+        by_kind_.memory_bound_bytes += op.forward_bytes * (op.recompute_forward ? 2 : 1) +
+                                       (op.input_grad || op.weight_grad ? op.backward_bytes : 0.0);
+      break;
+  }
+}
+
+void AnalyticExecutor::forward(const Instr& in) {
+  const double t = op_s_.forward.at(static_cast<size_t>(in.op));
+  advance(in, t);
+  attribute(plan_.ops.at(static_cast<size_t>(in.op)), t, true);
+}
 
 void AnalyticExecutor::backward(const Instr& in) {
   const double t = op_s_.backward.at(static_cast<size_t>(in.op));
   advance(in, t);
+  attribute(plan_.ops.at(static_cast<size_t>(in.op)), t, false);
   if (in.sync) synced_backward_ += t;
 }
 
@@ -142,10 +168,16 @@ void AnalyticExecutor::wait(const Instr& in) {
 }
 
 void AnalyticExecutor::unflatten(const Instr& in) {
-  advance(in, memory_seconds(final_copy_bytes_of(plan_, stage_), cm_));
+  const double t = memory_seconds(final_copy_bytes_of(plan_, stage_), cm_);
+  advance(in, t);
+  by_kind_.optimizer_s += t;
 }
 
-void AnalyticExecutor::optimizer(const Instr& in) { advance(in, optimizer_seconds(optimizer_of(plan_, stage_), cm_)); }
+void AnalyticExecutor::optimizer(const Instr& in) {
+  const double t = optimizer_seconds(optimizer_of(plan_, stage_), cm_);
+  advance(in, t);
+  by_kind_.optimizer_s += t;
+}
 
 void AnalyticExecutor::mark(const Instr&) {}
 

@@ -170,6 +170,8 @@ Estimate estimate_pipeline(const Scenario& s, const StepPlan& plan, const StepPr
   report_stages(plan, r);
   const StageTiming& t = r.stages.at(static_cast<size_t>(r.reported_stage));
   e.compute_s = t.forward_s + t.backward_s + t.optimizer_s;
+  for (size_t c = 0; c < runs.size(); ++c)
+    if (program.classes[c].stage == r.reported_stage) r.compute_by_kind = runs[c].by_kind();
   e.single_gpu_step_s = e.compute_s;
   e.perfect_overlap_step_s = r.step_time_s;
   e.no_overlap_step_s = r.no_overlap_step_s;
@@ -204,6 +206,7 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.comm_busy_s = run.comm_busy_s();
   r.tensor_comm_s = run.blocking_comm_s();
   e.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
+  r.compute_by_kind = run.by_kind();
   if (plan.sharded.sharding == Sharding::none && plan.overlap_grad_reduce) {
     // Only the synchronized micro-step's backward can hide communication.
     r.exposed_comm_s = std::max(0.0, r.comm_busy_s - run.synced_backward_s());

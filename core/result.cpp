@@ -63,6 +63,28 @@ StepBound bound_from_json(const json& j) {
           j.at("scaling_efficiency").get<double>()};
 }
 
+// JSON "compute": each key and its field, for writing and reading.
+constexpr std::pair<const char*, double ComputeByKind::*> kComputeKeys[] = {
+    {"gemm_s", &ComputeByKind::gemm_s},
+    {"gemm_flops", &ComputeByKind::gemm_flops},
+    {"attention_s", &ComputeByKind::attention_s},
+    {"attention_flops", &ComputeByKind::attention_flops},
+    {"memory_bound_s", &ComputeByKind::memory_bound_s},
+    {"memory_bound_bytes", &ComputeByKind::memory_bound_bytes},
+    {"optimizer_s", &ComputeByKind::optimizer_s}};
+
+json compute_json(const ComputeByKind& c) {
+  json j = json::object();
+  for (const auto& [key, field] : kComputeKeys) j[key] = c.*field;
+  return j;
+}
+
+ComputeByKind compute_from_json(const json& j) {
+  ComputeByKind c;
+  for (const auto& [key, field] : kComputeKeys) c.*field = j.at(key).get<double>();
+  return c;
+}
+
 }  // namespace
 
 json to_json(const StepResult& r) {
@@ -169,6 +191,7 @@ json to_json(const StepResult& r) {
   if (r.bounds)
     j["bounds"] = {{"perfect_overlap", bound_json(r.bounds->perfect_overlap)},
                    {"no_overlap", bound_json(r.bounds->no_overlap)}};
+  if (r.compute_by_kind) j["compute"] = compute_json(*r.compute_by_kind);
   if (!r.spreads.empty()) j["spreads"] = r.spreads;
   j["advice"] = r.advice;
   return j;
@@ -275,6 +298,7 @@ StepResult result_from_json(const json& j) {
     if (j.contains("bounds"))
       r.bounds = StepBounds{bound_from_json(j.at("bounds").at("perfect_overlap")),
                             bound_from_json(j.at("bounds").at("no_overlap"))};
+    if (j.contains("compute")) r.compute_by_kind = compute_from_json(j.at("compute"));
     r.spreads = j.value("spreads", json::object());
     r.advice = j.value("advice", std::vector<std::string>{});
     return r;

@@ -36,12 +36,36 @@ TEST_CASE("a result survives a JSON round trip with the DESIGN.md keys") {
                           "/throughput/samples_per_s",
                           "/throughput/tokens_per_s",
                           "/scaling_efficiency",
+                          "/compute/gemm_s",
+                          "/compute/memory_bound_bytes",
                           "/buckets"}) {
     INFO(key);
     CHECK(j.contains(nlohmann::json::json_pointer(key)));
   }
   const StepResult back = result_from_json(j);
   CHECK(to_json(back) == j);
+}
+
+// estimate's compute by op kind: the kinds add up to the compute of the step (the reported stage's with pipeline
+// stages), and their FLOPs to the hardware FLOPs the throughput is counted from.
+TEST_CASE("estimate's compute by kind adds up to the step's compute and its FLOPs") {
+  for (const char* name : {"llama3.1-8b-8xh100", "llama3.1-8b-fsdp-8xh100", "megatron-8.3b-8xv100-tp8",
+                           "llama3.1-70b-tp8-pp2-64xh100", "resnet50-8xv100", "llama3.1-8b-lora-8xl40s"}) {
+    INFO(name);
+    const Scenario s = load_scenario(std::string(DPSIM_SOURCE_DIR) + "/scenarios/" + name + ".yaml");
+    const StepResult r = estimate(s, make_step_plan(s)).result;
+    REQUIRE(r.compute_by_kind);
+    const ComputeByKind& c = *r.compute_by_kind;
+    CHECK(c.total_s() == Approx(r.forward_s + r.backward_s + r.optimizer_s).epsilon(1e-9));
+    // Pipeline stages: the throughput counts the stages' mean, the breakdown the stage with the most compute.
+    const double per_gpu = r.hardware_flops_per_s_per_gpu * r.step_time_s;
+    if (r.stages.empty())
+      CHECK(c.gemm_flops + c.attention_flops == Approx(per_gpu).epsilon(1e-9));
+    else
+      CHECK(c.gemm_flops + c.attention_flops >= per_gpu);
+    CHECK(c.gemm_s > 0);
+    CHECK(c.memory_bound_bytes / c.memory_bound_s <= s.topology.gpu.memory_bandwidth_bytes_per_s);
+  }
 }
 
 TEST_CASE("a result missing a key is refused with the key's name") {

@@ -88,9 +88,11 @@ class AnalyticExecutor final : public StepExecutor {
   double waited_comm_s() const { return waited_comm_; }          // the compute stream waiting for its own collectives
   double synced_backward_s() const { return synced_backward_; }  // the backward that can hide communication
   const std::vector<CallTiming>& calls() const { return calls_; }
+  const ComputeByKind& by_kind() const { return by_kind_; }  // the compute stream's time by op kind
 
  private:
   void advance(const Instr& instr, double seconds);
+  void attribute(const PlanOp& op, double seconds, bool forward);
   EventTimes& events_of(EventKind kind);
   const Scenario& s_;
   const StepPlan& plan_;
@@ -105,6 +107,7 @@ class AnalyticExecutor final : public StepExecutor {
   double comm_busy_ = 0, blocking_comm_ = 0, synced_backward_ = 0, p2p_ = 0, bubble_ = 0, waited_comm_ = 0;
   bool keep_calls_ = true;
   std::vector<CallTiming> calls_;
+  ComputeByKind by_kind_;
 };
 
 }  // namespace dpsim

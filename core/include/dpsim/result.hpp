@@ -88,6 +88,22 @@ struct StepBounds {
   StepBound no_overlap;
 };
 
+// Where one GPU's compute time goes in a step, by op kind (the reported stage's with pipeline stages): GEMMs (matmul
+// ops, with DDP's copy of their gradients into the buckets), the attention cores, memory-bound ops (norms, activations,
+// residuals, dropout, casts, embedding, loss) and the optimizer step with the final gradient copies. Recomputed
+// forwards count in their op's kind. The FLOPs are those the kernels execute (compute_cost.hpp executed_flops), the
+// bytes those the memory-bound ops move.
+struct ComputeByKind {
+  double gemm_s = 0;
+  double gemm_flops = 0;
+  double attention_s = 0;
+  double attention_flops = 0;
+  double memory_bound_s = 0;
+  double memory_bound_bytes = 0;
+  double optimizer_s = 0;
+  double total_s() const { return gemm_s + attention_s + memory_bound_s + optimizer_s; }
+};
+
 struct StepResult {
   std::string scenario;
   std::string mode;  // estimate | predict | measure
@@ -157,6 +173,7 @@ struct StepResult {
   TrainingCost cost;
 
   std::optional<StepBounds> bounds;  // estimate: both ends of the bracket (JSON "bounds"); predict/measure: none
+  std::optional<ComputeByKind> compute_by_kind;  // estimate: JSON "compute"; predict/measure: none
 
   int data_parallel = 1;
   int tensor_parallel = 1;
