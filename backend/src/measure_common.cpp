@@ -290,8 +290,10 @@ StepResult assemble_result(const Scenario& scenario, const StepPlan& plan, const
     result.nccl_protocol.clear();
   }
 
+  // Each data-parallel replica (tensor x pipeline of the GPUs) trains its micro-batches.
+  const int replicas = context.gpu_count / (plan.dims.tensor * plan.dims.pipeline);
   const double samples_per_step =
-      static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * static_cast<double>(context.gpu_count);
+      static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * static_cast<double>(replicas);
   if (result.step_time_s > 0) {
     result.samples_per_s = samples_per_step / result.step_time_s;
     result.tokens_per_s = result.samples_per_s * static_cast<double>(plan.sequence_length);

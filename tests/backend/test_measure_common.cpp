@@ -9,6 +9,7 @@
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/result.hpp"
+#include "dpsim/sweep_spec.hpp"
 
 using namespace dpsim;
 using namespace dpsim::backend;
@@ -108,6 +109,23 @@ TEST_CASE("measured timings become a StepResult that the shared reader parses") 
                         "git_revision", "scenario_hash"})
     CHECK(back.context.contains(k));
   CHECK_THROWS(assemble_result(s, plan, ctx, {}));
+}
+
+TEST_CASE("measured throughput counts data-parallel replicas: a tensor group trains one micro-batch stream") {
+  const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"), {{"parallelism.tensor", "4"}});
+  const StepPlan plan = make_step_plan(s);
+  REQUIRE(plan.dims.data == 2);
+  std::vector<std::vector<StepSample>> samples(8, std::vector<StepSample>(3));
+  for (auto& rank : samples)
+    for (StepSample& x : rank) {
+      x.step_s = 2.0;
+      x.buckets.resize(plan.buckets.size());
+    }
+  MeasureContext ctx;
+  ctx.gpu_count = 8;
+  ctx.scenario_world_size = 8;
+  const StepResult r = assemble_result(s, plan, ctx, samples);
+  CHECK(r.samples_per_s == Approx(static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * 2 / 2.0));
 }
 
 TEST_CASE("scenario.collective pins NCCL_ALGO / NCCL_PROTO before the communicators, and the context records them") {
