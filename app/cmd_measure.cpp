@@ -78,6 +78,21 @@ void check_transfers(const std::string& scenario, const StepPlan& plan) {
       scenario, to_string(plan.pipeline.schedule), plan.pipeline.stages, *deadlock));
 }
 
+// A pipeline runs with every stage's ranks, each in its stage's program and layout; calibration walks one rank's step.
+void check_pipeline_run(const MeasureArgs& a, const Scenario& s, const StepPlan& plan) {
+  if (a.options.calibrate)
+    throw InputError(fmt::format(
+        "{}: parallelism.pipeline {}: dpsim measure --calibrate times the GEMMs of one rank's step, and a pipeline "
+        "stage runs only its own layers; calibrate a scenario of the same model without pipeline stages",
+        a.scenario, plan.pipeline.stages));
+  if (a.options.gpus != 0 && a.options.gpus != s.world_size())
+    throw InputError(fmt::format(
+        "{}: parallelism.pipeline {}: --gpus {} is not the scenario's {} GPUs; a pipeline step needs every stage's "
+        "ranks (data {} x tensor {} x pipeline {})",
+        a.scenario, plan.pipeline.stages, a.options.gpus, s.world_size(), plan.dims.data, plan.dims.tensor,
+        plan.dims.pipeline));
+}
+
 void run_measure(const MeasureArgs& a) {
   const Scenario s = load_scenario(a.scenario);
   const StepPlan plan = make_step_plan(s);
@@ -96,13 +111,7 @@ void run_measure(const MeasureArgs& a) {
     emit(backend::describe_dry_run(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view), a.output);
     return;
   }
-  // The CUDA executor runs a stage's program (its buffers, its sends and receives in NCCL groups), but measure
-  // neither gives each rank its stage's layout and program nor times a pipeline step (no per-stage result).
-  if (plan.pipeline.stages > 1)
-    throw InputError(fmt::format(
-        "{}: parallelism.pipeline {}: dpsim measure does not time pipeline stages yet (predict and estimate model "
-        "them); dpsim measure --dry-run shows every stage's launches, sends and receives",
-        a.scenario, plan.pipeline.stages));
+  if (plan.pipeline.stages > 1) check_pipeline_run(a, s, plan);
 #ifndef DPSIM_MEASURE_IN_PROCESS
   // dpsim maps no GPU library: the GPU run is dpsim-measure's, with these same arguments.
   run_helper("dpsim-measure",
