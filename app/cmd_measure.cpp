@@ -106,6 +106,14 @@ void run_measure(const MeasureArgs& a) {
                     "(training.compute_dtype {}) is predicted, not measured",
                     a.scenario, to_string(s.training.param_dtype), to_string(s.training.compute())));
 
+  // The walker issues each bucket's reduction as the backward completes it; a step that reduces after the whole
+  // backward waits for an event (backward_done) the backend does not run.
+  if (!plan.overlap_grad_reduce)
+    throw InputError(
+        fmt::format("{}: ddp.overlap_grad_reduce false: the GPU backend reduces each bucket as the backward completes "
+                    "it (PyTorch DDP's hooks), not after the whole backward (Megatron's local DDP); predict and "
+                    "estimate model it",
+                    a.scenario));
   if (plan.pipeline.stages > 1) check_transfers(a.scenario, plan);
   if (a.dry_run) {
     emit(backend::describe_dry_run(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view), a.output);

@@ -162,6 +162,7 @@ check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect
 # finds no GPU, as measure-sharded does; --calibrate and a --gpus count other than the pipeline's are refused first.
 check measure-pipeline 1 "no CUDA device is usable here|this build has no GPU backend" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check measure-pipeline-calibrate 2 "llama3.1-70b-tp8-pp2-64xh100.yaml: parallelism.pipeline 2: dpsim measure --calibrate times the GEMMs of one rank's step" -- "$dpsim" measure --calibrate "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check measure-refuses-late-reduction 2 "bloom-176b-tr11-g384.yaml: ddp.overlap_grad_reduce false: the GPU backend reduces each bucket as the backward completes it" -- "$dpsim" measure --dry-run "$src/validation/reference/scenarios/megatron/bloom-176b-tr11-g384.yaml"
 check measure-pipeline-gpus 2 "parallelism.pipeline 2: --gpus 8 is not the scenario's 64 GPUs; a pipeline step needs every stage's ranks \(data 4 x tensor 8 x pipeline 2\)" -- "$dpsim" measure --gpus 8 "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-pipeline-stage 0 "^# pipeline stage 1 of 2 \\(pipeline stage 1, 32 GPU\\(s\\) run it\\)" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-send-payload 0 "compute +send +to stage 1 activations 16.78 MB \\(batch 0\\) \\[tensor-comm\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
