@@ -78,6 +78,21 @@ void check_transfers(const std::string& scenario, const StepPlan& plan) {
       scenario, to_string(plan.pipeline.schedule), plan.pipeline.stages, *deadlock));
 }
 
+// A pipeline runs with every stage's ranks, each in its stage's program and layout; calibration walks one rank's step.
+void check_pipeline_run(const MeasureArgs& a, const Scenario& s, const StepPlan& plan) {
+  if (a.options.calibrate)
+    throw InputError(fmt::format(
+        "{}: parallelism.pipeline {}: dpsim measure --calibrate times the GEMMs of one rank's step, and a pipeline "
+        "stage runs only its own layers; calibrate a scenario of the same model without pipeline stages",
+        a.scenario, plan.pipeline.stages));
+  if (a.options.gpus != 0 && a.options.gpus != s.world_size())
+    throw InputError(fmt::format(
+        "{}: parallelism.pipeline {}: --gpus {} is not the scenario's {} GPUs; a pipeline step needs every stage's "
+        "ranks (data {} x tensor {} x pipeline {})",
+        a.scenario, plan.pipeline.stages, a.options.gpus, s.world_size(), plan.dims.data, plan.dims.tensor,
+        plan.dims.pipeline));
+}
+
 void run_measure(const MeasureArgs& a) {
   const Scenario s = load_scenario(a.scenario);
   const StepPlan plan = make_step_plan(s);
@@ -91,18 +106,20 @@ void run_measure(const MeasureArgs& a) {
                     "(training.compute_dtype {}) is predicted, not measured",
                     a.scenario, to_string(s.training.param_dtype), to_string(s.training.compute())));
 
+  // The walker issues each bucket's reduction as the backward completes it; a step that reduces after the whole
+  // backward waits for an event (backward_done) the backend does not run.
+  if (!plan.overlap_grad_reduce)
+    throw InputError(
+        fmt::format("{}: ddp.overlap_grad_reduce false: the GPU backend reduces each bucket as the backward completes "
+                    "it (PyTorch DDP's hooks), not after the whole backward (Megatron's local DDP); predict and "
+                    "estimate model it",
+                    a.scenario));
   if (plan.pipeline.stages > 1) check_transfers(a.scenario, plan);
   if (a.dry_run) {
     emit(backend::describe_dry_run(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view), a.output);
     return;
   }
-  // The CUDA executor runs a stage's program (its buffers, its sends and receives in NCCL groups), but measure
-  // neither gives each rank its stage's layout and program nor times a pipeline step (no per-stage result).
-  if (plan.pipeline.stages > 1)
-    throw InputError(fmt::format(
-        "{}: parallelism.pipeline {}: dpsim measure does not time pipeline stages yet (predict and estimate model "
-        "them); dpsim measure --dry-run shows every stage's launches, sends and receives",
-        a.scenario, plan.pipeline.stages));
+  if (plan.pipeline.stages > 1) check_pipeline_run(a, s, plan);
 #ifndef DPSIM_MEASURE_IN_PROCESS
   // dpsim maps no GPU library: the GPU run is dpsim-measure's, with these same arguments.
   run_helper("dpsim-measure",

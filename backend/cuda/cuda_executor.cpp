@@ -44,6 +44,7 @@ struct CudaExecutor::Impl {
   void* tensor_comm = nullptr;       // tensor parallelism: the buffer the tensor group's collectives run in
   void* p2p_recv = nullptr;          // pipeline: where a neighbouring stage's activations or gradients land
   std::map<int, int> pipeline_peer;  // pipeline: stage -> its rank at this rank's place in the pipeline group
+  int stage = -1;                    // pipeline: the stage this rank runs; -1: no pipeline
   void* param_grads = nullptr;       // [total] Elem: param.grad when gradients are not bucket views
   float* master = nullptr;           // fp32, what the optimizer updates (nullptr when weights are fp32)
   float* m1 = nullptr;               // Adam first moment / SGD momentum
@@ -60,6 +61,8 @@ struct CudaExecutor::Impl {
   std::map<std::pair<int, int>, cudaEvent_t> events;           // the program's events (kind, index)
   std::map<std::tuple<int, int, int>, cudaEvent_t> call_done;  // (kind, group, index): what the watchdog watches
   std::map<std::pair<int, int>, cudaEvent_t> marks;
+  std::vector<cudaEvent_t> span_events;  // pipeline: where each compute-stream span of the step began (stage_work)
+  std::vector<StageWork> span_works;     // and what it runs; cleared at step_begin, the events reused
 
   Impl(const StepPlan& p, const StepLayout& l, const CudaExecutorConfig& c)
       : plan(p), layout(l), cfg(c), arena(c.device) {}
@@ -182,8 +185,11 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   const StepProgram program = make_step_program(plan);
   split_group_comms(s, program, config);
   // With pipeline stages this rank runs its stage's program; `layout` must be the stage's (make_layout's `stage`).
-  const int stage = program.classes.size() > 1 ? coords_of(config.rank, program.dims).pipeline : 0;
-  if (program.classes.size() > 1) s.pipeline_peer = pipeline_peers(program.dims, config.rank);
+  const int stage = rank_stage(plan, config.rank);
+  if (program.classes.size() > 1) {
+    s.stage = stage;
+    s.pipeline_peer = pipeline_peers(program.dims, config.rank);
+  }
 
   // Sizes: activation arena (the plan's figure, at least every GEMM's input), scratch buffers.
   int64_t max_x = 1, max_a = 1, max_c = 1;
@@ -315,6 +321,7 @@ CudaExecutor::~CudaExecutor() {
   for (auto& [k, e] : s.events) cudaEventDestroy(e);
   for (auto& [k, e] : s.call_done) cudaEventDestroy(e);
   for (auto& [k, e] : s.marks) cudaEventDestroy(e);
+  for (cudaEvent_t e : s.span_events) cudaEventDestroy(e);
   s.lt.reset();
   if (s.compute) cudaStreamDestroy(s.compute);
   if (s.comm_stream) cudaStreamDestroy(s.comm_stream);
@@ -500,8 +507,35 @@ void CudaExecutor::optimizer_step() {
 
 void CudaExecutor::mark(Stream stream, Mark m, int index) {
   Impl& s = *impl_;
+  if (m == Mark::step_begin) s.span_works.clear();
   check(cudaEventRecord(s.mark_event(m, index), s.stream(stream)), "cudaEventRecord (timing)");
 }
+
+// A span of a pipeline stage's compute stream begins: a timing event where it stands (finish_step sums the spans).
+void CudaExecutor::stage_work(StageWork work) {
+  Impl& s = *impl_;
+  const size_t i = s.span_works.size();
+  if (i == s.span_events.size()) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate (stage work)");
+    s.span_events.push_back(e);
+  }
+  check(cudaEventRecord(s.span_events[i], s.compute), "cudaEventRecord (stage work)");
+  s.span_works.push_back(work);
+}
+
+namespace {
+// Bucket b's ready, start and end from step begin; a pipeline stage's rank reduces its own buckets only (0 others).
+BucketSample bucket_sample(CudaExecutor::Impl& s, size_t b) {
+  if (s.stage >= 0 && s.plan.buckets[b].stage != s.stage) return {};
+  cudaEvent_t begin = s.mark_event(Mark::step_begin, 0);
+  BucketSample bs;
+  bs.ready_s = s.since(begin, s.program_event({EventKind::bucket_ready, static_cast<int>(b)}));
+  bs.start_s = s.since(begin, s.mark_event(Mark::bucket_start, static_cast<int>(b)));
+  bs.end_s = s.since(begin, s.mark_event(Mark::bucket_end, static_cast<int>(b)));
+  return bs;
+}
+}  // namespace
 
 StepSample CudaExecutor::finish_step() {
   Impl& s = *impl_;
@@ -511,6 +545,15 @@ StepSample CudaExecutor::finish_step() {
   StepSample out;
   cudaEvent_t begin = s.mark_event(Mark::step_begin, 0);
   out.step_s = s.since(begin, s.mark_event(Mark::optimizer_end, 0));
+  if (s.stage >= 0) {  // a stage's program marks no micro-steps: its compute stream's spans say where the step went
+    out.stage = s.stage;
+    out.optimizer_begin_s = s.since(begin, s.mark_event(Mark::optimizer_begin, 0));
+    std::vector<double> begins;
+    for (size_t i = 0; i < s.span_works.size(); ++i) begins.push_back(s.since(begin, s.span_events[i]));
+    add_stage_spans(s.span_works, begins, out.step_s, out);
+    for (size_t b = 0; b < s.plan.buckets.size(); ++b) out.buckets.push_back(bucket_sample(s, b));
+    return out;
+  }
   out.optimizer_s = s.since(s.mark_event(Mark::optimizer_begin, 0), s.mark_event(Mark::optimizer_end, 0));
   out.optimizer_begin_s = s.since(begin, s.mark_event(Mark::optimizer_begin, 0));
   const int micro = static_cast<int>(std::max<int64_t>(1, s.plan.gradient_accumulation));
@@ -519,13 +562,7 @@ StepSample CudaExecutor::finish_step() {
     out.backward_s += s.since(s.mark_event(Mark::forward_end, i), s.mark_event(Mark::backward_end, i));
   }
   out.backward_end_s = s.since(begin, s.mark_event(Mark::backward_end, micro - 1));
-  for (size_t b = 0; b < s.plan.buckets.size(); ++b) {
-    BucketSample bs;
-    bs.ready_s = s.since(begin, s.program_event({EventKind::bucket_ready, static_cast<int>(b)}));
-    bs.start_s = s.since(begin, s.mark_event(Mark::bucket_start, static_cast<int>(b)));
-    bs.end_s = s.since(begin, s.mark_event(Mark::bucket_end, static_cast<int>(b)));
-    out.buckets.push_back(bs);
-  }
+  for (size_t b = 0; b < s.plan.buckets.size(); ++b) out.buckets.push_back(bucket_sample(s, b));
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <ostream>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "dpsim/backend/cuda.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/launcher.hpp"
+#include "dpsim/pipeline_schedule.hpp"
 
 namespace dpsim::backend {
 
@@ -81,10 +83,12 @@ MpiWorld& mpi_world() {
   return world;
 }
 
+// One rank's samples as doubles for MPI_Gather: the same count on every rank (every sample carries every bucket).
 std::vector<double> flatten(const std::vector<StepSample>& samples) {
   std::vector<double> v;
   for (const auto& s : samples) {
-    v.insert(v.end(), {s.step_s, s.forward_s, s.backward_s, s.optimizer_s, s.backward_end_s, s.optimizer_begin_s});
+    v.insert(v.end(), {s.step_s, s.forward_s, s.backward_s, s.optimizer_s, s.backward_end_s, s.optimizer_begin_s,
+                       static_cast<double>(s.stage), s.tensor_comm_s, s.p2p_s, s.neighbour_wait_s, s.exposed_comm_s});
     for (const auto& b : s.buckets) v.insert(v.end(), {b.ready_s, b.start_s, b.end_s});
   }
   return v;
@@ -99,6 +103,11 @@ std::vector<StepSample> unflatten(const double* v, size_t iters, size_t buckets)
     s.optimizer_s = *v++;
     s.backward_end_s = *v++;
     s.optimizer_begin_s = *v++;
+    s.stage = static_cast<int>(*v++);
+    s.tensor_comm_s = *v++;
+    s.p2p_s = *v++;
+    s.neighbour_wait_s = *v++;
+    s.exposed_comm_s = *v++;
     s.buckets.resize(buckets);
     for (auto& b : s.buckets) {
       b.ready_s = *v++;
@@ -235,7 +244,18 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
   StepPlan run_plan = plan;
   run_plan.world_size = world;
   const Elem elem = elem_of(scenario.training.param_dtype);
-  const StepLayout layout = make_layout(run_plan, elem_bytes(elem), scenario.ddp.gradient_as_bucket_view);
+  // Each local GPU's rank runs its pipeline stage's program (rank_stage; 0 without stages) in that stage's layout: its
+  // own gradients and buckets only (make_layout's `stage`); without stages the whole model's.
+  const bool staged = plan.pipeline.stages > 1;
+  std::vector<int> ranks;
+  for (size_t i = 0; i < devices.size(); ++i) ranks.push_back(mpi.active ? mpi.rank : static_cast<int>(i));
+  std::map<int, StepLayout> layouts;
+  for (int rank : ranks) {
+    const int stage = rank_stage(run_plan, rank);
+    if (!layouts.count(stage))
+      layouts.emplace(
+          stage, make_layout(run_plan, elem_bytes(elem), scenario.ddp.gradient_as_bucket_view, staged ? stage : -1));
+  }
 
   // NCCL_ALGO / NCCL_PROTO from the scenario, before any communicator exists.
   std::vector<std::string> notes;
@@ -259,9 +279,11 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
   if (comms.empty()) comms.assign(devices.size(), nullptr);  // (an MPI build without MPI at run time)
   if (out) {
     log << fmt::format(
-        "dpsim measure: {} on {} x {} ({} bucket(s), {} parameters, sharding {}), warm-up {}, timed {}\n",
+        "dpsim measure: {} on {} x {} ({} bucket(s), {} parameters, sharding {}{}), warm-up {}, timed {}\n",
         scenario.name, world, info.gpus[devices[0]].name, plan.buckets.size(), plan.parameters,
-        to_string(plan.sharded.sharding), opt.warmup, opt.iters);
+        to_string(plan.sharded.sharding),
+        staged ? fmt::format(", {} pipeline stages {}", plan.pipeline.stages, to_string(plan.pipeline.schedule)) : "",
+        opt.warmup, opt.iters);
     log << fmt::format("dpsim measure: kernels: {}; the binary carries {}\n", image, built_architectures());
     log << fmt::format("dpsim measure: NCCL_ALGO {}, NCCL_PROTO {}\n", nccl_env[0].second, nccl_env[1].second);
   }
@@ -277,7 +299,7 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
       check(cudaSetDevice(devices[i]), "cudaSetDevice");
       CudaExecutorConfig cfg;
       cfg.device = devices[i];
-      cfg.rank = mpi.active ? mpi.rank : static_cast<int>(i);
+      cfg.rank = ranks[i];
       cfg.world = world;
       cfg.nccl_comm = comms[i];
       cfg.dtype = scenario.training.param_dtype;
@@ -285,10 +307,13 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
       cfg.optimizer = scenario.training.optimizer;
       cfg.watchdog_s = opt.watchdog_s;
       cfg.abort_flag = &failed;
+      const int stage = rank_stage(run_plan, cfg.rank);
+      const StepLayout& layout = layouts.at(stage);
       CudaExecutor ex(run_plan, layout, cfg);
       allocated[i] = ex.allocated_bytes();
       WalkOptions wo;
       wo.gradient_accumulation = plan.gradient_accumulation;
+      wo.stage = stage;
       run_iterations(opt.warmup, opt.iters, [&](int it, bool timed) {
         walk_step(run_plan, layout, wo, ex);
         StepSample s = ex.finish_step();
@@ -299,7 +324,8 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
         }
         if (timed) samples[i].push_back(std::move(s));
       });
-      single[i] = ex.time_single_allreduce(3);
+      // A stage holds its own gradients only: no all-gradient message to time (allreduce.nccl stays the model's).
+      single[i] = staged ? 0.0 : ex.time_single_allreduce(3);
     } catch (...) {
       errors[i] = std::current_exception();
       failed = true;

@@ -68,6 +68,10 @@ void DryRunExecutor::p2p_batch(Stream stream, const P2PBatch& batch, int number)
 
 void DryRunExecutor::optimizer_step() { launches_.push_back({.type = Launch::Type::optimizer}); }
 
+void DryRunExecutor::stage_work(StageWork work) {
+  launches_.push_back({.type = Launch::Type::stage_work, .stream = Stream::compute, .work = work});
+}
+
 void DryRunExecutor::mark(Stream stream, Mark mark, int index) {
   launches_.push_back({.type = Launch::Type::mark, .stream = stream, .mark_kind = mark, .index = index});
 }
@@ -144,6 +148,7 @@ std::string Launch::describe(const StepPlan& plan) const {
                          format_count(static_cast<double>(plan.optimizer.parameters)),
                          format_bytes(plan.optimizer.bytes));
     case Type::mark: return fmt::format("{:<8} timing-event {}[{}]", to_string(stream), to_string(mark_kind), index);
+    case Type::stage_work: return fmt::format("{:<8} timing-event {} begins", to_string(stream), to_string(work));
     case Type::send:
     case Type::recv: {
       std::string line = fmt::format("{:<8} {:<12} {} stage {} {} {} (batch {})", to_string(stream),

@@ -205,12 +205,183 @@ nlohmann::json context_json(const MeasureContext& c) {
 
 // ---- result -----------------------------------------------------------------------------------
 
+void add_stage_spans(const std::vector<StageWork>& works, const std::vector<double>& begins_s, double end_s,
+                     StepSample& sample) {
+  if (works.size() != begins_s.size())
+    throw RuntimeError(fmt::format("add_stage_spans: {} spans with {} begin times", works.size(), begins_s.size()));
+  for (size_t i = 0; i < works.size(); ++i) {
+    const double end = i + 1 < works.size() ? begins_s[i + 1] : end_s;
+    if (end < begins_s[i])
+      throw RuntimeError(fmt::format("add_stage_spans: span {} ({}) ends at {} s before it begins at {} s", i,
+                                     to_string(works[i]), end, begins_s[i]));
+    const double seconds = end - begins_s[i];
+    switch (works[i]) {
+      case StageWork::forward: sample.forward_s += seconds; break;
+      case StageWork::backward: sample.backward_s += seconds; break;
+      case StageWork::optimizer: sample.optimizer_s += seconds; break;
+      case StageWork::tensor_comm: sample.tensor_comm_s += seconds; break;
+      case StageWork::p2p: sample.p2p_s += seconds; break;
+      case StageWork::neighbour_wait: sample.neighbour_wait_s += seconds; break;
+      case StageWork::own_comm_wait: sample.exposed_comm_s += seconds; break;
+    }
+  }
+}
+
+namespace {
+
+using Samples = std::vector<std::vector<StepSample>>;  // [rank][iteration]
+using Slowest = std::vector<const StepSample*>;        // [iteration]: the slowest rank's sample
+
+// Per iteration, the sample of the slowest of `ranks` (the step runs at its pace; the first of equals).
+Slowest slowest_of(const Samples& samples, const std::vector<size_t>& ranks, size_t iters) {
+  Slowest slowest(iters);
+  for (size_t i = 0; i < iters; ++i) {
+    const StepSample* s = &samples[ranks.front()][i];
+    for (size_t r : ranks)
+      if (samples[r][i].step_s > s->step_s) s = &samples[r][i];
+    slowest[i] = s;
+  }
+  return slowest;
+}
+
+template <class Get>
+std::vector<double> collect(const Slowest& slowest, Get get) {
+  std::vector<double> v;
+  v.reserve(slowest.size());
+  for (const StepSample* s : slowest) v.push_back(get(*s));
+  return v;
+}
+
+// The median of `values`, recorded with its spread under `key`.
+double record_spread(const char* key, const std::vector<double>& values, StepResult& result) {
+  const Spread s = spread_of(values);
+  result.spreads[key] = {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}};
+  return s.median;
+}
+
+double step_of(const StepSample& s) { return s.step_s; }
+double forward_of(const StepSample& s) { return s.forward_s; }
+double backward_of(const StepSample& s) { return s.backward_s; }
+double optimizer_of(const StepSample& s) { return s.optimizer_s; }
+double tensor_comm_of(const StepSample& s) { return s.tensor_comm_s; }
+double p2p_of(const StepSample& s) { return s.p2p_s; }
+double stage_exposed_of(const StepSample& s) { return s.exposed_comm_s; }
+// Without stages: the compute waiting for the network, what the step leaves beside forward, backward and optimizer.
+double exposed_of(const StepSample& s) { return std::max(0.0, s.step_s - s.forward_s - s.backward_s - s.optimizer_s); }
+// A stage's bubble: what its step leaves beside compute, tensor, p2p and its exposed communication (waiting for a
+// neighbour, StageWork::neighbour_wait, and anything no span covers).
+double bubble_of(const StepSample& s) {
+  return std::max(0.0,
+                  s.step_s - s.forward_s - s.backward_s - s.optimizer_s - s.tensor_comm_s - s.p2p_s - s.exposed_comm_s);
+}
+// The comm stream's collectives (a stage's rank times its own buckets only; the others are 0).
+double comm_busy_of(const StepSample& s) {
+  double t = 0;
+  for (const auto& b : s.buckets) t += b.end_s - b.start_s;
+  return t;
+}
+
+// Without pipeline stages: step.* from the slowest rank of each iteration.
+void step_figures(const Slowest& slowest, StepResult& result) {
+  result.step_time_s = record_spread("step.time_s", collect(slowest, step_of), result);
+  result.forward_s = record_spread("step.forward_s", collect(slowest, forward_of), result);
+  result.backward_s = record_spread("step.backward_s", collect(slowest, backward_of), result);
+  result.optimizer_s = record_spread("step.optimizer_s", collect(slowest, optimizer_of), result);
+  result.exposed_comm_s = record_spread("step.exposed_comm_s", collect(slowest, exposed_of), result);
+  result.comm_busy_s = record_spread("comm_busy_s", collect(slowest, comm_busy_of), result);
+  result.no_overlap_step_s = result.forward_s + result.backward_s + result.optimizer_s + result.comm_busy_s;
+}
+
+// Each rank's pipeline stage, checked: the same in every iteration, within the plan's stages, every stage run.
+std::vector<std::vector<size_t>> ranks_by_stage(const StepPlan& plan, const Samples& samples) {
+  std::vector<std::vector<size_t>> ranks(static_cast<size_t>(plan.pipeline.stages));
+  for (size_t r = 0; r < samples.size(); ++r) {
+    const int stage = samples[r].front().stage;
+    for (const StepSample& s : samples[r])
+      if (s.stage != stage || stage < 0 || stage >= plan.pipeline.stages)
+        throw RuntimeError(
+            fmt::format("assemble_result: rank {} has a sample of stage {} (first {}) in a pipeline of {}", r, s.stage,
+                        stage, plan.pipeline.stages));
+    ranks[static_cast<size_t>(stage)].push_back(r);
+  }
+  for (size_t k = 0; k < ranks.size(); ++k)
+    if (ranks[k].empty()) throw RuntimeError(fmt::format("assemble_result: no rank ran pipeline stage {}", k));
+  return ranks;
+}
+
+// A stage's figures: the medians of its slowest rank's (StageTiming as predict fills it).
+StageTiming stage_timing(int stage, const Slowest& slowest) {
+  StageTiming t;
+  t.stage = stage;
+  t.forward_s = percentile(collect(slowest, forward_of), 0.5);
+  t.backward_s = percentile(collect(slowest, backward_of), 0.5);
+  t.optimizer_s = percentile(collect(slowest, optimizer_of), 0.5);
+  t.tensor_comm_s = percentile(collect(slowest, tensor_comm_of), 0.5);
+  t.p2p_s = percentile(collect(slowest, p2p_of), 0.5);
+  t.exposed_comm_s = percentile(collect(slowest, stage_exposed_of), 0.5);
+  t.comm_busy_s = percentile(collect(slowest, comm_busy_of), 0.5);
+  t.bubble_s = percentile(collect(slowest, bubble_of), 0.5);
+  t.end_s = percentile(collect(slowest, step_of), 0.5);
+  return t;
+}
+
+// Pipeline stages: stages[] per stage, the step the slowest rank's, step.* the stage with the most compute
+// (report_stages, as predict reports it), with its spreads. Returns each stage's slowest rank per iteration.
+std::vector<Slowest> stage_figures(const StepPlan& plan, const Samples& samples, const Slowest& slowest,
+                                   StepResult& result) {
+  const size_t iters = slowest.size();
+  std::vector<Slowest> of_stage;
+  for (const std::vector<size_t>& ranks : ranks_by_stage(plan, samples)) {
+    of_stage.push_back(slowest_of(samples, ranks, iters));
+    result.stages.push_back(stage_timing(static_cast<int>(of_stage.size() - 1), of_stage.back()));
+  }
+  result.step_time_s = record_spread("step.time_s", collect(slowest, step_of), result);
+  report_stages(plan, result);
+  const Slowest& reported = of_stage.at(static_cast<size_t>(result.reported_stage));
+  record_spread("step.forward_s", collect(reported, forward_of), result);
+  record_spread("step.backward_s", collect(reported, backward_of), result);
+  record_spread("step.optimizer_s", collect(reported, optimizer_of), result);
+  record_spread("step.tensor_comm_s", collect(reported, tensor_comm_of), result);
+  record_spread("step.p2p_s", collect(reported, p2p_of), result);
+  record_spread("step.exposed_comm_s", collect(reported, stage_exposed_of), result);
+  record_spread("comm_busy_s", collect(reported, comm_busy_of), result);
+  return of_stage;
+}
+
+// Bucket b's ready/start/end: medians over `slowest` (its stage's ranks' with pipeline stages).
+BucketTiming bucket_timing(const StepPlan& plan, size_t b, const Slowest& slowest) {
+  BucketTiming t;
+  t.index = static_cast<int>(b);
+  t.bytes = plan.buckets[b].bytes;
+  std::vector<double> ready, start, end;
+  for (const StepSample* s : slowest) {
+    if (s->buckets.size() != plan.buckets.size())
+      throw RuntimeError("assemble_result: a sample has the wrong number of buckets");
+    ready.push_back(s->buckets[b].ready_s);
+    start.push_back(s->buckets[b].start_s);
+    end.push_back(s->buckets[b].end_s);
+  }
+  t.ready_s = percentile(ready, 0.5);
+  t.start_s = percentile(start, 0.5);
+  t.end_s = percentile(end, 0.5);
+  t.algorithm = "nccl";
+  return t;
+}
+
+}  // namespace
+
 StepResult assemble_result(const Scenario& scenario, const StepPlan& plan, const MeasureContext& context,
                            const std::vector<std::vector<StepSample>>& samples) {
   if (samples.empty() || samples.front().empty()) throw RuntimeError("assemble_result: no timed iterations");
   const size_t iters = samples.front().size();
   for (const auto& r : samples)
     if (r.size() != iters) throw RuntimeError("assemble_result: ranks have different iteration counts");
+  const bool staged = plan.pipeline.stages > 1;
+  for (const auto& r : samples)
+    for (const StepSample& s : r)
+      if (!staged && s.stage >= 0)
+        throw RuntimeError(
+            fmt::format("assemble_result: a sample of pipeline stage {} in a step without stages", s.stage));
 
   StepResult result;
   result.scenario = scenario.name;
@@ -219,65 +390,19 @@ StepResult assemble_result(const Scenario& scenario, const StepPlan& plan, const
   result.context = context_json(context);
   if (context.gpu_memory_bytes > 0) result.gpu_memory_bytes = context.gpu_memory_bytes;
 
-  // Per iteration, the step of the slowest rank (DDP runs at its pace); its figures are that rank's.
-  std::vector<const StepSample*> slowest(iters);
-  for (size_t i = 0; i < iters; ++i) {
-    const StepSample* s = &samples[0][i];
-    for (const auto& r : samples)
-      if (r[i].step_s > s->step_s) s = &r[i];
-    slowest[i] = s;
-  }
-  auto collect = [&](auto get) {
-    std::vector<double> v;
-    v.reserve(iters);
-    for (const StepSample* s : slowest) v.push_back(get(*s));
-    return v;
-  };
-  auto exposed = [](const StepSample& s) {
-    return std::max(0.0, s.step_s - s.forward_s - s.backward_s - s.optimizer_s);
-  };
-  auto comm_busy = [](const StepSample& s) {
-    double t = 0;
-    for (const auto& b : s.buckets) t += b.end_s - b.start_s;
-    return t;
-  };
+  // Per iteration, the step of the slowest rank (DDP runs at its pace; a pipeline step ends with its last rank).
+  std::vector<size_t> all(samples.size());
+  for (size_t r = 0; r < all.size(); ++r) all[r] = r;
+  const Slowest slowest = slowest_of(samples, all, iters);
+  std::vector<Slowest> of_stage;
+  if (staged)
+    of_stage = stage_figures(plan, samples, slowest, result);
+  else
+    step_figures(slowest, result);
 
-  struct Figure {
-    const char* key;
-    double* target;
-    std::vector<double> values;
-  };
-  std::vector<Figure> figures = {
-      {"step.time_s", &result.step_time_s, collect([](const StepSample& s) { return s.step_s; })},
-      {"step.forward_s", &result.forward_s, collect([](const StepSample& s) { return s.forward_s; })},
-      {"step.backward_s", &result.backward_s, collect([](const StepSample& s) { return s.backward_s; })},
-      {"step.optimizer_s", &result.optimizer_s, collect([](const StepSample& s) { return s.optimizer_s; })},
-      {"step.exposed_comm_s", &result.exposed_comm_s, collect(exposed)},
-      {"comm_busy_s", &result.comm_busy_s, collect(comm_busy)},
-  };
-  for (auto& f : figures) {
-    const Spread s = spread_of(f.values);
-    *f.target = s.median;
-    result.spreads[f.key] = {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}};
-  }
-  result.no_overlap_step_s = result.forward_s + result.backward_s + result.optimizer_s + result.comm_busy_s;
-
-  const size_t nb = plan.buckets.size();
-  for (size_t b = 0; b < nb; ++b) {
-    BucketTiming t;
-    t.index = static_cast<int>(b);
-    t.bytes = plan.buckets[b].bytes;
-    std::vector<double> ready, start, end;
-    for (const StepSample* s : slowest) {
-      if (s->buckets.size() != nb) throw RuntimeError("assemble_result: a sample has the wrong number of buckets");
-      ready.push_back(s->buckets[b].ready_s);
-      start.push_back(s->buckets[b].start_s);
-      end.push_back(s->buckets[b].end_s);
-    }
-    t.ready_s = percentile(ready, 0.5);
-    t.start_s = percentile(start, 0.5);
-    t.end_s = percentile(end, 0.5);
-    t.algorithm = "nccl";
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const BucketTiming t =
+        bucket_timing(plan, b, staged ? of_stage.at(static_cast<size_t>(plan.buckets[b].stage)) : slowest);
     result.buckets.push_back(t);
     result.timeline.push_back({0, "comm", fmt::format("allreduce bucket {}", b), t.start_s, t.end_s});
   }
@@ -290,8 +415,10 @@ StepResult assemble_result(const Scenario& scenario, const StepPlan& plan, const
     result.nccl_protocol.clear();
   }
 
+  // Each data-parallel replica (tensor x pipeline of the GPUs) trains its micro-batches.
+  const int replicas = context.gpu_count / (plan.dims.tensor * plan.dims.pipeline);
   const double samples_per_step =
-      static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * static_cast<double>(context.gpu_count);
+      static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * static_cast<double>(replicas);
   if (result.step_time_s > 0) {
     result.samples_per_s = samples_per_step / result.step_time_s;
     result.tokens_per_s = result.samples_per_s * static_cast<double>(plan.sequence_length);

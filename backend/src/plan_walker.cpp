@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "dpsim/backend/executor.hpp"
@@ -50,9 +51,28 @@ void Executor::collective(Stream, const CommCall& call) {
   allreduce_bucket(call.bucket);
 }
 
+const char* to_string(StageWork work) {
+  switch (work) {
+    case StageWork::forward: return "forward";
+    case StageWork::backward: return "backward";
+    case StageWork::optimizer: return "optimizer";
+    case StageWork::tensor_comm: return "tensor-comm";
+    case StageWork::p2p: return "p2p";
+    case StageWork::neighbour_wait: return "neighbour-wait";
+    case StageWork::own_comm_wait: return "own-comm-wait";
+  }
+  return "?";
+}
+
 void Executor::p2p_batch(Stream, const P2PBatch& batch, int number) {
   throw RuntimeError(
       fmt::format("this executor runs no pipeline transfers (batch {} of {} operations)", number, batch.ops.size()));
+}
+
+void Executor::stage_work(StageWork) {}
+
+int rank_stage(const StepPlan& plan, int rank) {
+  return plan.pipeline.stages > 1 ? coords_of(rank, plan.dims).pipeline : 0;
 }
 
 StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view, int stage) {
@@ -169,6 +189,7 @@ class KernelAdaptor final : public StepExecutor {
   }
 
   void forward(const Instr& in) override {
+    work(StageWork::forward);
     const PlanOp& op = plan_.ops[static_cast<size_t>(in.op)];
     if (op.kind == OpKind::embedding || op.forward_bytes > 0)
       ex_.memory_kernel({.op = in.op, .role = MemoryRole::forward, .bytes = op.forward_bytes});
@@ -177,6 +198,7 @@ class KernelAdaptor final : public StepExecutor {
   }
 
   void backward(const Instr& in) override {
+    work(StageWork::backward);
     const int o = in.op;
     const PlanOp& op = plan_.ops[static_cast<size_t>(o)];
     const bool accumulate = in.micro > 0;
@@ -223,7 +245,9 @@ class KernelAdaptor final : public StepExecutor {
   // pipeline send is its batch's.
   void collective(const Instr& in, const CommCall& call) override {
     if (in.batch >= 0) return transfer(in);
-    if (group_size(call.group) > 1) ex_.collective(stream(in), call);
+    if (group_size(call.group) < 2) return;
+    if (stream(in) == Stream::compute) work(between_stages(call) ? StageWork::p2p : StageWork::tensor_comm);
+    ex_.collective(stream(in), call);
   }
 
   // What a send delivers is the receiving stage's batch's: no event crosses GPUs.
@@ -232,19 +256,25 @@ class KernelAdaptor final : public StepExecutor {
   }
   void wait(const Instr& in) override {
     if (crosses_classes(in.event.kind)) return transfer(in);  // a receive
+    if (stream(in) == Stream::compute) work(StageWork::own_comm_wait);
     ex_.stream_wait(stream(in), event(in));
   }
 
   void unflatten(const Instr&) override {
     if (layout_.bucket_view) return;
     for (size_t b = 0; b < plan_.buckets.size(); ++b)
-      if (rank_.stage < 0 || plan_.buckets[b].stage == rank_.stage)
+      if (rank_.stage < 0 || plan_.buckets[b].stage == rank_.stage) {
+        work(StageWork::optimizer);
         ex_.memory_kernel({.role = MemoryRole::bucket_to_grad,
                            .bytes = 2.0 * static_cast<double>(plan_.buckets[b].bytes),
                            .bucket = static_cast<int>(b)});
+      }
   }
 
-  void optimizer(const Instr&) override { ex_.optimizer_step(); }
+  void optimizer(const Instr&) override {
+    work(StageWork::optimizer);
+    ex_.optimizer_step();
+  }
   void mark(const Instr& in) override { ex_.mark(stream(in), in.mark, in.mark_index); }
 
  private:
@@ -262,10 +292,22 @@ class KernelAdaptor final : public StepExecutor {
     return {in.event.kind, in.event.index};
   }
   int group_size(GroupKind kind) const { return static_cast<int>(group_of(0, kind, program_.dims).ranks.size()); }
-  // A batch is issued where its first instruction stands; its other instructions are in it.
+  // A batch is issued where its first instruction stands; its other instructions are in it. One that sends blocks
+  // until its peers receive (p2p); one that only receives waits for a neighbour.
   void transfer(const Instr& in) {
     const auto it = batch_at_.find(static_cast<int>(&in - rank_.instrs.data()));
-    if (it != batch_at_.end()) ex_.p2p_batch(stream(in), it->second, in.batch);
+    if (it == batch_at_.end()) return;
+    const auto& ops = it->second.ops;
+    const bool sends =
+        std::any_of(ops.begin(), ops.end(), [](const P2POp& op) { return op.type == P2POp::Type::send; });
+    if (stream(in) == Stream::compute) work(sends ? StageWork::p2p : StageWork::neighbour_wait);
+    ex_.p2p_batch(stream(in), it->second, in.batch);
+  }
+  // A pipeline stage's compute stream: where its work changes, a new span (Executor::stage_work).
+  void work(StageWork w) {
+    if (rank_.stage < 0 || (working_ && *working_ == w)) return;
+    working_ = w;
+    ex_.stage_work(w);
   }
   const StepPlan& plan_;
   const StepProgram& program_;
@@ -273,6 +315,7 @@ class KernelAdaptor final : public StepExecutor {
   std::map<int, P2PBatch> batch_at_;  // first instruction -> the batch of sends and receives issued there
   const StepLayout& layout_;
   Executor& ex_;
+  std::optional<StageWork> working_;  // the compute stream's current span (pipeline stages)
 };
 
 }  // namespace

@@ -97,7 +97,8 @@ inline SequenceFacts check_sequence(const StepPlan& plan, const backend::StepLay
         break;
       case Launch::Type::collective: FAIL("a DDP step launches no collective but bucket all-reduces"); break;
       case Launch::Type::send:
-      case Launch::Type::recv: FAIL("a DDP step launches no pipeline transfer"); break;
+      case Launch::Type::recv:
+      case Launch::Type::stage_work: FAIL("a DDP step launches no pipeline transfer and times no stage"); break;
       case Launch::Type::optimizer: optimizer_at = i; break;
     }
   }

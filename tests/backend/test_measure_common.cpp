@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "../source_dir.hpp"
 #include "dpsim/backend/measure.hpp"
@@ -9,6 +11,7 @@
 #include "dpsim/load.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/result.hpp"
+#include "dpsim/sweep_spec.hpp"
 
 using namespace dpsim;
 using namespace dpsim::backend;
@@ -108,6 +111,71 @@ TEST_CASE("measured timings become a StepResult that the shared reader parses") 
                         "git_revision", "scenario_hash"})
     CHECK(back.context.contains(k));
   CHECK_THROWS(assemble_result(s, plan, ctx, {}));
+}
+
+TEST_CASE("without pipeline stages: step.* the slowest rank's medians, no stages[], the data-parallel spreads") {
+  const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  const StepPlan plan = make_step_plan(s);
+  const size_t nb = plan.buckets.size();
+  std::vector<std::vector<StepSample>> samples(8);
+  for (int r = 0; r < 8; ++r)
+    for (int i = 0; i < 5; ++i) {
+      StepSample x;
+      x.forward_s = 0.2 + 0.001 * r;  // the slowest rank (7) computes the longest
+      x.backward_s = 0.4;
+      x.optimizer_s = 0.05;
+      x.step_s = 0.7 + 0.01 * i + 0.002 * r;
+      for (size_t b = 0; b < nb; ++b) {
+        const double at = 0.01 * static_cast<double>(b);
+        x.buckets.push_back({0.3 + at, 0.301 + at, 0.304 + at});
+      }
+      samples[static_cast<size_t>(r)].push_back(x);
+    }
+  MeasureContext ctx;
+  ctx.gpu_count = 8;
+  ctx.scenario_world_size = 8;
+  const StepResult r = assemble_result(s, plan, ctx, samples);
+  CHECK(r.step_time_s == Approx(0.734));
+  CHECK(r.forward_s == Approx(0.207));
+  CHECK(r.backward_s == Approx(0.4));
+  CHECK(r.optimizer_s == Approx(0.05));
+  CHECK(r.exposed_comm_s == Approx(0.734 - 0.657));
+  CHECK(r.comm_busy_s == Approx(0.003 * static_cast<double>(nb)));
+  CHECK(r.no_overlap_step_s == Approx(0.657 + 0.003 * static_cast<double>(nb)));
+  CHECK(r.samples_per_s == Approx(static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * 8 / 0.734));
+  CHECK(r.scaling_efficiency == Approx(0.657 / 0.734));
+  CHECK(r.stages.empty());
+  CHECK(r.reported_stage == 0);
+  CHECK(r.tensor_comm_s == 0);
+  CHECK(r.p2p_s == 0);
+  CHECK(r.pipeline_bubble_s == 0);
+  REQUIRE(r.buckets.size() == nb);
+  CHECK(r.buckets.back().start_s == Approx(0.301 + 0.01 * static_cast<double>(nb - 1)));
+  std::vector<std::string> keys;
+  for (auto it = r.spreads.begin(); it != r.spreads.end(); ++it) keys.push_back(it.key());
+  CHECK(keys == std::vector<std::string>{"comm_busy_s", "step.backward_s", "step.exposed_comm_s", "step.forward_s",
+                                         "step.optimizer_s", "step.time_s"});
+  const nlohmann::json j = to_json(r);
+  CHECK_FALSE(j.contains("stages"));
+  CHECK_FALSE(j.at("step").contains("reported_stage"));
+  CHECK(j.at("parallelism").at("pipeline") == 1);
+}
+
+TEST_CASE("measured throughput counts data-parallel replicas: a tensor group trains one micro-batch stream") {
+  const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"), {{"parallelism.tensor", "4"}});
+  const StepPlan plan = make_step_plan(s);
+  REQUIRE(plan.dims.data == 2);
+  std::vector<std::vector<StepSample>> samples(8, std::vector<StepSample>(3));
+  for (auto& rank : samples)
+    for (StepSample& x : rank) {
+      x.step_s = 2.0;
+      x.buckets.resize(plan.buckets.size());
+    }
+  MeasureContext ctx;
+  ctx.gpu_count = 8;
+  ctx.scenario_world_size = 8;
+  const StepResult r = assemble_result(s, plan, ctx, samples);
+  CHECK(r.samples_per_s == Approx(static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * 2 / 2.0));
 }
 
 TEST_CASE("scenario.collective pins NCCL_ALGO / NCCL_PROTO before the communicators, and the context records them") {

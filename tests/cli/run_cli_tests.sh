@@ -158,7 +158,12 @@ check memory-runtime 0 "NCCL \(1 communicator\) +688\.00 MB" -- "$dpsim" estimat
 check measure-refuses-autocast 2 "autocast \\(training.compute_dtype bf16\\) is predicted, not measured" -- "$dpsim" measure --dry-run "$s/gpt2-124m-autocast-4xrtx4090.yaml"
 check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4
 check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect topology aws-p5-efa --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
-check measure-refuses-pipeline 2 "parallelism.pipeline 2: dpsim measure does not time pipeline stages yet" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+# A pipeline is measured like any scenario (each rank its stage's program): here it reaches the GPU backend, which
+# finds no GPU, as measure-sharded does; --calibrate and a --gpus count other than the pipeline's are refused first.
+check measure-pipeline 1 "no CUDA device is usable here|this build has no GPU backend" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check measure-pipeline-calibrate 2 "llama3.1-70b-tp8-pp2-64xh100.yaml: parallelism.pipeline 2: dpsim measure --calibrate times the GEMMs of one rank's step" -- "$dpsim" measure --calibrate "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check measure-refuses-late-reduction 2 "bloom-176b-tr11-g384.yaml: ddp.overlap_grad_reduce false: the GPU backend reduces each bucket as the backward completes it" -- "$dpsim" measure --dry-run "$src/validation/reference/scenarios/megatron/bloom-176b-tr11-g384.yaml"
+check measure-pipeline-gpus 2 "parallelism.pipeline 2: --gpus 8 is not the scenario's 64 GPUs; a pipeline step needs every stage's ranks \(data 4 x tensor 8 x pipeline 2\)" -- "$dpsim" measure --gpus 8 "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-pipeline-stage 0 "^# pipeline stage 1 of 2 \\(pipeline stage 1, 32 GPU\\(s\\) run it\\)" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-send-payload 0 "compute +send +to stage 1 activations 16.78 MB \\(batch 0\\) \\[tensor-comm\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-recv-payload 0 "compute +recv +from stage 1 input-gradient 16.78 MB \\(batch 1\\) \\[p2p-recv\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"

@@ -138,8 +138,9 @@ std::map<int, std::vector<std::string>> from_launches(const StepProgram& p, cons
         if (l.mark_kind == Mark::forward_begin) micro = l.index;
         add({.type = Instr::Type::mark, .stream = stream(l.stream), .mark = l.mark_kind, .mark_index = l.index});
         break;
-      case Launch::Type::send:  // pipeline stages' transfers: tests/backend/test_pipeline_dry_run.cpp
-      case Launch::Type::recv: FAIL("a pipeline transfer in a program without stages"); break;
+      case Launch::Type::send:  // pipeline stages' transfers and spans: tests/backend/test_pipeline_dry_run.cpp,
+      case Launch::Type::recv:  // test_measure_pipeline.cpp
+      case Launch::Type::stage_work: FAIL("a pipeline stage's launch in a program without stages"); break;
     }
   }
   return out;

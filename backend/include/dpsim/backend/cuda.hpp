@@ -60,8 +60,10 @@ class CudaExecutor final : public Executor {
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
   void p2p_batch(Stream stream, const P2PBatch& batch, int number) override;
+  void stage_work(StageWork work) override;
 
-  // Waits for the step (the watchdog thread watches every collective), returns its CUDA-event timings.
+  // Waits for the step (the watchdog thread watches every collective), returns its CUDA-event timings (a pipeline
+  // stage's: its compute stream's spans, add_stage_spans).
   StepSample finish_step();
 
   // All gradients as one message (median of `reps`, seconds); on one GPU near zero.
@@ -87,7 +89,8 @@ class CudaExecutor final : public Executor {
 };
 
 // `dpsim measure`: runs warmup + iters steps on the selected GPUs (one thread per GPU, or one
-// rank per GPU under mpirun), returns the assembled result. Progress lines go to `log`.
+// rank per GPU under mpirun), returns the assembled result. With pipeline stages each rank runs its stage's program
+// in its stage's layout (rank_stage), and every rank's samples reach the output rank. Progress lines go to `log`.
 StepResult measure_on_gpus(const Scenario& scenario, const StepPlan& plan, const MeasureOptions& options,
                            const std::string& scenario_file, std::ostream& log);
 

@@ -74,6 +74,15 @@ struct EventRef {
 // Timing points: the step program's marks (core/include/dpsim/program.hpp).
 using dpsim::Mark;
 
+// What a pipeline stage's compute stream runs, span after span (Executor::stage_work): its step is their sum. The
+// compute stream runs one thing at a time, so each span lasts until the next begins (the last until optimizer_end).
+// Counted as the simulator counts a stage's step (StageTiming): forward, backward and optimizer compute; tensor: the
+// blocking tensor-parallel collectives; p2p: the batches that send (a blocking send ends once its peer has received)
+// and the tied embedding's all-reduce; neighbour_wait: the batches that only receive (waiting for a neighbouring
+// stage, part of the bubble); own_comm_wait: waiting for the stage's own data-parallel collectives (exposed).
+enum class StageWork { forward, backward, optimizer, tensor_comm, p2p, neighbour_wait, own_comm_wait };
+const char* to_string(StageWork work);
+
 // Where every gradient lives: buckets are contiguous slices of one flat buffer in bucket order,
 // each gradient a slice of its bucket in ready order (gradient_as_bucket_view). Optimizer state
 // and weights use the same flat order, so the fused optimizer is one kernel over everything.
@@ -117,7 +126,14 @@ class Executor {
   // A pipeline stage's sends and receives posted together (one NCCL group), on `stream`: the step program's batch
   // number `batch` (Instr::batch). Default: throws (an executor that runs no pipeline).
   virtual void p2p_batch(Stream stream, const P2PBatch& batch, int number);
+  // A pipeline stage's compute stream begins a span of `work` here (the walker calls it where the work changes, for a
+  // stage's program only). Default: nothing (an executor that times no stages).
+  virtual void stage_work(StageWork work);
 };
+
+// The pipeline stage whose program rank `rank` runs (WalkOptions::stage, make_layout's `stage`): its pipeline
+// coordinate in the plan's process groups (groups.hpp coords_of); 0 without pipeline stages.
+int rank_stage(const StepPlan& plan, int rank);
 
 struct WalkOptions {
   int64_t gradient_accumulation = 1;  // k: k-1 no-sync micro-steps, then the synced one
@@ -130,13 +146,27 @@ struct WalkOptions {
 // the comm stream; none on a one-rank group). With pipeline stages, stage options.stage's program (layout: that
 // stage's, make_layout's `stage`): each batch of its sends and receives (p2p_batches) is one p2p_batch where its
 // first instruction stands; the records of what the sends deliver launch nothing (the receiving stage's batch
-// receives it). Throws RuntimeError where the stages' batches could deadlock (p2p_deadlock).
+// receives it); a stage_work call precedes each span of the compute stream's work. Throws RuntimeError where the
+// stages' batches could deadlock (p2p_deadlock).
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& executor);
 
 // ---- the dry run ------------------------------------------------------------------------------
 
 struct Launch {
-  enum class Type { gemm, batched_gemm, memory, record, wait, allreduce, collective, optimizer, mark, send, recv };
+  enum class Type {
+    gemm,
+    batched_gemm,
+    memory,
+    record,
+    wait,
+    allreduce,
+    collective,
+    optimizer,
+    mark,
+    send,
+    recv,
+    stage_work
+  };
   Type type = Type::gemm;
   Stream stream = Stream::compute;
   GemmCall gemm_call{};
@@ -153,6 +183,7 @@ struct Launch {
   std::optional<Spans> buffers{};
   P2POp p2p{};                                       // send, recv: peer stage, bytes, what moves
   int batch = -1;                                    // send, recv: the program's batch number (one NCCL group)
+  StageWork work = StageWork::forward;               // stage_work: the span that begins
   std::string describe(const StepPlan& plan) const;  // one line, as `measure --dry-run` prints it
 };
 
@@ -173,6 +204,7 @@ class DryRunExecutor final : public Executor {
   void optimizer_step() override;
   void mark(Stream stream, Mark mark, int index) override;
   void p2p_batch(Stream stream, const P2PBatch& batch, int number) override;
+  void stage_work(StageWork work) override;
 
   const std::vector<Launch>& launches() const { return launches_; }
   void clear() { launches_.clear(); }

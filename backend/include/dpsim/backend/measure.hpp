@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "dpsim/backend/executor.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/result.hpp"
 #include "dpsim/scenario.hpp"
@@ -73,10 +74,23 @@ struct StepSample {  // one timed iteration on one rank
   double forward_s = 0;   // summed over micro-steps
   double backward_s = 0;  // summed over micro-steps
   double optimizer_s = 0;
-  double backward_end_s = 0;     // of the synced micro-step, from step begin
-  double optimizer_begin_s = 0;  // from step begin (after the last bucket's end)
-  std::vector<BucketSample> buckets;
+  double backward_end_s = 0;          // of the synced micro-step, from step begin
+  double optimizer_begin_s = 0;       // from step begin (after the last bucket's end)
+  std::vector<BucketSample> buckets;  // every bucket of the plan; a pipeline stage's rank times its own only (0 others)
+  // A pipeline stage's rank: its stage, and its compute stream's spans summed per StageWork (add_stage_spans):
+  // forward_s, backward_s and optimizer_s are then its compute spans (no tensor collective inside), and these the rest.
+  int stage = -1;  // -1: no pipeline stages
+  double tensor_comm_s = 0;
+  double p2p_s = 0;
+  double neighbour_wait_s = 0;
+  double exposed_comm_s = 0;
 };
+
+// A pipeline stage's compute-stream spans into `sample`: span i runs works[i] from begins_s[i] (from step begin) until
+// the next one begins, the last until end_s (optimizer_end); each adds to its StageWork's figure. Throws
+// RuntimeError where the lists differ in length or a span ends before it begins.
+void add_stage_spans(const std::vector<StageWork>& works, const std::vector<double>& begins_s, double end_s,
+                     StepSample& sample);
 
 // The NCCL environment a scenario's `collective:` pins (NCCL_ALGO=Ring|Tree|NVLS, NCCL_PROTO=LL|LL128|Simple, as
 // NCCL's documentation of those variables spells them), set before any communicator exists so that a scenario
@@ -110,7 +124,10 @@ struct MeasureContext {
 };
 
 // samples[rank][iteration]. Per figure, the median over iterations of the slowest rank; spreads
-// carry median/p10/p90. Common figures come from core's fill_common.
+// carry median/p10/p90. Common figures come from core's fill_common. With pipeline stages (samples carry their
+// stage), per stage the median over iterations of its slowest rank (stages[]: StageTiming as predict fills it; the
+// bubble what its step leaves beside compute, tensor, p2p and exposed communication), the step the slowest rank's,
+// and step.* the stage with the most compute (core's report_stages).
 StepResult assemble_result(const Scenario& scenario, const StepPlan& plan, const MeasureContext& context,
                            const std::vector<std::vector<StepSample>>& samples);
 
