@@ -78,23 +78,19 @@ void check_transfers(const std::string& scenario, const StepPlan& plan) {
       scenario, to_string(plan.pipeline.schedule), plan.pipeline.stages, *deadlock));
 }
 
-// A pipeline runs with every stage's ranks, each in its stage's program and layout; calibration walks one rank's step.
-void check_pipeline_run(const MeasureArgs& a, const Scenario& s, const StepPlan& plan) {
+// Calibration walks one rank's step, and a pipeline stage runs only its own layers.
+void check_pipeline_run(const MeasureArgs& a, const StepPlan& plan) {
   if (a.options.calibrate)
     throw InputError(fmt::format(
         "{}: parallelism.pipeline {}: dpsim measure --calibrate times the GEMMs of one rank's step, and a pipeline "
         "stage runs only its own layers; calibrate a scenario of the same model without pipeline stages",
         a.scenario, plan.pipeline.stages));
-  if (a.options.gpus != 0 && a.options.gpus != s.world_size())
-    throw InputError(fmt::format(
-        "{}: parallelism.pipeline {}: --gpus {} is not the scenario's {} GPUs; a pipeline step needs every stage's "
-        "ranks (data {} x tensor {} x pipeline {})",
-        a.scenario, plan.pipeline.stages, a.options.gpus, s.world_size(), plan.dims.data, plan.dims.tensor,
-        plan.dims.pipeline));
 }
 
 void run_measure(const MeasureArgs& a) {
-  const Scenario s = load_scenario(a.scenario);
+  const Scenario declared = load_scenario(a.scenario);
+  // --gpus N runs the scenario on N GPUs (its data-parallel degree the rest): what the run and the dry run execute.
+  const Scenario s = a.options.gpus > 0 ? backend::scenario_on_gpus(a.scenario, declared, a.options.gpus) : declared;
   const StepPlan plan = make_step_plan(s);
   if (a.options.warmup < 1)
     throw InputError("--warmup must be >= 1: iteration 0 (DDP's one-bucket iteration) is never timed");
@@ -119,7 +115,7 @@ void run_measure(const MeasureArgs& a) {
     emit(backend::describe_dry_run(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view), a.output);
     return;
   }
-  if (plan.pipeline.stages > 1) check_pipeline_run(a, s, plan);
+  if (plan.pipeline.stages > 1) check_pipeline_run(a, plan);
 #ifndef DPSIM_MEASURE_IN_PROCESS
   // dpsim maps no GPU library: the GPU run is dpsim-measure's, with these same arguments.
   run_helper("dpsim-measure",
@@ -135,14 +131,16 @@ void run_measure(const MeasureArgs& a) {
 #error "dpsim-measure is built with the CUDA backend only"
 #else
   if (a.options.calibrate) {
-    const backend::Calibration cal = backend::calibrate_on_gpus(s, plan, a.options, std::cerr);
+    const backend::Calibration cal =
+        backend::calibrate_on_gpus(declared, make_step_plan(declared), a.options, std::cerr);
     std::string out = a.options.calibration_out;
     if (out.empty()) out = fmt::format("calibration-{}.yaml", backend::short_gpu_name(cal.context.at("gpu")));
     backend::write_calibration(out, cal);
     std::cerr << "dpsim measure: wrote " << out << "\n";
     return;
   }
-  const StepResult r = backend::measure_on_gpus(s, plan, a.options, a.scenario, std::cerr);
+  // The declared scenario: the run records its world beside the one it ran (context.gpus_overridden).
+  const StepResult r = backend::measure_on_gpus(declared, make_step_plan(declared), a.options, a.scenario, std::cerr);
   if (!backend::is_output_rank()) return;
   emit(a.json ? to_json(r).dump(2) + "\n" : render(s, r), a.output);
 #endif

@@ -228,6 +228,9 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
           fmt::format("scenario '{}' needs {} GPU(s), mpirun started {} rank(s); pass --gpus {} to record the "
                       "difference",
                       scenario.name, scenario.world_size(), world, world));
+    if (opt.gpus != 0 && world != opt.gpus)
+      throw RuntimeError(
+          fmt::format("--gpus {}, and mpirun started {} rank(s): pass --gpus {}", opt.gpus, world, world));
     const int local = mpi.local_rank % static_cast<int>(info.gpus.size());
     if (!same_gpu_model(scenario.topology.gpu.name, info.gpus[local].name) && opt.gpus == 0)
       throw RuntimeError(
@@ -241,8 +244,10 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
     world = sel.count;
   }
 
-  StepPlan run_plan = plan;
-  run_plan.world_size = world;
+  // The run's own scenario and plan: the scenario's on `world` GPUs where --gpus changed the count (its data-parallel
+  // degree, groups and shards; scenario_on_gpus), else the scenario's.
+  const Scenario run_scenario = scenario_on_gpus(scenario_file, scenario, world);
+  const StepPlan run_plan = world == scenario.world_size() ? plan : make_step_plan(run_scenario);
   const Elem elem = elem_of(scenario.training.param_dtype);
   // Each local GPU's rank runs its pipeline stage's program (rank_stage; 0 without stages) in that stage's layout: its
   // own gradients and buckets only (make_layout's `stage`); without stages the whole model's.
@@ -280,8 +285,8 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
   if (out) {
     log << fmt::format(
         "dpsim measure: {} on {} x {} ({} bucket(s), {} parameters, sharding {}{}), warm-up {}, timed {}\n",
-        scenario.name, world, info.gpus[devices[0]].name, plan.buckets.size(), plan.parameters,
-        to_string(plan.sharded.sharding),
+        scenario.name, world, info.gpus[devices[0]].name, run_plan.buckets.size(), run_plan.parameters,
+        to_string(run_plan.sharded.sharding),
         staged ? fmt::format(", {} pipeline stages {}", plan.pipeline.stages, to_string(plan.pipeline.schedule)) : "",
         opt.warmup, opt.iters);
     log << fmt::format("dpsim measure: kernels: {}; the binary carries {}\n", image, built_architectures());
@@ -312,7 +317,7 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
       CudaExecutor ex(run_plan, layout, cfg);
       allocated[i] = ex.allocated_bytes();
       WalkOptions wo;
-      wo.gradient_accumulation = plan.gradient_accumulation;
+      wo.gradient_accumulation = run_plan.gradient_accumulation;
       wo.stage = stage;
       run_iterations(opt.warmup, opt.iters, [&](int it, bool timed) {
         walk_step(run_plan, layout, wo, ex);
@@ -360,8 +365,8 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
     if (out) {
       all.clear();
       for (int r = 0; r < world; ++r)
-        all.push_back(
-            unflatten(gathered.data() + static_cast<size_t>(r) * mine.size(), samples[0].size(), plan.buckets.size()));
+        all.push_back(unflatten(gathered.data() + static_cast<size_t>(r) * mine.size(), samples[0].size(),
+                                run_plan.buckets.size()));
     }
   }
 #endif
@@ -387,7 +392,7 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
   ctx.cuda_architectures = built_architectures();
   ctx.kernel_image = image;
   ctx.nccl_env = nccl_env;
-  StepResult result = assemble_result(scenario, plan, ctx, all);
+  StepResult result = assemble_result(run_scenario, run_plan, ctx, all);
   result.context["gpu_allocated_bytes"] = allocated[0];
   result.context["gpu_free_bytes_after_allocation"] = info.gpus[devices[0]].free_bytes - allocated[0];
   result.context["mpi_ranks"] = mpi.active ? mpi.size : 1;

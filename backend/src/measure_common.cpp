@@ -16,6 +16,7 @@
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/hash.hpp"
+#include "dpsim/sweep_spec.hpp"
 
 #ifndef DPSIM_GIT_REVISION
 #define DPSIM_GIT_REVISION "unknown"
@@ -125,6 +126,23 @@ GpuSelection select_gpus(const Scenario& scenario, int requested, const std::vec
     }
   }
   return sel;
+}
+
+Scenario scenario_on_gpus(const std::string& scenario_file, const Scenario& scenario, int gpus) {
+  if (gpus == scenario.world_size()) return scenario;
+  const int model = scenario.parallelism.tensor * scenario.parallelism.pipeline;
+  if (gpus < 1 || gpus % model != 0)
+    throw InputError(
+        fmt::format("{}: --gpus {}: the scenario's tensor x pipeline degrees ({} x {}) need a multiple of "
+                    "{} GPUs",
+                    scenario_file, gpus, scenario.parallelism.tensor, scenario.parallelism.pipeline, model));
+  try {
+    return load_scenario(
+        scenario_file,
+        {{"cluster.nodes", "1"}, {"cluster.gpus_per_node", std::to_string(gpus)}, {"parallelism.data", "auto"}});
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--gpus {} (one node of {} GPUs): {}", gpus, gpus, e.what()));
+  }
 }
 
 // ---- context ----------------------------------------------------------------------------------

@@ -207,3 +207,35 @@ TEST_CASE("scenario.collective pins NCCL_ALGO / NCCL_PROTO before the communicat
   CHECK(j.at("NCCL_ALGO") == "Tree");
   CHECK(j.at("cuda_architectures") == "90-real 90-virtual");
 }
+
+// --gpus N: the scenario on one node of N GPUs, its data-parallel degree the rest; the plan is the run's own (groups,
+// shards, buckets, throughput), so a 1-GPU run of an FSDP scenario holds the whole model, as one GPU would.
+TEST_CASE("scenario_on_gpus runs the scenario's step on N GPUs: data degree, shards and refusals") {
+  const std::string ddp_file = src("scenarios/gpt2-124m-4xrtx4090.yaml");
+  const Scenario ddp = load_scenario(ddp_file);
+  CHECK(scenario_on_gpus(ddp_file, ddp, 4).world_size() == 4);
+  const StepPlan one = make_step_plan(scenario_on_gpus(ddp_file, ddp, 1));
+  CHECK(one.world_size == 1);
+  CHECK(one.dims.data == 1);
+  CHECK(one.buckets.size() == make_step_plan(ddp).buckets.size());  // the same gradients, bucketed the same
+
+  const std::string fsdp_file = src("scenarios/llama3.1-8b-fsdp-8xh100.yaml");
+  const Scenario fsdp = load_scenario(fsdp_file);
+  const StepPlan eight = make_step_plan(fsdp), two = make_step_plan(scenario_on_gpus(fsdp_file, fsdp, 2));
+  CHECK(eight.sharded.shards == 8);
+  CHECK(two.sharded.shards == 2);
+  CHECK(two.memory.model_state_bytes > eight.memory.model_state_bytes);
+
+  const std::string pp_file = src("scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml");
+  const Scenario pp = load_scenario(pp_file);
+  const StepPlan sixteen = make_step_plan(scenario_on_gpus(pp_file, pp, 16));
+  CHECK(sixteen.dims.data == 1);
+  CHECK(sixteen.dims.tensor == 8);
+  CHECK(sixteen.dims.pipeline == 2);
+  CHECK_THROWS_WITH(
+      scenario_on_gpus(pp_file, pp, 8),
+      Catch::Contains("--gpus 8: the scenario's tensor x pipeline degrees (8 x 2) need a multiple of 16"));
+  const std::string hsdp_file = src("scenarios/llama3.1-70b-hsdp-64xh100.yaml");
+  CHECK_THROWS_WITH(scenario_on_gpus(hsdp_file, load_scenario(hsdp_file), 2),
+                    Catch::Contains("--gpus 2 (one node of 2 GPUs):") && Catch::Contains("parallelism.shard_group"));
+}

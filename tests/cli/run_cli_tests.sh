@@ -159,11 +159,16 @@ check measure-refuses-autocast 2 "autocast \\(training.compute_dtype bf16\\) is 
 check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4
 check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect topology aws-p5-efa --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
 # A pipeline is measured like any scenario (each rank its stage's program): here it reaches the GPU backend, which
-# finds no GPU, as measure-sharded does; --calibrate and a --gpus count other than the pipeline's are refused first.
+# finds no GPU, as measure-sharded does; --calibrate and a --gpus count the model-parallel degrees do not divide are
+# refused first.
 check measure-pipeline 1 "no CUDA device is usable here|this build has no GPU backend" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check measure-pipeline-calibrate 2 "llama3.1-70b-tp8-pp2-64xh100.yaml: parallelism.pipeline 2: dpsim measure --calibrate times the GEMMs of one rank's step" -- "$dpsim" measure --calibrate "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check measure-refuses-late-reduction 2 "bloom-176b-tr11-g384.yaml: ddp.overlap_grad_reduce false: the GPU backend reduces each bucket as the backward completes it" -- "$dpsim" measure --dry-run "$src/validation/reference/scenarios/megatron/bloom-176b-tr11-g384.yaml"
-check measure-pipeline-gpus 2 "parallelism.pipeline 2: --gpus 8 is not the scenario's 64 GPUs; a pipeline step needs every stage's ranks \(data 4 x tensor 8 x pipeline 2\)" -- "$dpsim" measure --gpus 8 "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check measure-pipeline-gpus 2 "llama3.1-70b-tp8-pp2-64xh100.yaml: --gpus 8: the scenario's tensor x pipeline degrees \\(8 x 2\\) need a multiple of 16 GPUs" -- "$dpsim" measure --gpus 8 "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+# --gpus N runs the scenario on one node of N GPUs, its data-parallel degree the rest (groups, shards and buckets).
+check measure-gpus-dry-run 0 "^# dpsim measure --dry-run: gpt2-124m-4xrtx4090 \\(1 GPU\\(s\\)," -- "$dpsim" measure --dry-run --gpus 1 "$s/gpt2-124m-4xrtx4090.yaml"
+check measure-gpus-pipeline 0 "^# pipeline stage 1 of 2 \\(pipeline stage 1, 8 GPU\\(s\\) run it\\)" -- "$dpsim" measure --dry-run --gpus 16 "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
+check measure-gpus-shard-group 2 "--gpus 2 \\(one node of 2 GPUs\\): .*llama3.1-70b-hsdp-64xh100.yaml:22: parallelism.shard_group: a shard group of 8 GPUs does not divide the 2 data-parallel GPUs" -- "$dpsim" measure --dry-run --gpus 2 "$s/llama3.1-70b-hsdp-64xh100.yaml"
 check dry-run-pipeline-stage 0 "^# pipeline stage 1 of 2 \\(pipeline stage 1, 32 GPU\\(s\\) run it\\)" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-send-payload 0 "compute +send +to stage 1 activations 16.78 MB \\(batch 0\\) \\[tensor-comm\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check dry-run-recv-payload 0 "compute +recv +from stage 1 input-gradient 16.78 MB \\(batch 1\\) \\[p2p-recv\\+0, 8388608 elements\\]" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"

@@ -59,6 +59,12 @@ struct GpuSelection {
 };
 GpuSelection select_gpus(const Scenario& scenario, int requested_gpus, const std::vector<MachineGpu>& machine);
 
+// The scenario as a run on `gpus` GPUs (--gpus N, or mpirun's ranks with --gpus): `scenario_file` loaded again as one
+// node of `gpus` GPUs whose data-parallel degree is the rest (gpus / (tensor x pipeline)), so that its plan, process
+// groups, shards and throughput are the run's. `scenario` itself when the count is its own. A count the model-parallel
+// degrees do not divide, or a shard group it cannot hold, is refused (InputError naming --gpus and the key).
+Scenario scenario_on_gpus(const std::string& scenario_file, const Scenario& scenario, int gpus);
+
 // Same product? Compares the catalog name with the device name, tolerant of vendor prefixes and
 // suffixes ("NVIDIA H100 80GB HBM3" vs "H100-SXM": both H100).
 bool same_gpu_model(const std::string& scenario_name, const std::string& device_name);
