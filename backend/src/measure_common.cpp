@@ -425,10 +425,11 @@ StepResult assemble_result(const Scenario& scenario, const StepPlan& plan, const
     result.timeline.push_back({0, "comm", fmt::format("allreduce bucket {}", b), t.start_s, t.end_s});
   }
 
-  if (context.single_allreduce_s > 0) {  // measured: all gradients as one message
+  if (context.single_allreduce_s > 0) {  // measured: a GPU's gradients as one message over its data-parallel group
     result.nccl_time_s = context.single_allreduce_s;
-    result.nccl_busbw_GBps = static_cast<double>(plan.gradient_bytes) / context.single_allreduce_s / 1e9 * 2.0 *
-                             (context.gpu_count - 1) / std::max(1, context.gpu_count);
+    const int n = plan.dims.data;
+    result.nccl_busbw_GBps =
+        static_cast<double>(plan.gradient_bytes) / context.single_allreduce_s / 1e9 * 2.0 * (n - 1) / std::max(1, n);
     result.nccl_algorithm = "measured";
     result.nccl_protocol.clear();
   }

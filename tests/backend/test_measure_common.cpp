@@ -174,8 +174,12 @@ TEST_CASE("measured throughput counts data-parallel replicas: a tensor group tra
   MeasureContext ctx;
   ctx.gpu_count = 8;
   ctx.scenario_world_size = 8;
+  ctx.single_allreduce_s = 0.01;
   const StepResult r = assemble_result(s, plan, ctx, samples);
   CHECK(r.samples_per_s == Approx(static_cast<double>(plan.micro_batch * plan.gradient_accumulation) * 2 / 2.0));
+  // The all-gradient all-reduce ran over the data-parallel group of 2, a quarter of the gradients each: bus bandwidth
+  // with nccl-tests' 2 (n - 1) / n of n = 2, not of the 8 GPUs.
+  CHECK(r.nccl_busbw_GBps == Approx(static_cast<double>(plan.gradient_bytes) / 0.01 / 1e9 * 2.0 * 1 / 2));
 }
 
 TEST_CASE("scenario.collective pins NCCL_ALGO / NCCL_PROTO before the communicators, and the context records them") {
