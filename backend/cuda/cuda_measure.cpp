@@ -319,8 +319,9 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
       WalkOptions wo;
       wo.gradient_accumulation = run_plan.gradient_accumulation;
       wo.stage = stage;
+      const PreparedStep step = prepare_step(run_plan, wo.gradient_accumulation);  // once, not per iteration
       run_iterations(opt.warmup, opt.iters, [&](int it, bool timed) {
-        walk_step(run_plan, layout, wo, ex);
+        walk_step(run_plan, layout, wo, step, ex);
         StepSample s = ex.finish_step();
         if (cfg.rank == 0) {
           std::lock_guard<std::mutex> lock(log_mutex);

@@ -179,6 +179,7 @@ std::string describe_dry_run(const StepPlan& plan, int element_bytes, bool gradi
   const StepProgram program = make_step_program(plan);
   const bool staged = program.classes.size() > 1;
   std::string out;
+  const PreparedStep step = prepare_step(plan, plan.gradient_accumulation);
   for (size_t c = 0; c < program.classes.size(); ++c) {
     const int stage = static_cast<int>(c);
     const StepLayout layout = make_layout(plan, element_bytes, gradient_as_bucket_view, staged ? stage : -1);
@@ -188,7 +189,7 @@ std::string describe_dry_run(const StepPlan& plan, int element_bytes, bool gradi
     WalkOptions wo;
     wo.gradient_accumulation = plan.gradient_accumulation;
     wo.stage = stage;
-    walk_step(plan, layout, wo, dry);
+    walk_step(plan, layout, wo, step, dry);
     if (staged)
       out += fmt::format("# pipeline stage {} of {} ({}, {} GPU(s) run it)\n", stage, program.classes.size(),
                          program.classes[c].rank_class, program.classes[c].ranks);

@@ -320,18 +320,28 @@ class KernelAdaptor final : public StepExecutor {
 
 }  // namespace
 
-void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& ex) {
+PreparedStep prepare_step(const StepPlan& plan, int64_t gradient_accumulation) {
   ProgramOptions po;
-  po.micro_steps = std::max<int64_t>(1, options.gradient_accumulation);
-  const StepProgram program = make_step_program(plan, po);
+  po.micro_steps = std::max<int64_t>(1, gradient_accumulation);
+  PreparedStep step{make_step_program(plan, po), {}};
+  step.batches = p2p_batches(step.program);
+  if (const auto deadlock = p2p_deadlock(step.program, step.batches)) throw RuntimeError(*deadlock);
+  return step;
+}
+
+void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, const PreparedStep& step,
+               Executor& ex) {
+  const StepProgram& program = step.program;
   const auto c = static_cast<size_t>(std::max(0, options.stage));
   if (c >= program.classes.size())
     throw RuntimeError(
         fmt::format("walk_step: stage {} of a program of {} rank classes", options.stage, program.classes.size()));
-  std::vector<std::vector<P2PBatch>> batches = p2p_batches(program);
-  if (const auto deadlock = p2p_deadlock(program, batches)) throw RuntimeError(*deadlock);
-  KernelAdaptor adaptor(plan, program, program.classes[c], std::move(batches[c]), layout, ex);
+  KernelAdaptor adaptor(plan, program, program.classes[c], step.batches[c], layout, ex);
   walk_program(program, program.classes[c], adaptor);
+}
+
+void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& ex) {
+  walk_step(plan, layout, options, prepare_step(plan, options.gradient_accumulation), ex);
 }
 
 }  // namespace dpsim::backend

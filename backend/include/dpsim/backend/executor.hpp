@@ -150,6 +150,17 @@ struct WalkOptions {
 // stages' batches could deadlock (p2p_deadlock).
 void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, Executor& executor);
 
+// The step program of `plan` for `gradient_accumulation` micro-steps and its stages' send/receive batches, built and
+// checked for deadlock once (RuntimeError as walk_step): a loop of steps, or a dry run of every stage, walks it again
+// and again without rebuilding a deep pipeline's program each time.
+struct PreparedStep {
+  StepProgram program;
+  std::vector<std::vector<P2PBatch>> batches;  // per rank class
+};
+PreparedStep prepare_step(const StepPlan& plan, int64_t gradient_accumulation);
+void walk_step(const StepPlan& plan, const StepLayout& layout, const WalkOptions& options, const PreparedStep& step,
+               Executor& executor);
+
 // ---- the dry run ------------------------------------------------------------------------------
 
 struct Launch {
