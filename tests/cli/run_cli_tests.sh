@@ -153,7 +153,7 @@ keys=$("$dpsim" inspect gpus | sed -n '3,/^Sources:/p' | sed '$d' | awk '{print 
 if [[ -n $keys && $keys == "$(sort <<<"$keys")" && $(wc -l <<<"$keys") -ge 8 ]]; then pass=$((pass + 1)); else echo "FAIL inspect-gpus-sorted: $keys"; fail=$((fail + 1)); fi
 check gpu-did-you-mean 2 'gpu-reordered.yaml:9: cluster.gpu: unknown GPU "A100-80GB-SXM" \(did you mean "A100-SXM-80GB"\?\)' -- "$dpsim" estimate "$src/tests/bad-inputs/gpu-reordered.yaml"
 check topology-did-you-mean 2 'no topology named "h100-nvswitch-8x" \(did you mean "h100-8x-nvswitch"\?\)' -- "$dpsim" inspect topology h100-nvswitch-8x
-check memory-capacity-label 0 "total .* of 85\.90 GB \(80 GiB\), all of NVIDIA H100 80GB HBM3's memory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
+check memory-capacity-label 0 "total .* of 85\.52 GB \(81559 MiB\), all of NVIDIA H100 80GB HBM3's memory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 check memory-runtime 0 "NCCL \(1 communicator\) +688\.00 MB" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 check measure-refuses-autocast 2 "autocast \\(training.compute_dtype bf16\\) is predicted, not measured" -- "$dpsim" measure --dry-run "$s/gpt2-124m-autocast-4xrtx4090.yaml"
 check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4

@@ -64,5 +64,6 @@ TEST_CASE("the GPU catalog: every entry, sorted by key, with its memory as writt
     CHECK(!g.memory_as_written.empty());
     CHECK(load_gpu(g.key).memory_bytes == g.memory_bytes);
   }
-  CHECK(load_gpu("H100-SXM").memory_as_written == "80GiB");
+  CHECK(load_gpu("H100-SXM").memory_as_written == "81559MiB");  // nvidia-smi's total, as written
+  CHECK(load_gpu("H100-SXM").memory_bytes == 81559.0 * 1048576.0);
 }
