@@ -102,9 +102,11 @@ Training parse_training(const YNode& n) {
                                              {"eager", AttentionImpl::eager},
                                              {"eager_16bit", AttentionImpl::eager_16bit}});
   if (auto v = n.get("activation_checkpointing")) {
-    t.activation_checkpointing = v->as_enum<ActivationCheckpointing>({{"none", ActivationCheckpointing::none},
-                                                                      {"selective", ActivationCheckpointing::selective},
-                                                                      {"full", ActivationCheckpointing::full}});
+    t.activation_checkpointing =
+        v->as_enum<ActivationCheckpointing>({{"none", ActivationCheckpointing::none},
+                                             {"selective", ActivationCheckpointing::selective},
+                                             {"full", ActivationCheckpointing::full},
+                                             {"selective_op", ActivationCheckpointing::selective_op}});
   }
   if (auto v = n.get("activation_checkpointing_every")) {
     t.activation_checkpointing_every = v->as_int(1, 1 << 20);

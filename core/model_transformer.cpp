@@ -98,6 +98,7 @@ struct Builder {
     // A column-parallel GEMM's input is the replicated (or, with sequence parallelism, sequence-split) block input.
     const double saved = how == Split::row ? full(in_local) : full(in) * (column ? seq_share() : 1.0);
     op.activation_bytes_per_sample = saves_input ? saved : 0.0;
+    op.output_bytes_per_sample = full(out_local);  // the GEMM's result, before any tensor-parallel reduction
     op.gemms.push_back({static_cast<int64_t>(tokens), out_local, in_local, 1});
     if (how == Split::column_entry) enter_split(op, in);
     if (how == Split::row) leave_split(op, out);
@@ -194,6 +195,9 @@ struct Builder {
     const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
     op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
     op.recompute_kept_bytes_per_sample = tokens * (q + 2.0 * kv) * act_bytes;    // q, k, v: the recomputation's inputs
+    // Its results: the output and, from a flash kernel, the fp32 log-sum-exp of each query row per head
+    // (aten _scaled_dot_product_flash_attention returns both; torchtitan's selective_op caches them).
+    op.output_bytes_per_sample = tokens * q * act_bytes + tokens * static_cast<double>(heads) * 4.0;
     op.score_dropout = c.attention_dropout > 0;
     op.causal = causal;
     ops.push_back(std::move(op));

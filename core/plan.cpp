@@ -291,16 +291,24 @@ double saved_bytes_per_sample(const Scenario& s, const Op& op) {
   return op.activation_bytes_per_sample + elements * (b.saved + (op.score_dropout ? b.saved_dropout : 0.0));
 }
 
+int block_index(const std::string& op_name);
+
+// selective_op keeps, besides each block's input, the results it caches (the ops that do not rerun); every op of the
+// block saves its own tensors again while the block reruns, as under full.
 template <typename In>
 KeptActivations kept_activations(const Scenario& s, const std::vector<Op>& ops, const StepPlan& plan, In in) {
   const auto mb = static_cast<double>(s.training.micro_batch);
   const bool selective = s.training.activation_checkpointing == ActivationCheckpointing::selective;
+  const bool op_level = s.training.activation_checkpointing == ActivationCheckpointing::selective_op;
   double outside = 0, largest = 0;
   std::map<std::string, double> blocks;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!in(static_cast<int>(i))) continue;
     const double saved = saved_bytes_per_sample(s, ops[i]);
-    if (!plan.ops[i].recompute_forward) {
+    if (op_level && block_index(ops[i].name) >= 0) {
+      blocks[fsdp_unit_of(ops[i].name)] += saved;
+      if (!plan.ops[i].recompute_forward) outside += ops[i].output_bytes_per_sample;
+    } else if (!plan.ops[i].recompute_forward) {
       outside += saved;
     } else if (selective) {
       outside += ops[i].recompute_kept_bytes_per_sample;
@@ -327,12 +335,36 @@ KeptActivations kept_activations(const Scenario& s, const std::vector<Op>& ops, 
 // ops outside the blocks (embedding, final norm, head, loss) keep theirs; with activation_checkpointing_every N, only
 // every N-th block (blocks N-1, 2N-1, ...: torchtitan's layer selective AC counts the blocks it wraps and checkpoints
 // those where "_count % ac_freq == 0"), the others keep all theirs; selective, each block's attention core (Section 5,
-// "selective activation recomputation"; Megatron-LM's --recompute-granularity selective).
-int block_index(const std::string& op_name);
+// "selective activation recomputation"; Megatron-LM's --recompute-granularity selective); selective_op, what
+// op_level_saves keeps.
+
+// torchtitan's op-level selective checkpointing (torchtitan 9dec370, torchtitan/parallelisms/parallelize_llama.py
+// lines 214-264, _save_list and _custom_policy): inside each checkpointed block it saves the result of the ops in
+// _save_list (aten.mm, aten._scaled_dot_product_flash_attention / _efficient_attention, ...) "except every second mm"
+// (the 2nd, 4th, ... aten.mm of the block: the count restarts per block, `meta = defaultdict(int)` per checkpoint
+// context) and prefers recomputing everything else. A linear with a bias runs aten.addmm, not in the list: rerun, and
+// not counted; eager attention's bmm and softmax are not in it either. `mms` counts the block's plain matmuls so far.
+bool op_level_saves(const Scenario& s, const Op& op, int& mms) {
+  if (op.kind == OpKind::attention) return !is_eager(s.training.attention);
+  const bool plain_mm =
+      op.kind == OpKind::matmul && std::none_of(op.params.begin(), op.params.end(), [](const auto& p) {
+        return p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+      });
+  return plain_mm && ++mms % 2 == 1;
+}
 
 void mark_recomputation(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan) {
   const ActivationCheckpointing c = s.training.activation_checkpointing;
   if (c == ActivationCheckpointing::none) return;
+  if (c == ActivationCheckpointing::selective_op) {
+    int current = -1, mms = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const int block = block_index(ops[i].name);
+      if (block != current) current = block, mms = 0;
+      plan.ops[i].recompute_forward = block >= 0 && !op_level_saves(s, ops[i], mms);
+    }
+    return;
+  }
   const int64_t every = s.training.activation_checkpointing_every;
   for (size_t i = 0; i < ops.size(); ++i) {
     const int block = block_index(ops[i].name);

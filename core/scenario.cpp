@@ -53,6 +53,7 @@ const char* to_string(ActivationCheckpointing c) {
     case ActivationCheckpointing::none: return "none";
     case ActivationCheckpointing::selective: return "selective";
     case ActivationCheckpointing::full: return "full";
+    case ActivationCheckpointing::selective_op: return "selective_op";
   }
   return "?";
 }

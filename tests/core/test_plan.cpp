@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "../source_dir.hpp"
 #include "dpsim/compute_cost.hpp"
@@ -224,4 +226,65 @@ TEST_CASE("activation_checkpointing_every N checkpoints blocks N-1, 2N-1, ... an
   CHECK(b.memory.activation_bytes == Approx(a - 4 * (block - input) * mb + block * mb));
   CHECK(f < b.memory.activation_bytes);
   CHECK(b.memory.activation_bytes < a);
+}
+
+namespace {
+Scenario llama_8b_fsdp(const std::string& checkpointing) {
+  return load_scenario(src("scenarios/llama3.1-8b-fsdp-8xh100.yaml"),
+                       {{"training.activation_checkpointing", checkpointing}});
+}
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+}  // namespace
+
+TEST_CASE("activation_checkpointing selective_op (torchtitan's op SAC) keeps the SDPA and every other mm of a block") {
+  const Scenario none = llama_8b_fsdp("none"), op_level = llama_8b_fsdp("selective_op");
+  const StepPlan a = make_step_plan(none), b = make_step_plan(op_level);
+  const ComputeModel m = compute_model(none);
+  REQUIRE(a.ops.size() == b.ops.size());
+  // A Llama block's bias-free linears run aten.mm in the order q, k, v, o, gate, up, down: the 1st, 3rd, 5th and
+  // 7th are saved (q, v, gate, down), the 2nd, 4th and 6th rerun (k, o, up), and so does every op not in
+  // torchtitan's _save_list (the norms, SwiGLU, the residual adds). Outside the blocks nothing reruns.
+  const std::vector<std::string> saved = {"q_proj", "v_proj", "self_attn.core", "gate_proj", "down_proj"};
+  int recomputed = 0, kept = 0;
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    const std::string& name = a.ops[i].name;
+    INFO(name);
+    const bool in_block = name.rfind("layers.", 0) == 0;
+    const bool is_saved = std::any_of(saved.begin(), saved.end(), [&](const auto& t) { return ends_with(name, t); });
+    CHECK(b.ops[i].recompute_forward == (in_block && !is_saved));
+    const double extra = b.ops[i].recompute_forward ? forward_seconds(a.ops[i], m) : 0.0;
+    CHECK(backward_seconds(b.ops[i], m) == Approx(backward_seconds(a.ops[i], m) + extra));
+    recomputed += b.ops[i].recompute_forward ? 1 : 0;
+    kept += in_block && is_saved ? 1 : 0;
+  }
+  CHECK(kept == 32 * 5);
+  CHECK(recomputed > 32 * 3);  // k, o, up and the block's memory-bound ops
+  // Memory: the ops outside the blocks keep theirs; each block keeps its input (2048 x 4096 bf16 per sample) and the
+  // results it caches: q (4096 wide), v (1024), gate (14336), down (4096), the attention's output (4096) and its fp32
+  // log-sum-exp (32 heads); one block's own activations exist again while it reruns. Micro-batch 1.
+  const std::vector<Op> ops = build_ops(none.model, 2048, Dtype::bf16);
+  double outside = 0, block0 = 0;
+  for (const Op& op : ops) {
+    if (op.name.rfind("layers.", 0) != 0)
+      outside += op.activation_bytes_per_sample;
+    else if (op.name.rfind("layers.0.", 0) == 0)
+      block0 += op.activation_bytes_per_sample;
+  }
+  const double tokens = 2048, cached = tokens * (4096 + 1024 + 14336 + 4096 + 4096) * 2 + tokens * 32 * 4;
+  const double input = tokens * 4096 * 2;
+  CHECK(b.memory.activation_bytes == Approx(outside + 32 * (input + cached) + block0));
+  CHECK(b.memory.activation_bytes < make_step_plan(llama_8b_fsdp("selective")).memory.activation_bytes);
+  CHECK(b.memory.activation_bytes > make_step_plan(llama_8b_fsdp("full")).memory.activation_bytes);
+}
+
+TEST_CASE("selective_op reruns a linear with a bias (aten.addmm) and does not count it as an mm") {
+  // GPT-2's linears carry biases: no op of a block is saved except the attention core.
+  const StepPlan p = make_step_plan(load_scenario(src("scenarios/gpt2-1.5b-16xh100-ib.yaml"),
+                                                  {{"training.activation_checkpointing", "selective_op"}}));
+  for (const PlanOp& op : p.ops) {
+    INFO(op.name);
+    if (op.name.rfind("h.", 0) == 0) CHECK(op.recompute_forward == !ends_with(op.name, "attn.core"));
+  }
 }

@@ -51,6 +51,7 @@ struct Op {
   double backward_fixed_bytes = 0;             // per step, independent of batch (dense embedding grad fill)
   double activation_bytes_per_sample = 0;      // saved for backward
   double recompute_kept_bytes_per_sample = 0;  // attention: its inputs, kept when selective recomputation reruns it
+  double output_bytes_per_sample = 0;          // matmul, attention: its forward's result (selective_op caches it)
   std::vector<GemmShape> gemms;                // forward GEMMs per sample
   std::vector<TensorComm> tensor_comms;        // tensor parallelism's collectives around it, in issue order
   bool score_dropout = false;                  // attention: dropout on the probabilities (a pass over them when eager)

@@ -30,8 +30,10 @@ bool is_eager(AttentionImpl impl);
 // keeps only the block's input (Korthikanti et al. 2022, arXiv 2205.05198, Section 4: "full activation
 // recomputation"); llm-foundry / Composer's fsdp_config.activation_checkpointing wraps every block. selective
 // recomputes only each block's attention core, which keeps only its inputs (the same paper, Section 5 "selective
-// activation recomputation"; Megatron-LM's --recompute-granularity selective).
-enum class ActivationCheckpointing { none, selective, full };
+// activation recomputation"; Megatron-LM's --recompute-granularity selective). selective_op is torchtitan's op-level
+// selective checkpointing (activation_checkpoint.mode selective, selective_ac_option "op"): each block reruns its
+// forward except the SDPA attention and every other plain matmul (aten.mm), whose outputs it caches instead.
+enum class ActivationCheckpointing { none, selective, full, selective_op };
 enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
 enum class Protocol { automatic, ll, ll128, simple };
 // GPU architectures, in NCCL's order of compute capability (sm70, sm75, sm80/86, sm89, sm90, sm100/sm120).
