@@ -236,7 +236,8 @@ std::vector<std::string> gpu_keys() {
 // The `kernels:` section, the same for every GPU.
 void parse_kernels(const YNode& k, GpuSpec& spec) {
   k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
-                "flash2_speedup_over_flash1", "eager_attention_bytes_per_score", "cuda_context", "cublas_workspace"});
+                "flash2_speedup_over_flash1", "eager_attention_bytes_per_score", "eager_elementwise_bytes",
+                "cuda_context", "cublas_workspace"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
     const YNode t = tiles[i];
@@ -264,6 +265,20 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
     spec.eager_score_bytes[impl] = {e.at("forward").as_positive_number(), e.at("backward").as_positive_number(),
                                     e.at("saved").as_positive_number(), e.at("saved_dropout").as_positive_number()};
   }
+  const YNode ew = k.at("eager_elementwise_bytes");
+  ew.allow_only({"rms_norm", "rotary", "gated_act"});
+  const auto op_bytes = [](const YNode& n) {
+    n.allow_only({"forward", "backward", "saved"});
+    const double saved = n.at("saved").as_number();
+    if (saved < 0) n.at("saved").fail("must be >= 0 (bytes its backward keeps)");
+    return EagerOpBytes{n.at("forward").as_positive_number(), n.at("backward").as_positive_number(), saved};
+  };
+  const auto eager_op = [&](const char* key) {
+    const YNode o = ew.at(key);
+    o.allow_only({"16bit", "32bit"});
+    return EagerOp{op_bytes(o.at("16bit")), op_bytes(o.at("32bit"))};
+  };
+  spec.eager_elementwise = {eager_op("rms_norm"), eager_op("rotary"), eager_op("gated_act")};
 }
 
 // flash1_fwd_bwd: a list of {causal, head_dim, tflops: {sequence length: rate}}, each pair (causal, head_dim) once.

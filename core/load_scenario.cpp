@@ -74,7 +74,7 @@ Dtype parse_compute_dtype(const YNode& v, const Training& t) {
 
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "compute_dtype",
-                "optimizer", "optimizer_impl", "attention", "activation_checkpointing",
+                "optimizer", "optimizer_impl", "attention", "activation_checkpointing", "elementwise",
                 "activation_checkpointing_every", "activations", "tf32", "total_tokens", "total_samples", "trainable",
                 "frozen_except"});
   Training t;
@@ -108,6 +108,8 @@ Training parse_training(const YNode& n) {
                                              {"full", ActivationCheckpointing::full},
                                              {"selective_op", ActivationCheckpointing::selective_op}});
   }
+  if (auto v = n.get("elementwise"))
+    t.elementwise = v->as_enum<ElementwiseImpl>({{"eager", ElementwiseImpl::eager}, {"fused", ElementwiseImpl::fused}});
   if (auto v = n.get("activation_checkpointing_every")) {
     t.activation_checkpointing_every = v->as_int(1, 1 << 20);
     if (t.activation_checkpointing != ActivationCheckpointing::full)

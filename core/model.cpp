@@ -41,10 +41,10 @@ std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers, double 
 }  // namespace
 
 std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype,
-                          const TensorSplit& split, std::optional<Dtype> stream_dtype) {
+                          const TensorSplit& split, std::optional<Dtype> stream_dtype, const EagerElementwise* eager) {
   if (model.transformer)
     return transformer_ops(*model.transformer, sequence_length, dtype_bytes(activation_dtype), split,
-                           stream_dtype ? dtype_bytes(*stream_dtype) : 0);
+                           stream_dtype ? dtype_bytes(*stream_dtype) : 0, eager);
   if (split.degree > 1) throw RuntimeError("tensor parallelism needs a transformer model");
   return layer_list_ops(model.layers, dtype_bytes(activation_dtype));
 }

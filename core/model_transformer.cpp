@@ -27,6 +27,7 @@ struct Builder {
   double stream_bytes;  // the residual stream's and its norms' (autocast: the fp32 parameters'; else act_bytes)
   TensorSplit split;
   std::vector<Op> ops;
+  const EagerElementwise* eager = nullptr;  // training.elementwise eager (the Llama family's ops as eager PyTorch)
 
   double d() const { return static_cast<double>(c.hidden_size); }
   int64_t t() const { return split.degree; }
@@ -176,7 +177,34 @@ struct Builder {
   void norm(const std::string& name, bool bias, int64_t width, int64_t size, double share = 1.0, double bytes = 0) {
     std::vector<ParamTensor> p{{name + ".weight", size}};
     if (bias) p.push_back({name + ".bias", size});
+    if (!bias && eager && c.family == ModelFamily::llama) {  // RMSNorm, as torchtitan and Hugging Face write it
+      eager_op(name, static_cast<double>(width) * share, eager->rms_norm.of(bytes > 0 ? bytes : act_bytes));
+      ops.back().params = std::move(p);
+      return;
+    }
     elementwise(name, width, std::move(p), 1, 1, 1, share, bytes);
+  }
+
+  // An eager op over `elements` per token, at its bytes per element (data/gpus.yaml kernels.eager_elementwise_bytes).
+  void eager_op(const std::string& name, double elements, const EagerOpBytes& bytes) {
+    Op op;
+    op.name = name;
+    op.kind = OpKind::elementwise;
+    op.forward_bytes_per_sample = tokens * elements * bytes.forward;
+    op.backward_bytes_per_sample = tokens * elements * bytes.backward;
+    op.activation_bytes_per_sample = tokens * elements * bytes.saved;
+    ops.push_back(std::move(op));
+  }
+
+  // A copy of `in` elements per token into `out` (eager: repeat_kv's .expand().reshape(), the attention output's
+  // .transpose(1, 2).contiguous()): forward reads and writes once, backward the same the other way.
+  void copy(const std::string& name, double in, double out) {
+    Op op;
+    op.name = name;
+    op.kind = OpKind::elementwise;
+    op.forward_bytes_per_sample = tokens * (in + out) * act_bytes;
+    op.backward_bytes_per_sample = op.forward_bytes_per_sample;
+    ops.push_back(std::move(op));
   }
 
   // Attention over this GPU's heads: 1/t of the query and key/value heads (the loader checks t divides both).
@@ -193,8 +221,10 @@ struct Builder {
     op.gemms.push_back({n, n, hd, heads});  // scores = Q K^T per head
     op.gemms.push_back({n, hd, n, heads});  // out = P V per head
     const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
-    op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv) * act_bytes;  // q, k, v, out (flash keeps no scores)
-    op.recompute_kept_bytes_per_sample = tokens * (q + 2.0 * kv) * act_bytes;    // q, k, v: the recomputation's inputs
+    // Eager GQA copies k and v out to every query head (repeat_kv) before SDPA, which keeps the copies.
+    const double kv_kept = eager && c.family == ModelFamily::llama ? q : kv;
+    op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv_kept) * act_bytes;  // q, k, v, out (flash: no scores)
+    op.recompute_kept_bytes_per_sample = tokens * (q + 2.0 * kv_kept) * act_bytes;    // q, k, v: its recompute's inputs
     // Its results: the output and, from a flash kernel, the fp32 log-sum-exp of each query row per head
     // (aten _scaled_dot_product_flash_attention returns both; torchtitan's selective_op caches them).
     op.output_bytes_per_sample = tokens * q * act_bytes + tokens * static_cast<double>(heads) * 4.0;
@@ -268,7 +298,13 @@ void llama_layer(Builder& b, int64_t i) {
     b.norm(p + "self_attn.q_norm", false, q / b.t(), hd);
     b.norm(p + "self_attn.k_norm", false, kv / b.t(), hd);
   }
+  const double q_local = static_cast<double>(q / b.t()), kv_local = static_cast<double>(kv / b.t());
+  if (b.eager) {  // eager PyTorch (torchtitan model.py Attention.forward): rotary, then GQA's key/value copies
+    b.eager_op(p + "self_attn.rotary", q_local + kv_local, b.eager->rotary.of(b.act_bytes));
+    if (kv < q) b.copy(p + "self_attn.repeat_kv", 2.0 * kv_local, 2.0 * q_local);
+  }
   b.attention_core(p + "self_attn.core", true);
+  if (b.eager) b.copy(p + "self_attn.output_contiguous", q_local, q_local);
   b.linear(p + "self_attn.o_proj", q, c.hidden_size, c.o_bias, true, Split::row);
   b.dropout(p + "self_attn.dropout");
   b.norm(p + "post_attention_layernorm", false);  // gemma2: on the attention output; else before the MLP
@@ -276,7 +312,10 @@ void llama_layer(Builder& b, int64_t i) {
   if (c.sandwich_norms) b.norm(p + "pre_feedforward_layernorm", false);
   b.linear(p + "mlp.gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, true, Split::column_entry);
   b.linear(p + "mlp.up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, false, Split::column);
-  b.elementwise(p + "mlp.act_fn", c.intermediate_size / b.t(), {}, 2, 1, 2);  // SiLU(gate) * up (GELU for gemma)
+  if (b.eager)  // F.silu(gate) then * up (gemma: F.gelu(approximate="tanh"), one kernel as silu)
+    b.eager_op(p + "mlp.act_fn", static_cast<double>(c.intermediate_size / b.t()), b.eager->gated_act.of(b.act_bytes));
+  else
+    b.elementwise(p + "mlp.act_fn", c.intermediate_size / b.t(), {}, 2, 1, 2);  // SiLU(gate) * up, fused
   b.linear(p + "mlp.down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, true, Split::row);
   b.dropout(p + "mlp.dropout");
   if (c.sandwich_norms) b.norm(p + "post_feedforward_layernorm", false);
@@ -322,8 +361,10 @@ void bert_layer(Builder& b, int64_t i) {
 }  // namespace
 
 std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
-                                const TensorSplit& split, double stream_bytes) {
-  Builder b{c, static_cast<double>(sequence_length), act_bytes, stream_bytes > 0 ? stream_bytes : act_bytes, split, {}};
+                                const TensorSplit& split, double stream_bytes, const EagerElementwise* eager) {
+  Builder b{
+      c,    static_cast<double>(sequence_length), act_bytes, stream_bytes > 0 ? stream_bytes : act_bytes, split, {},
+      eager};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:

@@ -456,8 +456,9 @@ StepPlan make_step_plan(const Scenario& s) {
   const double act_bytes = dtype_bytes(s.training.compute());
   const auto model_ops = [&](const TensorSplit& split) {
     return finetune_ops(
-        build_ops(s.model, s.training.sequence_length, s.training.compute(), split, s.training.param_dtype), s.training,
-        act_bytes);
+        build_ops(s.model, s.training.sequence_length, s.training.compute(), split, s.training.param_dtype,
+                  s.training.elementwise == ElementwiseImpl::eager ? &s.topology.gpu.eager_elementwise : nullptr),
+        s.training, act_bytes);
   };
   const TensorSplit split{s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1};
   std::vector<Op> local = model_ops(split);

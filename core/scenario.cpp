@@ -58,6 +58,8 @@ const char* to_string(ActivationCheckpointing c) {
   return "?";
 }
 
+const char* to_string(ElementwiseImpl impl) { return impl == ElementwiseImpl::eager ? "eager" : "fused"; }
+
 const char* to_string(Trainable trainable) {
   switch (trainable) {
     case Trainable::all: return "all";

@@ -97,3 +97,74 @@ TEST_CASE("training FLOPs of a dense transformer are ~6N per token plus attentio
   CHECK(fwd == Approx(2.0 * matmul_params * T + attention).epsilon(1e-9));
   CHECK(bwd == Approx(2.0 * fwd).epsilon(1e-9));
 }
+
+namespace {
+const Op& op_named(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops)
+    if (op.name == name) return op;
+  FAIL("no op " << name);
+  return ops.front();
+}
+bool has_op(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops)
+    if (op.name == name) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("training.elementwise eager: a Llama block's memory-bound ops as torchtitan's eager PyTorch runs them") {
+  const ModelSpec m = load_model(src("models/llama-3.1-8b.yaml"));
+  const EagerElementwise& e = load_gpu("H100-SXM").eager_elementwise;
+  const double tokens = 2048;
+  const auto fused = build_ops(m, 2048, Dtype::bf16);
+  const auto eager = build_ops(m, 2048, Dtype::bf16, {}, std::nullopt, &e);
+  // RMSNorm through fp32: 36 bytes per element forward, 84 backward, 6 kept (data/gpus.yaml), where one fused kernel
+  // reads and writes once (4, 6, 2).
+  const Op& norm = op_named(eager, "layers.0.input_layernorm");
+  CHECK(norm.forward_bytes_per_sample == Approx(tokens * 4096 * 36));
+  CHECK(norm.backward_bytes_per_sample == Approx(tokens * 4096 * 84));
+  CHECK(norm.activation_bytes_per_sample == Approx(tokens * 4096 * 6));
+  CHECK(op_named(fused, "layers.0.input_layernorm").forward_bytes_per_sample == Approx(tokens * 4096 * 4));
+  CHECK(norm.params.size() == 1);  // its weight stays its own
+  // Rotary over q (4096) and k (1024), 20 bytes each way; repeat_kv copies k and v (1024 each) out to 32 heads (4096
+  // each); the attention output's .contiguous() copy; SwiGLU 10 / 18 / 6 bytes per ffn element.
+  CHECK(op_named(eager, "layers.0.self_attn.rotary").forward_bytes_per_sample == Approx(tokens * 5120 * 20));
+  CHECK(op_named(eager, "layers.0.self_attn.repeat_kv").forward_bytes_per_sample ==
+        Approx(tokens * (2 * 1024 + 2 * 4096) * 2));
+  CHECK(op_named(eager, "layers.0.self_attn.output_contiguous").backward_bytes_per_sample ==
+        Approx(tokens * 2 * 4096 * 2));
+  const Op& act = op_named(eager, "layers.0.mlp.act_fn");
+  CHECK(act.forward_bytes_per_sample == Approx(tokens * 14336 * 10));
+  CHECK(act.backward_bytes_per_sample == Approx(tokens * 14336 * 18));
+  CHECK(act.activation_bytes_per_sample == Approx(tokens * 14336 * 6));
+  for (const char* name : {"layers.0.self_attn.rotary", "layers.0.self_attn.repeat_kv"}) CHECK(!has_op(fused, name));
+  // SDPA keeps the expanded keys and values: q, k, v and out all 4096 wide.
+  CHECK(op_named(eager, "layers.0.self_attn.core").activation_bytes_per_sample == Approx(tokens * 4 * 4096 * 2));
+  CHECK(op_named(fused, "layers.0.self_attn.core").activation_bytes_per_sample ==
+        Approx(tokens * (2 * 4096 + 2 * 1024) * 2));
+  // The GEMMs and parameters are the same ops either way.
+  double fused_flops = 0, eager_flops = 0;
+  for (const Op& op : fused) fused_flops += op.forward_flops_per_sample;
+  for (const Op& op : eager) eager_flops += op.forward_flops_per_sample;
+  CHECK(eager_flops == fused_flops);
+  CHECK(count_parameters(m) == 8030261248);
+}
+
+TEST_CASE(
+    "training.elementwise eager: an fp32 residual stream (autocast) uses the fp32 RMSNorm; LayerNorm models keep "
+    "one kernel") {
+  const ModelSpec llama = load_model(src("models/llama-3.1-8b.yaml"));
+  const EagerElementwise& e = load_gpu("H100-SXM").eager_elementwise;
+  const auto autocast = build_ops(llama, 1024, Dtype::bf16, {}, Dtype::fp32, &e);
+  CHECK(op_named(autocast, "layers.0.input_layernorm").forward_bytes_per_sample == Approx(1024.0 * 4096 * 28));
+  CHECK(op_named(autocast, "layers.0.self_attn.rotary").forward_bytes_per_sample == Approx(1024.0 * 5120 * 20));
+  // GPT-2's LayerNorm and GELU are single PyTorch kernels: eager changes nothing there.
+  const ModelSpec gpt2 = load_model(src("models/gpt2-1.5b.yaml"));
+  const auto a = build_ops(gpt2, 1024, Dtype::bf16), b = build_ops(gpt2, 1024, Dtype::bf16, {}, std::nullopt, &e);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].name == b[i].name);
+    CHECK(a[i].forward_bytes_per_sample == b[i].forward_bytes_per_sample);
+    CHECK(a[i].activation_bytes_per_sample == b[i].activation_bytes_per_sample);
+  }
+}

@@ -229,9 +229,9 @@ TEST_CASE("activation_checkpointing_every N checkpoints blocks N-1, 2N-1, ... an
 }
 
 namespace {
-Scenario llama_8b_fsdp(const std::string& checkpointing) {
+Scenario llama_8b_fsdp(const std::string& checkpointing, const std::string& elementwise = "fused") {
   return load_scenario(src("scenarios/llama3.1-8b-fsdp-8xh100.yaml"),
-                       {{"training.activation_checkpointing", checkpointing}});
+                       {{"training.activation_checkpointing", checkpointing}, {"training.elementwise", elementwise}});
 }
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;

@@ -42,15 +42,16 @@ ErrorStats stats(const std::string& cls, const std::string& kind) {
 // A change that moves any of these must update this test and the README together.
 TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
-  // 152 + issue 17's Blackwell file (GB200 NVL72 x2, B200 and H100 two-node) + the DGX-2 sweep + BLOOM 176B
-  CHECK(r.entries == 158);
+  // 152 + issue 17's Blackwell file (GB200 NVL72 x2, B200 and H100 two-node) + the DGX-2 sweep + BLOOM 176B + the
+  // two torchtitan rows
+  CHECK(r.entries == 160);
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
   for (const auto& s : r.skipped) {
     CHECK_FALSE(s.reason.empty());
     seen.insert(s.entry);
   }
-  CHECK(seen.size() == 158);
+  CHECK(seen.size() == 160);
   for (const auto& p : r.points) {
     CHECK(p.predicted > 0);
     CHECK(p.published > 0);
@@ -170,8 +171,8 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // With them, the 37 single-node H100 rows of the table "H100 80GB BF16" (e2e-fsdp-h100.yaml; the flash1 scale
       // is fitted to 4 of them, data/gpus.yaml): seq >= 32k within -3..+6%, seq <= 1k still +35..+50% (the per-token
       // GEMM and memory-bound work is too cheap on H100; not found in a source).
-      {"nvswitch", "e2e_tokens_per_gpu", 50, 0.1721, 0.4957},
-      {"multinode", "e2e_tokens_per_gpu", 15, 0.1948, 0.5942},
+      {"nvswitch", "e2e_tokens_per_gpu", 51, 0.1745, 0.4957},
+      {"multinode", "e2e_tokens_per_gpu", 16, 0.1957, 0.5942},
       // Megatron-LM on 32-3072 A100 80GB (Narayanan et al. 2021 Tables 1 and 2; held out: nothing is fitted to them),
       // TFLOP/s per GPU by the paper's equation (3): within 2% without tensor parallelism, +5..+10% with it (t 4-8):
       // the
@@ -208,7 +209,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
-  CHECK(t[3].value == Approx(0.1301).margin(0.001));  // end-to-end throughput per GPU median (84): target 10%, missed
+  CHECK(t[3].value == Approx(0.1317).margin(0.001));  // end-to-end throughput per GPU median (86): target 10%, missed
   CHECK_FALSE(t[3].met);
   CHECK(t[4].value == Approx(0.5942).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +59%)
   CHECK_FALSE(t[4].met);

@@ -71,8 +71,11 @@ struct Op {
 // residual stream and norms run in `stream_dtype` when given (autocast on fp32 parameters: fp32), else in that dtype.
 // With `split`, each op is what one GPU of the tensor group runs (its FLOPs, bytes, weights and GEMM shapes) with the
 // collectives Megatron places around it; a transformer model only (the loader refuses others).
+// `eager`: the Llama family's memory-bound ops as eager PyTorch runs them (training.elementwise eager: their bytes
+// per element, data/gpus.yaml kernels.eager_elementwise_bytes); null, one fused kernel each.
 std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype,
-                          const TensorSplit& split = {}, std::optional<Dtype> stream_dtype = std::nullopt);
+                          const TensorSplit& split = {}, std::optional<Dtype> stream_dtype = std::nullopt,
+                          const EagerElementwise* eager = nullptr);
 
 int64_t count_parameters(const ModelSpec& model);
 

@@ -34,6 +34,11 @@ bool is_eager(AttentionImpl impl);
 // selective checkpointing (activation_checkpoint.mode selective, selective_ac_option "op"): each block reruns its
 // forward except the SDPA attention and every other plain matmul (aten.mm), whose outputs it caches instead.
 enum class ActivationCheckpointing { none, selective, full, selective_op };
+// How the Llama family's memory-bound ops run: eager, one PyTorch kernel per tensor op as torchtitan and Hugging Face
+// write them (RMSNorm through fp32, complex rotary, repeat_kv copies, SiLU then multiply); fused, one kernel each
+// (Megatron-LM / Transformer Engine, torch.compile). data/gpus.yaml kernels.eager_elementwise_bytes.
+enum class ElementwiseImpl { eager, fused };
+const char* to_string(ElementwiseImpl impl);
 enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
 enum class Protocol { automatic, ll, ll128, simple };
 // GPU architectures, in NCCL's order of compute capability (sm70, sm75, sm80/86, sm89, sm90, sm100/sm120).
@@ -77,6 +82,24 @@ struct EagerScoreBytes {
   double saved_dropout = 0;
 };
 
+// Bytes per element of an eager op's input (data/gpus.yaml kernels.eager_elementwise_bytes), for a 16-bit and an
+// fp32 input.
+struct EagerOpBytes {
+  double forward = 0;
+  double backward = 0;
+  double saved = 0;
+};
+struct EagerOp {
+  EagerOpBytes half;    // 16-bit input
+  EagerOpBytes single;  // fp32 input
+  const EagerOpBytes& of(double input_bytes) const { return input_bytes >= 4 ? single : half; }
+};
+struct EagerElementwise {
+  EagerOp rms_norm;
+  EagerOp rotary;
+  EagerOp gated_act;
+};
+
 struct GpuSpec {
   std::string key;   // catalog key, e.g. "H100-SXM"
   std::string name;  // as nvidia-smi prints it
@@ -107,7 +130,8 @@ struct GpuSpec {
   double cublas_workspace_bytes = 0;      // kernels.cublas_workspace for this GPU's architecture
   // Eager attention's HBM bytes per score element (kernels.eager_attention_bytes_per_score, per implementation).
   std::map<AttentionImpl, EagerScoreBytes> eager_score_bytes;
-  std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
+  EagerElementwise eager_elementwise;  // kernels.eager_elementwise_bytes (training.elementwise eager)
+  std::string source;                  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
 
@@ -429,6 +453,7 @@ struct Training {
   OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
   AttentionImpl attention = AttentionImpl::flash;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  ElementwiseImpl elementwise = ElementwiseImpl::eager;
   // full on every N-th block only (blocks N-1, 2N-1, ...: torchtitan's layer selective AC, ac_freq N); 1 = all.
   int64_t activation_checkpointing_every = 1;
   bool activations = true;
