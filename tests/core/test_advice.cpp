@@ -160,3 +160,26 @@ TEST_CASE("tensor-communication advice names the smaller degree that fits with t
   CHECK_THAT(advise(s, r, with_plan).at(0),
              Catch::EndsWith(fmt::format("Fastest that fits: parallelism.tensor: {}.", best)));
 }
+
+TEST_CASE("a Llama model on eager elementwise kernels gets what fused kernels would gain; fused or GPT-2 does not") {
+  const auto lines = [](const std::string& file, const std::string& elementwise) {
+    const Scenario s = load_scenario(src(file), {{"training.elementwise", elementwise}});
+    return advise(s, evaluate(s), with_plan);
+  };
+  const auto mentions = [](const std::vector<std::string>& advice) {
+    for (const auto& line : advice)
+      if (line.rfind("Eager elementwise kernels", 0) == 0) return line;
+    return std::string();
+  };
+  const std::string eager = mentions(lines("scenarios/llama3.1-8b-fsdp-8xh100.yaml", "eager"));
+  REQUIRE_FALSE(eager.empty());
+  // The gain is the fused scenario's own throughput over this one's.
+  Scenario fused = load_scenario(src("scenarios/llama3.1-8b-fsdp-8xh100.yaml"), {{"training.elementwise", "fused"}});
+  const StepResult base = evaluate(load_scenario(src("scenarios/llama3.1-8b-fsdp-8xh100.yaml")));
+  const StepResult f = evaluate(fused);
+  CHECK(f.samples_per_s > base.samples_per_s * (1 + kWorthMentioningGain));
+  CHECK(eager.find(fmt::format("({:.1f} -> {:.1f} samples/s)", base.samples_per_s, f.samples_per_s)) !=
+        std::string::npos);
+  CHECK(mentions(lines("scenarios/llama3.1-8b-fsdp-8xh100.yaml", "fused")).empty());
+  CHECK(mentions(lines("scenarios/gpt2-1.5b-16xh100-ib.yaml", "eager")).empty());
+}

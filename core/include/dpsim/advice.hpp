@@ -20,6 +20,8 @@ using Evaluate = std::function<StepResult(const Scenario&, const StepPlan&)>;
 // hardware fact, so a named constant rather than data/*.yaml: it matches the usual 90% scaling-efficiency target
 // (a step that loses more than a tenth of its time waiting on the network is below it from communication alone).
 inline constexpr double kCommBoundShare = 0.10;
+// An alternative whose throughput gain is below this share is not worth a line of advice.
+inline constexpr double kWorthMentioningGain = 0.02;
 
 // What estimate's lower step figure is: DDP's perfect-overlap bound (every all-reduce hidden behind the synced
 // backward), or for a sharded step the program's own order with a clock per stream (gathers the compute waits for,
