@@ -356,8 +356,6 @@ std::string efa_advice(const Scenario& s, const StepResult& r, const Evaluate& e
       gain(r, evaluated(slower, evaluate)));
 }
 
-}  // namespace
-
 // A Llama-family model on eager kernels (training.elementwise eager): what one fused kernel per memory-bound op gives.
 std::string fused_elementwise_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   if (!s.model.transformer || s.model.transformer->family != ModelFamily::llama ||
@@ -373,6 +371,8 @@ std::string fused_elementwise_advice(const Scenario& s, const StepResult& r, con
       "Transformer Engine's as Megatron-LM runs them; training.elementwise: fused) gives {}.",
       gain(r, f));
 }
+
+}  // namespace
 
 const char* lower_bound_label(const StepResult& r) {
   return r.sharding == "none" ? "perfect-overlap bound" : "in the program's order, no contention";

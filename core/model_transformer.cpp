@@ -27,7 +27,7 @@ struct Builder {
   double stream_bytes;  // the residual stream's and its norms' (autocast: the fp32 parameters'; else act_bytes)
   TensorSplit split;
   std::vector<Op> ops;
-  const EagerElementwise* eager = nullptr;  // training.elementwise eager (the Llama family's ops as eager PyTorch)
+  const EagerElementwise* eager = nullptr;  // training.elementwise eager; set for the Llama family only
 
   double d() const { return static_cast<double>(c.hidden_size); }
   int64_t t() const { return split.degree; }
@@ -177,7 +177,7 @@ struct Builder {
   void norm(const std::string& name, bool bias, int64_t width, int64_t size, double share = 1.0, double bytes = 0) {
     std::vector<ParamTensor> p{{name + ".weight", size}};
     if (bias) p.push_back({name + ".bias", size});
-    if (!bias && eager && c.family == ModelFamily::llama) {  // RMSNorm, as torchtitan and Hugging Face write it
+    if (!bias && eager) {  // RMSNorm, as torchtitan and Hugging Face write it
       eager_op(name, static_cast<double>(width) * share, eager->rms_norm.of(bytes > 0 ? bytes : act_bytes));
       ops.back().params = std::move(p);
       return;
@@ -222,7 +222,7 @@ struct Builder {
     op.gemms.push_back({n, hd, n, heads});  // out = P V per head
     const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
     // Eager GQA copies k and v out to every query head (repeat_kv) before SDPA, which keeps the copies.
-    const double kv_kept = eager && c.family == ModelFamily::llama ? q : kv;
+    const double kv_kept = eager ? q : kv;
     op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv_kept) * act_bytes;  // q, k, v, out (flash: no scores)
     op.recompute_kept_bytes_per_sample = tokens * (q + 2.0 * kv_kept) * act_bytes;    // q, k, v: its recompute's inputs
     // Its results: the output and, from a flash kernel, the fp32 log-sum-exp of each query row per head
@@ -362,9 +362,12 @@ void bert_layer(Builder& b, int64_t i) {
 
 std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
                                 const TensorSplit& split, double stream_bytes, const EagerElementwise* eager) {
-  Builder b{
-      c,    static_cast<double>(sequence_length), act_bytes, stream_bytes > 0 ? stream_bytes : act_bytes, split, {},
-      eager};
+  // Eager kernels change only the Llama family's ops (GPT-2's and BERT's LayerNorm and GELU are one kernel each).
+  const EagerElementwise* llama_eager = c.family == ModelFamily::llama ? eager : nullptr;
+  Builder b{c,          static_cast<double>(sequence_length),
+            act_bytes,  stream_bytes > 0 ? stream_bytes : act_bytes,
+            split,      {},
+            llama_eager};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:

@@ -347,9 +347,8 @@ KeptActivations kept_activations(const Scenario& s, const std::vector<Op>& ops, 
 bool op_level_saves(const Scenario& s, const Op& op, int& mms) {
   if (op.kind == OpKind::attention) return !is_eager(s.training.attention);
   const bool plain_mm =
-      op.kind == OpKind::matmul && std::none_of(op.params.begin(), op.params.end(), [](const auto& p) {
-        return p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
-      });
+      op.kind == OpKind::matmul &&
+      std::none_of(op.params.begin(), op.params.end(), [](const auto& p) { return p.name.ends_with(".bias"); });
   return plain_mm && ++mms % 2 == 1;
 }
 

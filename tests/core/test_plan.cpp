@@ -233,9 +233,6 @@ Scenario llama_8b_fsdp(const std::string& checkpointing, const std::string& elem
   return load_scenario(src("scenarios/llama3.1-8b-fsdp-8xh100.yaml"),
                        {{"training.activation_checkpointing", checkpointing}, {"training.elementwise", elementwise}});
 }
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 }  // namespace
 
 TEST_CASE("activation_checkpointing selective_op (torchtitan's op SAC) keeps the SDPA and every other mm of a block") {
@@ -252,7 +249,7 @@ TEST_CASE("activation_checkpointing selective_op (torchtitan's op SAC) keeps the
     const std::string& name = a.ops[i].name;
     INFO(name);
     const bool in_block = name.rfind("layers.", 0) == 0;
-    const bool is_saved = std::any_of(saved.begin(), saved.end(), [&](const auto& t) { return ends_with(name, t); });
+    const bool is_saved = std::any_of(saved.begin(), saved.end(), [&](const auto& t) { return name.ends_with(t); });
     CHECK(b.ops[i].recompute_forward == (in_block && !is_saved));
     const double extra = b.ops[i].recompute_forward ? forward_seconds(a.ops[i], m) : 0.0;
     CHECK(backward_seconds(b.ops[i], m) == Approx(backward_seconds(a.ops[i], m) + extra));
@@ -285,6 +282,6 @@ TEST_CASE("selective_op reruns a linear with a bias (aten.addmm) and does not co
                                                   {{"training.activation_checkpointing", "selective_op"}}));
   for (const PlanOp& op : p.ops) {
     INFO(op.name);
-    if (op.name.rfind("h.", 0) == 0) CHECK(op.recompute_forward == !ends_with(op.name, "attn.core"));
+    if (op.name.rfind("h.", 0) == 0) CHECK(op.recompute_forward == !op.name.ends_with("attn.core"));
   }
 }
