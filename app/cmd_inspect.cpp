@@ -49,6 +49,7 @@ void register_inspect(CLI::App& app) {
   });
   register_inspect_topology(*inspect);
   register_inspect_gpus(*inspect);
+  register_inspect_ops(*inspect);
 }
 
 }  // namespace dpsim::app

@@ -112,6 +112,8 @@ void run_measure(const MeasureArgs& a) {
                     a.scenario));
   if (plan.pipeline.stages > 1) check_transfers(a.scenario, plan);
   if (a.dry_run) {
+    if (const std::string note = backend::optimizer_impl_note(s); !note.empty())
+      std::cerr << "dpsim measure: note: " << note << "\n";
     emit(backend::describe_dry_run(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view), a.output);
     return;
   }

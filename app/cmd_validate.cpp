@@ -1,10 +1,12 @@
 // dpsim validate: predicted vs measured (phase by phase, bucket by bucket), and the published reference set.
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "dpsim/backend/measure.hpp"
 #include "dpsim/calibration.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/load.hpp"
@@ -39,6 +41,36 @@ struct ValidateArgs {
   bool json = false;
   std::vector<std::string> sets;
 };
+
+// What the measured run executed where the scenario differs: the GPU it ran on (context.gpu_name, where the catalog
+// has a GPU of that name: measure --gpus runs a scenario on another machine's GPUs), and the optimizer implementation
+// the backend ran (context.optimizer_impl; backend::kExecutorOptimizerImpl, which every `measure` result ran, also
+// those written before the field was recorded). Returns ", training.optimizer_impl ... as measured" for the header, or
+// "".
+std::string measured_gpu(Scenario& s, const StepResult& measured) {
+  const std::string name = measured.context.value("gpu_name", "");
+  if (name.empty() || name == s.topology.gpu.name) return "";
+  for (GpuSpec& g : load_gpu_catalog()) {
+    if (g.name != name) continue;
+    s.topology.gpu = std::move(g);
+    return fmt::format(", on the measured {} (cluster.gpu {})", name, s.topology.gpu.key);
+  }
+  return fmt::format(", on the scenario's {}: the measured '{}' is not in the GPU catalog", s.topology.gpu.key, name);
+}
+
+std::string measure_as_run(Scenario& s, const StepResult& measured, const std::string& file) {
+  std::string ran = measured_gpu(s, measured);
+  const std::string impl = measured.context.value(
+      "optimizer_impl", measured.mode == "measure" ? to_string(backend::kExecutorOptimizerImpl) : "");
+  if (impl.empty() || impl == to_string(s.training.optimizer_impl)) return ran;
+  const std::map<std::string, OptimizerImpl> known{
+      {"foreach", OptimizerImpl::foreach}, {"fused", OptimizerImpl::fused}, {"forloop", OptimizerImpl::forloop}};
+  const auto it = known.find(impl);
+  if (it == known.end())
+    throw InputError(fmt::format("{}: context.optimizer_impl \"{}\": expected foreach, fused or forloop", file, impl));
+  s.training.optimizer_impl = it->second;
+  return ran + fmt::format(", training.optimizer_impl {} as measured", impl);
+}
 
 // The calibration a measured file names in its context: "calibration": "file.yaml" or {"file": ...}.
 std::optional<fs::path> calibration_named_in(const StepResult& measured, const fs::path& measured_file) {
@@ -107,14 +139,15 @@ void run_compare(const ValidateArgs& a) {
       s.topology = sized_topology(std::move(s.topology), 1, gpus, [&](const std::string& msg) {
         throw InputError(fmt::format("{}: context.gpu_count {}: {}", a.measured, gpus, msg));
       });
+    const std::string ran = measure_as_run(s, measured, a.measured);
     SimOptions o;
     o.progress = true;
     predicted = simulate(s, make_step_plan(s), o);
     record_overrides(overrides, predicted);
     if (!cal_ctx.is_null()) predicted.context["calibration"] = cal_ctx;
-    header = fmt::format("predicted: dpsim predict {}{} ({} GPUs)\nmeasured:  {} ({})\n", a.scenario,
+    header = fmt::format("predicted: dpsim predict {}{} ({} GPUs{})\nmeasured:  {} ({})\n", a.scenario,
                          cal_file ? " with calibration " + cal_file->string() + " " + cal_ctx.value("hash", "") : "",
-                         s.world_size(), a.measured, measured.mode);
+                         s.world_size(), ran, a.measured, measured.mode);
   }
   std::string from;
   const double tol = validation::pick_tolerance(a.tolerance > 0 ? std::optional<double>(a.tolerance) : std::nullopt,

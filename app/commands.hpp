@@ -20,6 +20,7 @@ void register_estimate(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_inspect_topology(CLI::App& inspect);  // app/cmd_inspect_topology.cpp
 void register_inspect_gpus(CLI::App& inspect);      // app/cmd_inspect_gpus.cpp
+void register_inspect_ops(CLI::App& inspect);       // app/cmd_inspect_ops.cpp
 void register_predict(CLI::App& app);               // app/cmd_predict.cpp (simulator)
 void register_measure(CLI::App& app);               // app/cmd_measure.cpp (GPU backend)
 void register_validate(CLI::App& app);              // app/cmd_validate.cpp (validation)

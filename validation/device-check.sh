@@ -18,6 +18,7 @@
 # validation/measured/<date>/:
 #   device-check.log  everything printed, in order      gpu-tests.txt  the `gpu` Catch2 tests
 #   measure-*.json    measured StepResults (with context) calibration-H200.yaml  --calibrate output
+#   torch-llama-probe.json  PyTorch's Llama 3.1 8B block per kernel, its GEMMs, SDPA, AdamW, copy (issue 15)
 # One overall deadline (DEADLINE_S) bounds the run; each step has its own timeout inside it, cut to what is
 # left, and every measure runs with a --watchdog shorter than its step, so that a hang names its collective.
 set -u -o pipefail
@@ -26,7 +27,7 @@ cd "$here"
 bundle=.device-bundle
 
 # ---- the time table: the whole run, and each step's timeout and watchdog (seconds) ---------------------
-DEADLINE_S=445  # the device tool kills a command at 600 s; the machine's start is not in it
+DEADLINE_S=535  # the device tool kills a command at 600 s; the machine's start is not in it
 STEPS=(  # name timeout_s watchdog_s (0: no collective)
   "libraries 15 0"
   "gpu-tests 100 0"
@@ -35,6 +36,7 @@ STEPS=(  # name timeout_s watchdog_s (0: no collective)
   "calibrate 130 60"
   "measure-gpt2-124m 35 20"
   "measure-gpt2-124m-zero3-1xh200 25 15"
+  "torch-probe 90 0"
 )
 
 budget() {
@@ -120,8 +122,14 @@ run() {
     if [ "$left" -le 5 ]; then echo "== [$name] skipped: the deadline is reached"; return 124; fi
     [ "$t" -gt "$left" ] && t=$left
     echo "== [$name] (timeout ${t} s) $*"
-    timeout "$t" "$@"
-    local rc=$?
+    local rc
+    if declare -F "$1" >/dev/null; then  # a function of this script: `timeout` runs programs only
+      "$@"
+      rc=$?
+    else
+      timeout "$t" "$@"
+      rc=$?
+    fi
     echo "== [$name] exit code $rc after $(($(date +%s) - start)) s"
     return $rc
   }
@@ -134,10 +142,14 @@ run() {
     done
     if command -v cuobjdump >/dev/null; then cuobjdump --list-elf "$measure" | sed 's/^/  /'; else
       echo "  (no cuobjdump here; the architectures as dpsim measure reports them follow in its log)"; fi
-    "$dpsim" --version || bad=1
+    timeout 10 "$dpsim" --version || bad=1
     return $bad
   }
-  step libraries libraries || { echo "!! the bundle does not load here: stopping"; return 1; }
+  # PyTorch's own Llama block, kernel by kernel (needs no bundle): the ground truth for the compute model.
+  torch_probe() {
+    step torch-probe env PYTHONUNBUFFERED=1 python3 validation/device/torch-llama-probe.py --out "$out"
+  }
+  step libraries libraries || { echo "!! the bundle does not load here: only the PyTorch probe runs"; torch_probe; return 1; }
 
   step gpu-tests "$tests" --durations yes > >(tee "$out/gpu-tests.txt")
 
@@ -162,6 +174,7 @@ run() {
   step measure-gpt2-124m-zero3-1xh200 "$dpsim" measure validation/device/gpt2-124m-zero3-1xh200.yaml --json \
     -o "$out/measure-gpt2-124m-zero3-1xh200.json" --watchdog "$(watchdog measure-gpt2-124m-zero3-1xh200)"
 
+  torch_probe
   nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv || true
   echo "== done $(date -u +%FT%TZ) after $(($(date +%s) - start)) s; results in $out:"; ls -la "$out"
 }

@@ -244,6 +244,9 @@ StepResult measure_job(const Scenario& scenario, const StepPlan& plan, const Mea
     world = sel.count;
   }
 
+  if (const std::string note = optimizer_impl_note(scenario); !note.empty() && out)
+    log << "dpsim measure: note: " << note << "\n";
+
   // The run's own scenario and plan: the scenario's on `world` GPUs where --gpus changed the count (its data-parallel
   // degree, groups and shards; scenario_on_gpus), else the scenario's.
   const Scenario run_scenario = scenario_on_gpus(scenario_file, scenario, world);

@@ -196,6 +196,15 @@ std::vector<std::pair<std::string, std::string>> apply_nccl_environment(const Co
   return used;
 }
 
+std::string optimizer_impl_note(const Scenario& scenario) {
+  const OptimizerImpl wanted = scenario.training.optimizer_impl;
+  if (wanted == kExecutorOptimizerImpl) return "";
+  return fmt::format(
+      "the scenario's training.optimizer_impl is {}; the backend runs the {} optimizer kernel (recorded in "
+      "context.optimizer_impl; `dpsim validate` predicts {} for this result)",
+      to_string(wanted), to_string(kExecutorOptimizerImpl), to_string(kExecutorOptimizerImpl));
+}
+
 nlohmann::json context_json(const MeasureContext& c) {
   nlohmann::json j;
   j["gpu_name"] = c.gpu_name;
@@ -211,6 +220,7 @@ nlohmann::json context_json(const MeasureContext& c) {
   j["host"] = c.host;
   j["git_revision"] = c.git_revision;
   j["scenario_hash"] = c.scenario_hash;
+  j["optimizer_impl"] = c.optimizer_impl;
   j["warmup_iterations"] = c.warmup;
   j["timed_iterations"] = c.iters;
   j["watchdog_s"] = c.watchdog_s;

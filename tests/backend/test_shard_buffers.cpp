@@ -2,6 +2,7 @@
 // GPU: what a sharded rank holds equals core's memory figures, every collective reads and writes inside its
 // buffers, FSDP's gathers land where the unit's compute reads, and the dry run lists the same buffers.
 #include <fmt/format.h>
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -263,6 +264,7 @@ TEST_CASE("the tiny zero3 plan of the GPU test: units laid out in op order, the 
   plan.dims.data = 1;
   plan.sharded.sharding = Sharding::zero3;
   plan.sharded.shards = 1;
+  plan.buckets.clear();  // as make_step_plan makes a zero3 plan (the GPU test times every bucket's events)
   plan.sharded.units = {ShardUnit{.name = "", .ops = {0, 4}, .parameters = 58},
                         ShardUnit{.name = "block.0", .ops = {1, 2, 3}, .parameters = 30}};
   const StepLayout layout = make_layout(plan, 2, true);
@@ -276,4 +278,10 @@ TEST_CASE("the tiny zero3 plan of the GPU test: units laid out in op order, the 
   DryRunExecutor dry(&b);
   walk_step(plan, layout, {}, dry);
   for (const Launch& l : dry.launches()) CHECK(l.type != Launch::Type::collective);  // one rank
+  // The step's timing marks are all recorded: the executor reads each (an unrecorded CUDA event fails the step).
+  for (Mark m : {Mark::step_begin, Mark::forward_begin, Mark::forward_end, Mark::backward_end, Mark::optimizer_begin,
+                 Mark::optimizer_end}) {
+    CHECK(std::any_of(dry.launches().begin(), dry.launches().end(),
+                      [m](const Launch& l) { return l.type == Launch::Type::mark && l.mark_kind == m; }));
+  }
 }

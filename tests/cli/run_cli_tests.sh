@@ -191,11 +191,33 @@ python3 - "$vtmp/p.json" "$vtmp/m.json" <<'EOP'
 import json, sys
 r = json.load(open(sys.argv[1]))
 r["mode"] = "measure"
-r["context"] = {"gpu_count": 2}
+r["context"] = {"gpu_count": 2, "optimizer_impl": "foreach"}  # as predicted (a real run records fused)
 json.dump(r, open(sys.argv[2], "w"))
 EOP
 check validate-fewer-gpus-pcie 0 "gpt2-124m-4xrtx4090.yaml \(2 GPUs\)" -- "$dpsim" validate "$s/gpt2-124m-4xrtx4090.yaml" --measured "$vtmp/m.json"
 rm -rf "$vtmp"
+# The first GPU runs (validation/measured/2026-12-04, one H200): validate predicts what ran, the fused optimizer
+# kernel the backend runs and the GPU of the run; Llama 3.1 8B at 2k tokens is within the scenario's 10%.
+m=$src/validation/measured/2026-12-04
+check validate-h200-llama 0 "\(1 GPUs, training.optimizer_impl fused as measured\)" -- "$dpsim" validate "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml" --measured "$m/measure-llama3.1-8b-1xh200-seq2048.json"
+# GPT-2 124M (scenario on RTX 4090s, measured on the H200 with --gpus 1): predicted on the measured GPU. The backend
+# runs attention as unfused batched GEMMs (head size 64) where predict costs FlashAttention: outside (exit 1).
+check validate-measured-gpu 1 "on the measured NVIDIA H200 \(cluster.gpu H200\), training.optimizer_impl fused" -- "$dpsim" validate "$s/gpt2-124m-4xrtx4090.yaml" --measured "$m/measure-gpt2-124m.json"
+check measure-optimizer-note 0 "note: the scenario's training.optimizer_impl is foreach; the backend runs the fused optimizer kernel" -- "$dpsim" measure "$s/gpt2-124m-4xrtx4090.yaml" --dry-run
+# inspect ops: the compute model per op; its ops' forward times add up to predict's forward on one GPU.
+check inspect-ops 0 "^layers.0.self_attn.core +attention " -- "$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml"
+check inspect-ops-hidden 0 "^\(496 ops of later blocks not shown: --all lists them\)" -- "$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml"
+otmp=$(mktemp -d)
+"$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml" --json -o "$otmp/ops.json"
+"$dpsim" predict "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml" --json --no-advice -o "$otmp/p.json"
+check inspect-ops-sum 0 "^same forward" -- python3 - "$otmp/ops.json" "$otmp/p.json" <<'EOP'
+import json, sys
+ops, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+total = sum(o["forward_s"] for o in ops["ops"])
+f = p["step"]["forward_s"]
+print("same forward" if abs(total - f) <= 1e-9 * f else f"ops {total} vs predict {f}")
+EOP
+rm -rf "$otmp"
 # Oversubscription and the slowest NIC (tests/data/oversubscription: 2 nodes x 8 H100, one node per leaf): estimate
 # and inspect topology see the leaf uplink (8 x 50 GB/s / oversubscription, x 0.96) where 1:1 is NVSwitch-bound
 # (~360-366 GB/s); one NIC at 1e-6 Gbps paces the ring (8 x 125 B/s), it is not averaged away.

@@ -107,6 +107,13 @@ std::vector<std::pair<std::string, std::string>> nccl_environment(const Collecti
 std::vector<std::pair<std::string, std::string>> apply_nccl_environment(const Collective& collective,
                                                                         std::vector<std::string>& notes);
 
+// The optimizer the executors run: one fused kernel over every parameter (backend/cuda/kernels.cu adamw_step and the
+// SGD kernel), PyTorch's fused=True. A scenario's foreach or forloop (training.optimizer_impl) is what predict costs:
+// measure says so and records what it ran (context.optimizer_impl), and validate predicts what was run.
+inline constexpr OptimizerImpl kExecutorOptimizerImpl = OptimizerImpl::fused;
+// The note measure prints when the scenario asks for another implementation; empty when they agree.
+std::string optimizer_impl_note(const Scenario& scenario);
+
 struct MeasureContext {
   std::string gpu_name;
   int gpu_count = 0;
@@ -118,6 +125,7 @@ struct MeasureContext {
   std::string host;
   std::string git_revision;
   std::string scenario_hash;
+  std::string optimizer_impl = to_string(kExecutorOptimizerImpl);  // what the step's optimizer ran as
   double gpu_memory_bytes = 0;
   double gpu_free_bytes = 0;
   int warmup = 0;
