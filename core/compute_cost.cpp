@@ -23,6 +23,8 @@ ComputeModel compute_model(const Scenario& s) {
                                ? g.attention_efficiency / g.flash2_speedup_over_flash1
                                : g.attention_efficiency;
   m.attention_backward_factor = g.attention_backward_factor;
+  m.attention_backward_time_factor = g.attention_backward_time_factor;
+  m.eager_elementwise_time_factor = g.eager_elementwise_time_factor;
   if (is_eager(s.training.attention)) m.eager_score_bytes = g.eager_score_bytes.at(s.training.attention);
   m.attention = s.training.attention;
   if (s.training.attention == AttentionImpl::flash1) m.attention_rates = g.flash1_rates;
@@ -124,7 +126,17 @@ double attention_backward_seconds(const PlanOp& op, const ComputeModel& m) {
       for (const GemmShape& b : backward_gemms(g)) t += gemm_seconds(b, m);
     return t;
   }
-  return m.attention_backward_factor * attention_forward_seconds(op, m);
+  // A published forward + backward rate: the pair at that rate, split by the benchmark's FLOP count. Otherwise the
+  // forward at attention_efficiency and the backward as much longer as the kernel's was measured.
+  const double factor = published_attention_rate(op, m) ? m.attention_backward_factor : m.attention_backward_time_factor;
+  return factor * attention_forward_seconds(op, m);
+}
+
+// An elementwise or embedding op's bytes through HBM; eager PyTorch's unfused kernels (strided copies, broadcasts,
+// complex numbers: not vectorized) as much slower as they were measured.
+double elementwise_seconds(const PlanOp& op, bool backward, const ComputeModel& m) {
+  const double t = memory_seconds(backward ? op.backward_bytes : op.forward_bytes, m);
+  return op.eager_kernels ? t * m.eager_elementwise_time_factor : t;
 }
 
 // Kernels an op launches: one per GEMM (at least one) forward, twice that backward (dX and dW).
@@ -187,7 +199,7 @@ double forward_seconds(const PlanOp& op, const ComputeModel& m) {
     case OpKind::attention: t = attention_forward_seconds(op, m) + memory_seconds(op.forward_bytes, m); break;
     case OpKind::elementwise:
     case OpKind::embedding:
-      t = std::max(op.forward_flops / (m.peak_flops_per_s * m.gemm_efficiency), memory_seconds(op.forward_bytes, m));
+      t = std::max(op.forward_flops / (m.peak_flops_per_s * m.gemm_efficiency), elementwise_seconds(op, false, m));
       break;
   }
   return launch_floor(t, forward_kernels(op), m);
@@ -207,7 +219,7 @@ double backward_seconds(const PlanOp& op, const ComputeModel& m) {
     case OpKind::attention: t = attention_backward_seconds(op, m) + memory_seconds(op.backward_bytes, m); break;
     case OpKind::elementwise:
     case OpKind::embedding:
-      t = std::max(op.backward_flops / (m.peak_flops_per_s * m.gemm_efficiency), memory_seconds(op.backward_bytes, m));
+      t = std::max(op.backward_flops / (m.peak_flops_per_s * m.gemm_efficiency), elementwise_seconds(op, true, m));
       break;
   }
   const double own = launch_floor(t, kernels, m);

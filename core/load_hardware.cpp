@@ -236,7 +236,8 @@ std::vector<std::string> gpu_keys() {
 // The `kernels:` section, the same for every GPU.
 void parse_kernels(const YNode& k, GpuSpec& spec) {
   k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
-                "flash2_speedup_over_flash1", "eager_attention_bytes_per_score", "eager_elementwise_bytes",
+                "attention_backward_time_factor", "flash2_speedup_over_flash1", "eager_attention_bytes_per_score",
+                "eager_elementwise_bytes", "eager_elementwise_time_factor",
                 "cuda_context", "cublas_workspace"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
@@ -248,6 +249,8 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   spec.kernel_launch_s = k.at("kernel_launch").as_seconds();
   spec.gemm_fixed_time_s = k.at("gemm_fixed_time").as_seconds();
   spec.attention_backward_factor = k.at("attention_backward_factor").as_positive_number();
+  spec.attention_backward_time_factor = k.at("attention_backward_time_factor").as_positive_number();
+  spec.eager_elementwise_time_factor = k.at("eager_elementwise_time_factor").as_positive_number();
   spec.flash2_speedup_over_flash1 = k.at("flash2_speedup_over_flash1").as_positive_number();
   spec.cuda_context_bytes = k.at("cuda_context").as_bytes();
   const YNode cublas = k.at("cublas_workspace");

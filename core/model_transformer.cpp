@@ -193,6 +193,7 @@ struct Builder {
     op.forward_bytes_per_sample = tokens * elements * bytes.forward;
     op.backward_bytes_per_sample = tokens * elements * bytes.backward;
     op.activation_bytes_per_sample = tokens * elements * bytes.saved;
+    op.eager_kernels = true;
     ops.push_back(std::move(op));
   }
 
@@ -204,6 +205,7 @@ struct Builder {
     op.kind = OpKind::elementwise;
     op.forward_bytes_per_sample = tokens * (in + out) * act_bytes;
     op.backward_bytes_per_sample = op.forward_bytes_per_sample;
+    op.eager_kernels = true;
     ops.push_back(std::move(op));
   }
 

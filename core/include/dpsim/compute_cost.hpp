@@ -28,7 +28,9 @@ struct ComputeModel {
   // flash1 where the GPU lists its benchmark (GpuSpec::flash1_rates): the rate by mask, head size and sequence length
   // replaces attention_efficiency.
   std::vector<AttentionRateCurve> attention_rates{};
-  double attention_backward_factor = 2;
+  double attention_backward_factor = 2;       // backward work / forward work (a published pair's FLOP count)
+  double attention_backward_time_factor = 2;  // backward time / forward time of the kernel, as measured
+  double eager_elementwise_time_factor = 1;   // PlanOp::eager_kernels ops: time / their bytes' time
   EagerScoreBytes eager_score_bytes;  // the eager implementation's (training.attention eager or eager_16bit)
   AttentionImpl attention = AttentionImpl::flash;
   double kernel_launch_s = 0;

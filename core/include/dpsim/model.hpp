@@ -57,6 +57,9 @@ struct Op {
   bool score_dropout = false;                  // attention: dropout on the probabilities (a pass over them when eager)
   bool causal = false;     // attention: causal mask (its FLOPs halved: the kernel skips the masked half)
   bool tied_copy = false;  // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
+  // Its memory-bound work runs as eager PyTorch's unfused kernels (training.elementwise eager: the bytes of
+  // kernels.eager_elementwise_bytes, repeat_kv and the .contiguous() copy), at kernels.eager_elementwise_time_factor.
+  bool eager_kernels = false;
   // What its backward computes (core/trainable.cpp; both true when every parameter trains): the gradient of its input
   // (dX: some tensor before it trains) and of its weight (dW: its weight trains; a tied head: the embedding's does).
   bool input_grad = true;

@@ -120,17 +120,20 @@ struct GpuSpec {
   double attention_efficiency = 0;               // FlashAttention forward FLOP rate / peak (data/gpus.yaml)
   std::vector<AttentionRateCurve> flash1_rates;  // FlashAttention v1 as benchmarked; empty: attention_efficiency / 2
   // From data/gpus.yaml `kernels:`, the same for every GPU: cuBLAS's tile shapes {m, n}, the CPU-side cost of
-  // launching one kernel from PyTorch eager, and FlashAttention's backward time over its forward time.
+  // launching one kernel from PyTorch eager, FlashAttention's backward work over its forward's (the FLOP convention
+  // of published forward + backward rates) and its backward time over its forward time as measured.
   std::vector<std::array<int64_t, 2>> gemm_tiles;
   double kernel_launch_s = 0;
   double gemm_fixed_time_s = 0;  // GPU time of one GEMM kernel beyond its tiles' work
   double attention_backward_factor = 1;
+  double attention_backward_time_factor = 1;
   double flash2_speedup_over_flash1 = 1;  // FlashAttention-2's rate over v1's (flash1 = attention_efficiency / this)
   double cuda_context_bytes = 0;          // kernels.cuda_context: the CUDA context beside the model
   double cublas_workspace_bytes = 0;      // kernels.cublas_workspace for this GPU's architecture
   // Eager attention's HBM bytes per score element (kernels.eager_attention_bytes_per_score, per implementation).
   std::map<AttentionImpl, EagerScoreBytes> eager_score_bytes;
   EagerElementwise eager_elementwise;  // kernels.eager_elementwise_bytes (training.elementwise eager)
+  double eager_elementwise_time_factor = 1;  // those ops' time over their bytes' at memory_efficiency (kernels.)
   std::string source;                  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
