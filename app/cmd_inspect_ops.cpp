@@ -57,8 +57,11 @@ nlohmann::json to_json(const StepPlan& plan, const OpSeconds& t, const std::map<
   nlohmann::json totals = nlohmann::json::object();
   for (const auto& [kind, k] : kinds)
     totals[kind] = {{"ops", k.ops}, {"forward_s", k.forward_s}, {"backward_s", k.backward_s}};
-  return {{"scenario", plan.scenario}, {"micro_batch", plan.micro_batch}, {"sequence_length", plan.sequence_length},
-          {"ops", ops}, {"totals_by_kind", totals}};
+  return {{"scenario", plan.scenario},
+          {"micro_batch", plan.micro_batch},
+          {"sequence_length", plan.sequence_length},
+          {"ops", ops},
+          {"totals_by_kind", totals}};
 }
 
 std::string to_text(const Scenario& s, const StepPlan& plan, const OpSeconds& t,
@@ -72,9 +75,9 @@ std::string to_text(const Scenario& s, const StepPlan& plan, const OpSeconds& t,
       ++hidden;
       continue;
     }
-    rows.push_back({op.name, to_string(op.kind), ms(t.forward[i]), ms(t.backward[i]), fmt::format("{:.3f}", op.forward_flops / 1e12),
-                    fmt::format("{:.3f}", op.backward_flops / 1e12), giga(op.forward_bytes), giga(op.backward_bytes),
-                    op.recompute_forward ? "yes" : ""});
+    rows.push_back({op.name, to_string(op.kind), ms(t.forward[i]), ms(t.backward[i]),
+                    fmt::format("{:.3f}", op.forward_flops / 1e12), fmt::format("{:.3f}", op.backward_flops / 1e12),
+                    giga(op.forward_bytes), giga(op.backward_bytes), op.recompute_forward ? "yes" : ""});
   }
   std::string out = fmt::format(
       "{}: compute of one micro-batch ({} x {} tokens) on one {} GPU, op by op (backward without the recomputed "
@@ -99,7 +102,8 @@ void register_inspect_ops(CLI::App& inspect) {
   auto* cmd = inspect.add_subcommand(
       "ops", "The compute model op by op: forward/backward time, FLOPs and bytes of one micro-batch on one GPU");
   cmd->add_option("SCENARIO", args->scenario, "Scenario YAML file (scenarios/*.yaml)")->required();
-  cmd->add_flag("--all", args->all, "List the ops of every block (default: the first block and the ops outside blocks)");
+  cmd->add_flag("--all", args->all,
+                "List the ops of every block (default: the first block and the ops outside blocks)");
   cmd->add_flag("--json", args->json,
                 "Print JSON: {scenario, micro_batch, sequence_length, ops: [{name, kind, forward_s, backward_s, "
                 "forward_flops, backward_flops, forward_bytes, backward_bytes, recompute_forward}], totals_by_kind}");

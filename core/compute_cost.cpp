@@ -128,7 +128,8 @@ double attention_backward_seconds(const PlanOp& op, const ComputeModel& m) {
   }
   // A published forward + backward rate: the pair at that rate, split by the benchmark's FLOP count. Otherwise the
   // forward at attention_efficiency and the backward as much longer as the kernel's was measured.
-  const double factor = published_attention_rate(op, m) ? m.attention_backward_factor : m.attention_backward_time_factor;
+  const double factor =
+      published_attention_rate(op, m) ? m.attention_backward_factor : m.attention_backward_time_factor;
   return factor * attention_forward_seconds(op, m);
 }
 

@@ -237,8 +237,7 @@ std::vector<std::string> gpu_keys() {
 void parse_kernels(const YNode& k, GpuSpec& spec) {
   k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
                 "attention_backward_time_factor", "flash2_speedup_over_flash1", "eager_attention_bytes_per_score",
-                "eager_elementwise_bytes", "eager_elementwise_time_factor",
-                "cuda_context", "cublas_workspace"});
+                "eager_elementwise_bytes", "eager_elementwise_time_factor", "cuda_context", "cublas_workspace"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
     const YNode t = tiles[i];

@@ -31,7 +31,7 @@ struct ComputeModel {
   double attention_backward_factor = 2;       // backward work / forward work (a published pair's FLOP count)
   double attention_backward_time_factor = 2;  // backward time / forward time of the kernel, as measured
   double eager_elementwise_time_factor = 1;   // PlanOp::eager_kernels ops: time / their bytes' time
-  EagerScoreBytes eager_score_bytes;  // the eager implementation's (training.attention eager or eager_16bit)
+  EagerScoreBytes eager_score_bytes;          // the eager implementation's (training.attention eager or eager_16bit)
   AttentionImpl attention = AttentionImpl::flash;
   double kernel_launch_s = 0;
   double gemm_fixed_time_s = 0;  // per GEMM kernel, beyond its tiles' work (data/gpus.yaml kernels.gemm_fixed_time)

@@ -132,9 +132,9 @@ struct GpuSpec {
   double cublas_workspace_bytes = 0;      // kernels.cublas_workspace for this GPU's architecture
   // Eager attention's HBM bytes per score element (kernels.eager_attention_bytes_per_score, per implementation).
   std::map<AttentionImpl, EagerScoreBytes> eager_score_bytes;
-  EagerElementwise eager_elementwise;  // kernels.eager_elementwise_bytes (training.elementwise eager)
+  EagerElementwise eager_elementwise;        // kernels.eager_elementwise_bytes (training.elementwise eager)
   double eager_elementwise_time_factor = 1;  // those ops' time over their bytes' at memory_efficiency (kernels.)
-  std::string source;                  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
+  std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
 
