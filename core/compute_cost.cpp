@@ -215,7 +215,7 @@ double backward_seconds(const PlanOp& op, const ComputeModel& m) {
     case OpKind::matmul:
       kernels = forward_kernels(op) * ((op.input_grad ? 1 : 0) + (op.weight_grad ? 1 : 0));
       t = gemms_seconds(op, op.backward_flops, op.backward_bytes - op.grad_copy_bytes, true, m) +
-          memory_seconds(op.grad_copy_bytes, m);
+          memory_seconds(op.grad_copy_bytes + (op.weight_grad ? op.bias_grad_bytes : 0.0), m);
       break;
     case OpKind::attention: t = attention_backward_seconds(op, m) + memory_seconds(op.backward_bytes, m); break;
     case OpKind::elementwise:

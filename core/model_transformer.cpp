@@ -93,6 +93,8 @@ struct Builder {
     op.kind = OpKind::matmul;
     op.params.push_back({name + ".weight", in_local * out_local});
     if (bias) op.params.push_back({name + ".bias", out_local});
+    // The bias's gradient reads dY once (a bias added by a kernel of its own after the reduction: bias_add's).
+    if (bias && !(how == Split::row && c.separate_output_bias)) op.bias_grad_bytes_per_sample = full(out_local);
     const double flops = 2.0 * tokens * static_cast<double>(in_local) * static_cast<double>(out_local);
     op.forward_flops_per_sample = flops;
     op.backward_flops_per_sample = 2.0 * flops;

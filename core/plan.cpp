@@ -110,6 +110,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.score_dropout = op.score_dropout;
   p.causal = op.causal;
   p.eager_kernels = op.eager_kernels;
+  p.bias_grad_bytes = op.bias_grad_bytes_per_sample * mb;
   p.input_grad = op.input_grad;
   p.weight_grad = op.weight_grad;
   for (const TensorComm& c : op.tensor_comms)

@@ -224,9 +224,10 @@ class KernelAdaptor final : public StepExecutor {
       if (layout_.grads[static_cast<size_t>(g)].gemm >= 0) continue;
       const bool embedding = op.kind == OpKind::embedding;
       const auto bytes = static_cast<double>(plan_.grads[static_cast<size_t>(g)].bytes);
+      // A linear's bias: dY summed over the tokens (the plan's bias_grad_bytes, read once).
       ex_.memory_kernel({.op = o,
                          .role = embedding ? MemoryRole::scatter_add : MemoryRole::grad_fill,
-                         .bytes = embedding ? bytes : 2.0 * bytes,
+                         .bytes = embedding ? bytes : std::max(2.0 * bytes, op.bias_grad_bytes),
                          .grad = g,
                          .bucket = plan_.grads[static_cast<size_t>(g)].bucket,
                          .accumulate = accumulate});

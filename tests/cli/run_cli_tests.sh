@@ -204,6 +204,8 @@ check validate-h200-llama 0 "\(1 GPUs, training.optimizer_impl fused as measured
 # runs attention as unfused batched GEMMs (head size 64) where predict costs FlashAttention: outside (exit 1).
 check validate-measured-gpu 1 "on the measured NVIDIA H200 \(cluster.gpu H200\), training.optimizer_impl fused" -- "$dpsim" validate "$s/gpt2-124m-4xrtx4090.yaml" --measured "$m/measure-gpt2-124m.json"
 check measure-optimizer-note 0 "note: the scenario's training.optimizer_impl is foreach; the backend runs the fused optimizer kernel" -- "$dpsim" measure "$s/gpt2-124m-4xrtx4090.yaml" --dry-run
+# A biased linear's bias gradient reads dY (8192 tokens x 768, bf16), as the plan costs it.
+check dry-run-bias-grad 0 "grad-fill h.11.mlp.c_proj 12.58 MB -> h.11.mlp.c_proj.bias" -- "$dpsim" measure "$s/gpt2-124m-4xrtx4090.yaml" --dry-run
 # inspect ops: the compute model per op; its ops' forward times add up to predict's forward on one GPU.
 check inspect-ops 0 "^layers.0.self_attn.core +attention " -- "$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml"
 check inspect-ops-hidden 0 "^\(496 ops of later blocks not shown: --all lists them\)" -- "$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml"

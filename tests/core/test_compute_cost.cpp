@@ -116,6 +116,28 @@ TEST_CASE("eager elementwise kernels take kernels.eager_elementwise_time_factor 
   CHECK(norm_seconds(s, true) == Approx(1.0));
 }
 
+TEST_CASE("a biased linear's backward reads dY once more for its bias gradient, where its weight trains") {
+  // PyTorch's addmm backward: grad_bias = grad.sum(0), a reduce kernel per biased linear (seen in PyTorch 2.11's
+  // profile of llm-foundry's MPT block: validation/measured/2026-12-04/torch-llama-probe.json "mpt_blocks").
+  const Scenario s = load_scenario(src("scenarios/gpt2-124m-4xrtx4090.yaml"));
+  const StepPlan plan = make_step_plan(s);
+  const ComputeModel m = compute_model(s);
+  for (const PlanOp& op : plan.ops) {
+    if (op.name != "h.0.mlp.c_fc") continue;
+    const double tokens = static_cast<double>(s.training.micro_batch * s.training.sequence_length);
+    CHECK(op.bias_grad_bytes == Approx(tokens * 3072 * 2));  // dY: tokens x 4 x 768, bf16
+    PlanOp no_bias = op;
+    no_bias.bias_grad_bytes = 0;
+    CHECK(backward_seconds(op, m) - backward_seconds(no_bias, m) == Approx(memory_seconds(op.bias_grad_bytes, m)));
+    PlanOp frozen = op;  // no weight gradient (LoRA's base layers): no bias gradient either
+    frozen.weight_grad = false;
+    no_bias.weight_grad = false;
+    CHECK(backward_seconds(frozen, m) == Approx(backward_seconds(no_bias, m)));
+    return;
+  }
+  FAIL("no h.0.mlp.c_fc");
+}
+
 TEST_CASE("eager_16bit (Megatron-LM 2019) moves 16 and 14 bytes per score element, eager (HF) 16 and 32") {
   // data/gpus.yaml kernels.eager_attention_bytes_per_score, counted from each implementation's ops.
   // No recomputation: the backward is the backward's alone.

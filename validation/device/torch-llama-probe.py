@@ -12,6 +12,7 @@ bf16 weights as FSDP2's param_dtype bfloat16 computes with. It times, with CUDA 
              backend forced (FlashAttention-2, cuDNN, memory-efficient) at 2048, 4096 and --seq tokens
   adamw      one block's parameters in fp32: torch.optim.AdamW foreach and fused step
   copy       a device-to-device copy (bytes read + written per second)
+  mpt_blocks llm-foundry's MPT-760m block (b2a43a1) at its H100 row's 24 x 2048 tokens, per kernel
 
 and writes the per-kernel profile of one forward+backward (torch.profiler) grouped by kernel name.
 Prints a text report; with --out DIR also DIR/torch-llama-probe.json. Runs on CPU at --tiny sizes for a
@@ -94,6 +95,53 @@ class Block(nn.Module):
         x = x + self.wo(o)
         h = self.ffn_norm(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class MPTBlock(nn.Module):
+    """llm-foundry's MPT block (b2a43a1: blocks.py MPTBlock, attention.py GroupedQueryAttention, ffn.py MPTMLP) with
+    MPTConfig's defaults: biases, low-precision LayerNorm (bf16: LPLayerNorm runs F.layer_norm in the input's dtype),
+    fused Wqkv split into strided views, GELU(approximate='none'), resid_pdrop 0. Attention through SDPA (the run's
+    flash-attn v1 Triton kernel is not here): its kernels are set apart from the rest."""
+
+    def __init__(self, d, heads, ratio):
+        super().__init__()
+        self.heads, self.hd = heads, d // heads
+        self.norm_1, self.norm_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.Wqkv, self.out_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up_proj, self.down_proj = nn.Linear(d, ratio * d), nn.Linear(ratio * d, d)
+
+    def forward(self, x, freqs_cis=None):
+        b, s, d = x.shape
+        q, k, v = self.Wqkv(self.norm_1(x)).split(d, dim=2)
+        q, k, v = (t.view(b, s, self.heads, self.hd).transpose(1, 2) for t in (q, k, v))
+        o = attention(q, k, v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.out_proj(o)
+        return x + self.down_proj(F.gelu(self.up_proj(self.norm_2(x))))
+
+
+def time_mpt_blocks(args, dev, dt, timer):
+    """MPT-760m (d_model 1536, 12 heads, expansion 4) at the H100 README row's micro-batch 24 x 2048."""
+    blocks = nn.ModuleList(MPTBlock(1536, 12, 4) for _ in range(args.layers)).to(dev, dt)
+    x = torch.randn(24 if not args.tiny else 2, 2048 if not args.tiny else 32, 1536, device=dev, dtype=dt,
+                    requires_grad=True)
+    gy = torch.randn_like(x)
+
+    def fwd():
+        h = x
+        for blk in blocks:
+            h = blk(h)
+        return h
+
+    def step():
+        fwd().backward(gy)
+
+    with torch.no_grad():
+        fwd_only = timer.time(fwd, args.reps)
+    step_s = timer.time(step, args.reps)
+    prof = profile_step(step, dev) if dev.type == "cuda" else []
+    n = args.layers
+    return {"model": "mpt-760m", "micro_batch": x.shape[0], "seq": x.shape[1], "forward_s_per_block": fwd_only / n,
+            "forward_backward_s_per_block": step_s / n, "kernels": prof}
 
 
 def precompute_freqs_cis(head_dim, seq, theta, device):
@@ -294,7 +342,8 @@ def main():
                      ("sdpa", lambda: time_sdpa(args, dev, dt, timer)),
                      ("sdpa_backends", lambda: time_sdpa_backends(args, dev, dt, timer)),
                      ("adamw", lambda: time_adamw(args, dev, timer)),
-                     ("blocks", lambda: time_blocks(args, dev, dt, timer))):
+                     ("blocks", lambda: time_blocks(args, dev, dt, timer)),
+                     ("mpt_blocks", lambda: time_mpt_blocks(args, dev, dt, timer))):
         t0 = time.time()
         try:
             res[name] = fn()
@@ -325,6 +374,14 @@ def report(res):
     for r in res["sdpa_backends"] if isinstance(res["sdpa_backends"], list) else [res["sdpa_backends"]]:
         print("sdpa backend:", json.dumps(r))
     print("adamw:", json.dumps(res["adamw"]))
+    m = res["mpt_blocks"]
+    if "error" in m:
+        print("mpt blocks:", m["error"])
+    else:
+        print(f"mpt-760m block: forward {m['forward_s_per_block'] * 1e3:.2f} ms, forward + backward "
+              f"{m['forward_backward_s_per_block'] * 1e3:.2f} ms")
+        for r in m["kernels"][:25]:
+            print(f"  {r['total_us'] / 1e3:9.3f} ms  x{r['count']:<4} {r['kernel'][:110]}")
     b = res["blocks"]
     if "error" in b:
         print("blocks:", b["error"])

@@ -68,6 +68,9 @@ struct Op {
   // to its backward (autocast's 16-bit weight casts, core/autocast.cpp).
   double forward_fixed_bytes = 0;
   double weight_copy_bytes = 0;
+  // A biased linear's backward also sums dY over the tokens for its bias's gradient (PyTorch's addmm backward:
+  // grad_bias = grad.sum(0), one reduce kernel reading dY), where its weight trains.
+  double bias_grad_bytes_per_sample = 0;
 };
 
 // Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations; a transformer's

@@ -28,6 +28,7 @@ struct PlanOp {
   double forward_bytes = 0;
   double backward_bytes = 0;             // includes the DDP grad -> bucket copy of its gradients
   double grad_copy_bytes = 0;            // that copy's part of backward_bytes: its own kernels, after the op's
+  double bias_grad_bytes = 0;            // a biased linear's dY read for the bias gradient (model.hpp Op)
   std::vector<GemmShape> gemms;          // m already multiplied by the micro-batch
   std::vector<int> grads;                // indices into StepPlan::grads made ready by this op's backward
   bool recompute_forward = false;        // activation_checkpointing: its forward runs again before its backward
