@@ -121,27 +121,11 @@ class MPTBlock(nn.Module):
 
 def time_mpt_blocks(args, dev, dt, timer):
     """MPT-760m (d_model 1536, 12 heads, expansion 4) at the H100 README row's micro-batch 24 x 2048."""
-    blocks = nn.ModuleList(MPTBlock(1536, 12, 4) for _ in range(args.layers)).to(dev, dt)
-    x = torch.randn(24 if not args.tiny else 2, 2048 if not args.tiny else 32, 1536, device=dev, dtype=dt,
-                    requires_grad=True)
-    gy = torch.randn_like(x)
-
-    def fwd():
-        h = x
-        for blk in blocks:
-            h = blk(h)
-        return h
-
-    def step():
-        fwd().backward(gy)
-
-    with torch.no_grad():
-        fwd_only = timer.time(fwd, args.reps)
-    step_s = timer.time(step, args.reps)
-    prof = profile_step(step, dev) if dev.type == "cuda" else []
-    n = args.layers
-    return {"model": "mpt-760m", "micro_batch": x.shape[0], "seq": x.shape[1], "forward_s_per_block": fwd_only / n,
-            "forward_backward_s_per_block": step_s / n, "kernels": prof}
+    d, heads, batch, seq = (64, 4, 2, 32) if args.tiny else (1536, 12, 24, 2048)
+    blocks = nn.ModuleList(MPTBlock(d, heads, 4) for _ in range(args.layers)).to(dev, dt)
+    x = torch.randn(batch, seq, d, device=dev, dtype=dt, requires_grad=True)
+    m = time_stack(blocks, x, (), args, dev, timer)
+    return {"model": "mpt-760m", "micro_batch": x.shape[0], "seq": x.shape[1], **m}
 
 
 def precompute_freqs_cis(head_dim, seq, theta, device):
@@ -182,12 +166,17 @@ def time_blocks(args, dev, dt, timer):
     blocks = nn.ModuleList(Block(DIM, HEADS, KV_HEADS, FFN) for _ in range(args.layers)).to(dev, dt)
     freqs = precompute_freqs_cis(DIM // HEADS, args.seq, THETA, dev)
     x = torch.randn(args.batch, args.seq, DIM, device=dev, dtype=dt, requires_grad=True)
+    return time_stack(blocks, x, (freqs,), args, dev, timer)
+
+
+def time_stack(blocks, x, extra, args, dev, timer):
+    """Forward (under no_grad: nothing kept) and forward + backward of the blocks per block, and one profiled step."""
     gy = torch.randn_like(x)
 
     def fwd():
         h = x
         for blk in blocks:
-            h = blk(h, freqs)
+            h = blk(h, *extra)
         return h
 
     def step():
@@ -197,7 +186,7 @@ def time_blocks(args, dev, dt, timer):
         fwd_only = timer.time(fwd, args.reps)
     step_s = timer.time(step, args.reps)
     prof = profile_step(step, dev) if dev.type == "cuda" else []
-    n = args.layers
+    n = len(blocks)
     return {"forward_s_per_block": fwd_only / n, "forward_backward_s_per_block": step_s / n,
             "backward_s_per_block": (step_s - fwd_only) / n, "kernels": prof,
             "note": "forward timed under no_grad (nothing kept); backward = step - forward"}
