@@ -25,11 +25,12 @@ struct OpsArgs {
   std::string output;
 };
 
-// Ops of a repeated block other than the first ("layers.3.mlp.up_proj"): shown only with --all.
+// Ops of a repeated block other than the first (the first numbered path component: "layers.3.mlp.up_proj",
+// "h.11.attn.c_attn"): shown only with --all.
 bool later_block(const std::string& name) {
-  static const std::regex block(R"(^(.*\.)?layers\.([0-9]+)\.)");
+  static const std::regex block(R"(\.([0-9]+)\.)");
   std::smatch m;
-  return std::regex_search(name, m, block) && m[2] != "0";
+  return std::regex_search(name, m, block) && m[1] != "0";
 }
 
 std::string ms(double s) { return fmt::format("{:.3f}", s * 1e3); }
@@ -37,7 +38,7 @@ std::string giga(double x) { return x > 0 ? fmt::format("{:.2f}", x / 1e9) : "-"
 
 struct KindTotal {
   int ops = 0;
-  double forward_s = 0, backward_s = 0, forward_flops = 0, backward_flops = 0;
+  double forward_s = 0, backward_s = 0;
 };
 
 nlohmann::json to_json(const StepPlan& plan, const OpSeconds& t, const std::map<std::string, KindTotal>& kinds) {
@@ -52,6 +53,7 @@ nlohmann::json to_json(const StepPlan& plan, const OpSeconds& t, const std::map<
                    {"backward_flops", op.backward_flops},
                    {"forward_bytes", op.forward_bytes},
                    {"backward_bytes", op.backward_bytes},
+                   {"bias_grad_bytes", op.bias_grad_bytes},
                    {"recompute_forward", op.recompute_forward}});
   }
   nlohmann::json totals = nlohmann::json::object();
@@ -77,11 +79,12 @@ std::string to_text(const Scenario& s, const StepPlan& plan, const OpSeconds& t,
     }
     rows.push_back({op.name, to_string(op.kind), ms(t.forward[i]), ms(t.backward[i]),
                     fmt::format("{:.3f}", op.forward_flops / 1e12), fmt::format("{:.3f}", op.backward_flops / 1e12),
-                    giga(op.forward_bytes), giga(op.backward_bytes), op.recompute_forward ? "yes" : ""});
+                    giga(op.forward_bytes), giga(op.backward_bytes + (op.weight_grad ? op.bias_grad_bytes : 0.0)),
+                    op.recompute_forward ? "yes" : ""});
   }
   std::string out = fmt::format(
-      "{}: compute of one micro-batch ({} x {} tokens) on one {} GPU, op by op (backward without the recomputed "
-      "forward; GB = 1e9 bytes)\n",
+      "{}: compute of one micro-batch ({} x {} tokens) on one {} GPU, op by op (backward ms includes the forward "
+      "that activation checkpointing reruns where recompute says yes; GB = 1e9 bytes)\n",
       plan.scenario, plan.micro_batch, plan.sequence_length, s.topology.gpu.key);
   out += render_table(rows);
   if (hidden > 0) out += fmt::format("({} ops of later blocks not shown: --all lists them)\n", hidden);
@@ -106,7 +109,8 @@ void register_inspect_ops(CLI::App& inspect) {
                 "List the ops of every block (default: the first block and the ops outside blocks)");
   cmd->add_flag("--json", args->json,
                 "Print JSON: {scenario, micro_batch, sequence_length, ops: [{name, kind, forward_s, backward_s, "
-                "forward_flops, backward_flops, forward_bytes, backward_bytes, recompute_forward}], totals_by_kind}");
+                "forward_flops, backward_flops, forward_bytes, backward_bytes, bias_grad_bytes, recompute_forward}], "
+                "totals_by_kind}");
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
   add_set_option(cmd, args->sets);
   cmd->callback([args] {

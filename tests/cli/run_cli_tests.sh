@@ -209,6 +209,7 @@ check dry-run-bias-grad 0 "grad-fill h.11.mlp.c_proj 12.58 MB -> h.11.mlp.c_proj
 # inspect ops: the compute model per op; its ops' forward times add up to predict's forward on one GPU.
 check inspect-ops 0 "^layers.0.self_attn.core +attention " -- "$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml"
 check inspect-ops-hidden 0 "^\(496 ops of later blocks not shown: --all lists them\)" -- "$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml"
+check inspect-ops-gpt2 0 "^\(110 ops of later blocks not shown" -- "$dpsim" inspect ops "$s/gpt2-124m-4xrtx4090.yaml"
 otmp=$(mktemp -d)
 "$dpsim" inspect ops "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml" --json -o "$otmp/ops.json"
 "$dpsim" predict "$src/validation/device/llama3.1-8b-1xh200-seq2048.yaml" --json --no-advice -o "$otmp/p.json"
