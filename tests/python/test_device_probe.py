@@ -21,7 +21,7 @@ with tempfile.TemporaryDirectory() as out:
     if run.returncode != 0:
         sys.exit(f"probe exited {run.returncode}: {run.stderr[-2000:]}")
     res = json.load(open(os.path.join(out, "torch-llama-probe.json")))
-failed = [k for k in ("copy", "gemm", "sdpa", "adamw", "blocks", "mpt_blocks")
+failed = [k for k in ("launch", "copy", "gemm", "sdpa", "adamw", "blocks", "mpt_blocks")
           if isinstance(res.get(k), dict) and "error" in res[k] or k not in res]
 if failed:
     sys.exit(f"parts that failed: {failed}: {[res.get(k) for k in failed]}")
@@ -30,4 +30,5 @@ for part in ("blocks", "mpt_blocks"):
     b = res[part]
     assert 0 < b["forward_s_per_block"] and 0 < b["forward_backward_s_per_block"], b
 assert res["adamw"]["foreach"]["s"] > 0, res["adamw"]
+assert res["launch"]["add_us_per_call"] > 0 and res["launch"]["linear_us_per_call"] > 0, res["launch"]
 print("ok: the probe's parts ran at --tiny sizes")

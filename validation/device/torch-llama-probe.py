@@ -12,6 +12,7 @@ bf16 weights as FSDP2's param_dtype bfloat16 computes with. It times, with CUDA 
              backend forced (FlashAttention-2, cuDNN, memory-efficient) at 2048, 4096 and --seq tokens
   adamw      one block's parameters in fp32: torch.optim.AdamW foreach and fused step
   copy       a device-to-device copy (bytes read + written per second)
+  launch     what one eager op costs the CPU: an in-place add and a tiny linear in a loop (us per call)
   mpt_blocks llm-foundry's MPT-760m block (b2a43a1) at its H100 row's 24 x 2048 tokens, per kernel
 
 and writes the per-kernel profile of one forward+backward (torch.profiler) grouped by kernel name.
@@ -298,6 +299,24 @@ def time_adamw(args, dev, timer):
     return out
 
 
+def time_launch(args, dev, timer):
+    """What one eager op costs the CPU (dispatch and launch), where its GPU work is negligible: wall time per call of
+    an in-place add on one element and of a 1 x 64 x 64 linear, in a loop, with one synchronisation at the end."""
+    n = 50 if args.tiny else 5000
+    x, a, w = (torch.zeros(s, device=dev) for s in ((1,), (1, 64), (64, 64)))
+    out = {"calls": n}
+    for name, fn in (("add", lambda: x.add_(1)), ("linear", lambda: F.linear(a, w))):
+        for _ in range(100):
+            fn()
+        timer.sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        timer.sync()
+        out[f"{name}_us_per_call"] = (time.perf_counter() - t0) / n * 1e6
+    return out
+
+
 def time_copy(args, dev, timer):
     n = (1 << 30) if not args.tiny else (1 << 20)
     a = torch.empty(n, dtype=torch.float32, device=dev)
@@ -314,6 +333,8 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--tiny", action="store_true", help="small sizes for a CPU smoke test")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated parts to run (default: all)")
+    ap.add_argument("--name", default="torch-llama-probe", help="the JSON file's name under --out")
     args = ap.parse_args()
     global DIM, HEADS, KV_HEADS, FFN
     if args.tiny:
@@ -326,13 +347,21 @@ def main():
     res = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
            "dtype": str(dt), "layers": args.layers, "batch": args.batch, "seq": args.seq, "reps": args.reps,
            "shape": {"dim": DIM, "heads": HEADS, "kv_heads": KV_HEADS, "ffn": FFN}}
-    for name, fn in (("copy", lambda: time_copy(args, dev, timer)),
-                     ("gemm", lambda: time_gemms(args, dev, dt, timer)),
-                     ("sdpa", lambda: time_sdpa(args, dev, dt, timer)),
-                     ("sdpa_backends", lambda: time_sdpa_backends(args, dev, dt, timer)),
-                     ("adamw", lambda: time_adamw(args, dev, timer)),
-                     ("blocks", lambda: time_blocks(args, dev, dt, timer)),
-                     ("mpt_blocks", lambda: time_mpt_blocks(args, dev, dt, timer))):
+    parts = (("launch", lambda: time_launch(args, dev, timer)),
+             ("copy", lambda: time_copy(args, dev, timer)),
+             ("gemm", lambda: time_gemms(args, dev, dt, timer)),
+             ("sdpa", lambda: time_sdpa(args, dev, dt, timer)),
+             ("sdpa_backends", lambda: time_sdpa_backends(args, dev, dt, timer)),
+             ("adamw", lambda: time_adamw(args, dev, timer)),
+             ("blocks", lambda: time_blocks(args, dev, dt, timer)),
+             ("mpt_blocks", lambda: time_mpt_blocks(args, dev, dt, timer)))
+    only = set(args.only.split(",")) if args.only else {name for name, _ in parts}
+    unknown = only - {name for name, _ in parts}
+    if unknown:
+        ap.error(f"--only: no part {sorted(unknown)}")
+    for name, fn in parts:
+        if name not in only:
+            continue
         t0 = time.time()
         try:
             res[name] = fn()
@@ -344,40 +373,37 @@ def main():
     report(res)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "torch-llama-probe.json"), "w") as f:
+        with open(os.path.join(args.out, args.name + ".json"), "w") as f:
             json.dump(res, f, indent=1)
 
 
 def report(res):
+    """The parts that ran, as text (the JSON has everything)."""
     print(f"torch {res['torch']} on {res['device']}, {res['dtype']}, batch {res['batch']} x seq {res['seq']}")
-    c = res["copy"]
-    if "error" not in c:
-        print(f"copy: {c['bytes_per_s'] / 1e12:.2f} TB/s (read + write)")
-    for g in res["gemm"] if isinstance(res["gemm"], list) else [res["gemm"]]:
+    for name in ("launch", "copy", "sdpa", "adamw"):
+        if name in res:
+            print(f"{name}:", json.dumps(res[name]))
+    gemms = res.get("gemm", [])
+    for g in gemms if isinstance(gemms, list) else [gemms]:
         if "error" in g:
             print("gemm:", g["error"])
             continue
         print(f"gemm {g['linear']:>3} {g['gemm']:<11} {g['m']:>6}x{g['n']:>6}x{g['k']:>6} "
               f"{g['s'] * 1e3:8.3f} ms {g['tflops']:7.1f} TFLOP/s")
-    print("sdpa:", json.dumps(res["sdpa"]))
-    for r in res["sdpa_backends"] if isinstance(res["sdpa_backends"], list) else [res["sdpa_backends"]]:
+    backends = res.get("sdpa_backends", [])
+    for r in backends if isinstance(backends, list) else [backends]:
         print("sdpa backend:", json.dumps(r))
-    print("adamw:", json.dumps(res["adamw"]))
-    m = res["mpt_blocks"]
-    if "error" in m:
-        print("mpt blocks:", m["error"])
-    else:
-        print(f"mpt-760m block: forward {m['forward_s_per_block'] * 1e3:.2f} ms, forward + backward "
-              f"{m['forward_backward_s_per_block'] * 1e3:.2f} ms")
-        for r in m["kernels"][:25]:
+    for name in ("mpt_blocks", "blocks"):
+        b = res.get(name)
+        if b is None:
+            continue
+        if "error" in b:
+            print(f"{name}:", b["error"])
+            continue
+        print(f"{name}: forward {b['forward_s_per_block'] * 1e3:.2f} ms, forward + backward "
+              f"{b['forward_backward_s_per_block'] * 1e3:.2f} ms per block")
+        for r in b["kernels"][:40]:
             print(f"  {r['total_us'] / 1e3:9.3f} ms  x{r['count']:<4} {r['kernel'][:110]}")
-    b = res["blocks"]
-    if "error" in b:
-        print("blocks:", b["error"])
-        return
-    print(f"block: forward {b['forward_s_per_block'] * 1e3:.2f} ms, backward {b['backward_s_per_block'] * 1e3:.2f} ms")
-    for r in b["kernels"][:40]:
-        print(f"  {r['total_us'] / 1e3:9.3f} ms  x{r['count']:<4} {r['kernel'][:110]}")
 
 
 if __name__ == "__main__":
