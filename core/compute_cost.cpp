@@ -25,6 +25,8 @@ ComputeModel compute_model(const Scenario& s) {
   m.attention_backward_factor = g.attention_backward_factor;
   m.attention_backward_time_factor = g.attention_backward_time_factor;
   m.eager_elementwise_time_factor = g.eager_elementwise_time_factor;
+  m.layer_norm_time_factor = g.layer_norm_time_factor;
+  m.gelu_time_factor = g.gelu_time_factor;
   if (is_eager(s.training.attention)) m.eager_score_bytes = g.eager_score_bytes.at(s.training.attention);
   m.attention = s.training.attention;
   if (s.training.attention == AttentionImpl::flash1) m.attention_rates = g.flash1_rates;
@@ -133,11 +135,25 @@ double attention_backward_seconds(const PlanOp& op, const ComputeModel& m) {
   return factor * attention_forward_seconds(op, m);
 }
 
-// An elementwise or embedding op's bytes through HBM; eager PyTorch's unfused kernels (strided copies, broadcasts,
-// complex numbers: not vectorized) as much slower as they were measured.
+double eager_time_factor(EagerKernel kernel, bool backward, const ComputeModel& m) {
+  const auto pass = [backward](const PassFactors& f) { return backward ? f.backward : f.forward; };
+  switch (kernel) {
+    case EagerKernel::none: return 1;
+    case EagerKernel::unfused: return m.eager_elementwise_time_factor;
+    case EagerKernel::layer_norm: return pass(m.layer_norm_time_factor);
+    case EagerKernel::gelu: return pass(m.gelu_time_factor);
+  }
+  return 1;
+}
+
+// An elementwise or embedding op's bytes through HBM; eager PyTorch's kernels (unfused ops' strided copies,
+// broadcasts and complex numbers, not vectorized; LayerNorm's row and column reductions) as much slower as they were
+// measured. The copy of its gradients into the DDP bucket is a copy kernel of its own.
 double elementwise_seconds(const PlanOp& op, bool backward, const ComputeModel& m) {
-  const double t = memory_seconds(backward ? op.backward_bytes : op.forward_bytes, m);
-  return op.eager_kernels ? t * m.eager_elementwise_time_factor : t;
+  if (op.eager_kernel == EagerKernel::none) return memory_seconds(backward ? op.backward_bytes : op.forward_bytes, m);
+  const double copy = backward ? op.grad_copy_bytes : 0.0;
+  const double own = memory_seconds((backward ? op.backward_bytes : op.forward_bytes) - copy, m);
+  return own * eager_time_factor(op.eager_kernel, backward, m) + memory_seconds(copy, m);
 }
 
 // Kernels an op launches: one per GEMM (at least one) forward, twice that backward (dX and dW).

@@ -233,11 +233,17 @@ std::vector<std::string> gpu_keys() {
   return keys;
 }
 
+PassFactors pass_factors(const YNode& n) {
+  n.allow_only({"forward", "backward"});
+  return {n.at("forward").as_positive_number(), n.at("backward").as_positive_number()};
+}
+
 // The `kernels:` section, the same for every GPU.
 void parse_kernels(const YNode& k, GpuSpec& spec) {
   k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
                 "attention_backward_time_factor", "flash2_speedup_over_flash1", "eager_attention_bytes_per_score",
-                "eager_elementwise_bytes", "eager_elementwise_time_factor", "cuda_context", "cublas_workspace"});
+                "eager_elementwise_bytes", "eager_elementwise_time_factor", "native_kernel_time_factor", "cuda_context",
+                "cublas_workspace"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
     const YNode t = tiles[i];
@@ -250,6 +256,10 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   spec.attention_backward_factor = k.at("attention_backward_factor").as_positive_number();
   spec.attention_backward_time_factor = k.at("attention_backward_time_factor").as_positive_number();
   spec.eager_elementwise_time_factor = k.at("eager_elementwise_time_factor").as_positive_number();
+  const YNode native = k.at("native_kernel_time_factor");
+  native.allow_only({"layer_norm", "gelu"});
+  spec.layer_norm_time_factor = pass_factors(native.at("layer_norm"));
+  spec.gelu_time_factor = pass_factors(native.at("gelu"));
   spec.flash2_speedup_over_flash1 = k.at("flash2_speedup_over_flash1").as_positive_number();
   spec.cuda_context_bytes = k.at("cuda_context").as_bytes();
   const YNode cublas = k.at("cublas_workspace");

@@ -28,6 +28,7 @@ struct Builder {
   TensorSplit split;
   std::vector<Op> ops;
   const EagerElementwise* eager = nullptr;  // training.elementwise eager; set for the Llama family only
+  bool native_eager = false;  // training.elementwise eager, the other families: PyTorch's LayerNorm and GELU kernels
 
   double d() const { return static_cast<double>(c.hidden_size); }
   int64_t t() const { return split.degree; }
@@ -185,6 +186,13 @@ struct Builder {
       return;
     }
     elementwise(name, width, std::move(p), 1, 1, 1, share, bytes);
+    if (native_eager) ops.back().eager_kernel = EagerKernel::layer_norm;  // nn.LayerNorm, F.layer_norm
+  }
+
+  // The MLP's GELU over `width` features per token, one kernel (nn.GELU, F.gelu): reads and writes it, keeps its input.
+  void gelu(const std::string& name, int64_t width) {
+    elementwise(name, width, {}, 1, 1, 1);
+    if (native_eager) ops.back().eager_kernel = EagerKernel::gelu;
   }
 
   // An eager op over `elements` per token, at its bytes per element (data/gpus.yaml kernels.eager_elementwise_bytes).
@@ -195,7 +203,7 @@ struct Builder {
     op.forward_bytes_per_sample = tokens * elements * bytes.forward;
     op.backward_bytes_per_sample = tokens * elements * bytes.backward;
     op.activation_bytes_per_sample = tokens * elements * bytes.saved;
-    op.eager_kernels = true;
+    op.eager_kernel = EagerKernel::unfused;
     ops.push_back(std::move(op));
   }
 
@@ -207,7 +215,7 @@ struct Builder {
     op.kind = OpKind::elementwise;
     op.forward_bytes_per_sample = tokens * (in + out) * act_bytes;
     op.backward_bytes_per_sample = op.forward_bytes_per_sample;
-    op.eager_kernels = true;
+    op.eager_kernel = EagerKernel::unfused;
     ops.push_back(std::move(op));
   }
 
@@ -337,7 +345,7 @@ void gpt2_layer(Builder& b, int64_t i) {
   b.residual(p + "attn_residual");
   b.norm(p + "ln_2", true);
   b.linear(p + "mlp.c_fc", c.hidden_size, c.intermediate_size, true, true, Split::column_entry);
-  b.elementwise(p + "mlp.act", c.intermediate_size / b.t(), {}, 1, 1, 1);
+  b.gelu(p + "mlp.act", c.intermediate_size / b.t());
   b.linear(p + "mlp.c_proj", c.intermediate_size, c.hidden_size, true, true, Split::row);
   b.dropout(p + "mlp.dropout");
   b.residual(p + "mlp_residual");
@@ -355,7 +363,7 @@ void bert_layer(Builder& b, int64_t i) {
   b.residual(p + "attention.output.residual");
   b.norm(p + "attention.output.LayerNorm", true);
   b.linear(p + "intermediate.dense", c.hidden_size, c.intermediate_size, true, true, Split::column_entry);
-  b.elementwise(p + "intermediate.act", c.intermediate_size / b.t(), {}, 1, 1, 1);
+  b.gelu(p + "intermediate.act", c.intermediate_size / b.t());
   b.linear(p + "output.dense", c.intermediate_size, c.hidden_size, true, true, Split::row);
   b.dropout(p + "output.dropout");
   b.residual(p + "output.residual");
@@ -366,12 +374,17 @@ void bert_layer(Builder& b, int64_t i) {
 
 std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
                                 const TensorSplit& split, double stream_bytes, const EagerElementwise* eager) {
-  // Eager kernels change only the Llama family's ops (GPT-2's and BERT's LayerNorm and GELU are one kernel each).
-  const EagerElementwise* llama_eager = c.family == ModelFamily::llama ? eager : nullptr;
-  Builder b{c,          static_cast<double>(sequence_length),
-            act_bytes,  stream_bytes > 0 ? stream_bytes : act_bytes,
-            split,      {},
-            llama_eager};
+  // Eager kernels: the Llama family's ops as one kernel per tensor op; the other families' LayerNorm and GELU are one
+  // kernel each, PyTorch's own.
+  const bool llama = c.family == ModelFamily::llama;
+  Builder b{c,
+            static_cast<double>(sequence_length),
+            act_bytes,
+            stream_bytes > 0 ? stream_bytes : act_bytes,
+            split,
+            {},
+            llama ? eager : nullptr,
+            !llama && eager != nullptr};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:

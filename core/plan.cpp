@@ -109,7 +109,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.backward_bytes = op.backward_bytes_per_sample * mb + op.backward_fixed_bytes;
   p.score_dropout = op.score_dropout;
   p.causal = op.causal;
-  p.eager_kernels = op.eager_kernels;
+  p.eager_kernel = op.eager_kernel;
   p.bias_grad_bytes = op.bias_grad_bytes_per_sample * mb;
   p.input_grad = op.input_grad;
   p.weight_grad = op.weight_grad;

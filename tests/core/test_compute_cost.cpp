@@ -108,12 +108,43 @@ TEST_CASE("eager elementwise kernels take kernels.eager_elementwise_time_factor 
   CHECK(norm_seconds(s, false) == Approx(1.41));
   CHECK(norm_seconds(s, true) == Approx(1.41));
   for (const PlanOp& op : make_step_plan(s).ops) {  // the residual adds are vectorized: at their bytes
-    if (op.name == "layers.0.attn_residual") CHECK_FALSE(op.eager_kernels);
-    if (op.name == "layers.0.self_attn.repeat_kv" || op.name == "layers.0.self_attn.rotary") CHECK(op.eager_kernels);
+    if (op.name == "layers.0.attn_residual") CHECK(op.eager_kernel == EagerKernel::none);
+    if (op.name == "layers.0.self_attn.repeat_kv" || op.name == "layers.0.self_attn.rotary")
+      CHECK(op.eager_kernel == EagerKernel::unfused);
   }
   s.training.elementwise = ElementwiseImpl::fused;
   CHECK(norm_seconds(s, false) == Approx(1.0));
   CHECK(norm_seconds(s, true) == Approx(1.0));
+}
+
+TEST_CASE("eager GPT-2 runs PyTorch's LayerNorm and GELU kernels at their measured time over their bytes") {
+  // data/gpus.yaml kernels.native_kernel_time_factor, measured on llm-foundry's MPT-760m block in PyTorch 2.11 on one
+  // H200 (validation/measured/2026-12-04/torch-llama-probe.json "mpt_blocks"). The DDP bucket copy of the norm's
+  // gradients is a copy kernel of its own, at its bytes.
+  Scenario s = load_scenario(src("scenarios/gpt2-124m-4xrtx4090.yaml"));
+  REQUIRE(s.training.elementwise == ElementwiseImpl::eager);
+  const auto factor = [](const Scenario& sc, const std::string& name, bool backward) {
+    const ComputeModel m = compute_model(sc);
+    for (const PlanOp& op : make_step_plan(sc).ops) {
+      if (op.name != name) continue;
+      if (!backward) return forward_seconds(op, m) / memory_seconds(op.forward_bytes, m);
+      const double copy = memory_seconds(op.grad_copy_bytes, m);
+      return (backward_seconds(op, m) - copy) / memory_seconds(op.backward_bytes - op.grad_copy_bytes, m);
+    }
+    FAIL("no op " << name);
+    return 0.0;
+  };
+  CHECK(factor(s, "h.0.ln_1", false) == Approx(2.33));
+  CHECK(factor(s, "h.0.ln_1", true) == Approx(3.47));
+  CHECK(factor(s, "ln_f", true) == Approx(3.47));
+  CHECK(factor(s, "h.0.mlp.act", false) == Approx(1.54));
+  CHECK(factor(s, "h.0.mlp.act", true) == Approx(1.36));
+  CHECK(factor(s, "h.0.mlp_residual", false) == Approx(1.0));  // a vectorized add: at its bytes
+  for (const PlanOp& op : make_step_plan(s).ops)
+    if (op.name == "h.0.ln_1") CHECK(op.grad_copy_bytes > 0);  // the copy is there, and not scaled
+  s.training.elementwise = ElementwiseImpl::fused;             // Megatron-LM / apex FusedLayerNorm: at its bytes
+  CHECK(factor(s, "h.0.ln_1", true) == Approx(1.0));
+  CHECK(factor(s, "h.0.mlp.act", false) == Approx(1.0));
 }
 
 TEST_CASE("a biased linear's backward reads dY once more for its bias gradient, where its weight trains") {

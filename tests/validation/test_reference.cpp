@@ -170,9 +170,11 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // 64x 40GB), the 64k rows -13% (7b) and +4% (125m).
       // With them, the 37 single-node H100 rows of the table "H100 80GB BF16" (e2e-fsdp-h100.yaml; the flash1 scale
       // is fitted to 4 of them, data/gpus.yaml): seq >= 32k within -3..+6%, seq <= 1k still +35..+50% (the per-token
-      // GEMM and memory-bound work is too cheap on H100; not found in a source).
-      {"nvswitch", "e2e_tokens_per_gpu", 51, 0.1541, 0.4887},
-      {"multinode", "e2e_tokens_per_gpu", 16, 0.1745, 0.5879},
+      // GEMM and memory-bound work is too cheap on H100; not found in a source). PyTorch's LayerNorm and GELU kernels
+      // at their time measured on one H200 (data/gpus.yaml kernels.native_kernel_time_factor) took the medians
+      // 15.4% -> 12.4% (nvswitch) and 17.5% -> 12.1% (multinode), the worst 48.9% -> 46.1% and 58.8% -> 56.2%.
+      {"nvswitch", "e2e_tokens_per_gpu", 51, 0.1237, 0.4606},
+      {"multinode", "e2e_tokens_per_gpu", 16, 0.1210, 0.5617},
       // Megatron-LM on 32-3072 A100 80GB (Narayanan et al. 2021 Tables 1 and 2; held out: nothing is fitted to them),
       // TFLOP/s per GPU by the paper's equation (3): within 2% without tensor parallelism, +5..+10% with it (t 4-8):
       // the
@@ -209,9 +211,9 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK_FALSE(t[1].met);
   CHECK(t[2].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[2].met);
-  CHECK(t[3].value == Approx(0.1201).margin(0.001));  // end-to-end throughput per GPU median (86): target 10%, missed
-  CHECK_FALSE(t[3].met);
-  CHECK(t[4].value == Approx(0.5879).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +59%)
+  CHECK(t[3].value == Approx(0.0962).margin(0.001));  // end-to-end throughput per GPU median (86): target 10%, met
+  CHECK(t[3].met);  // (12.0% before PyTorch's LayerNorm and GELU kernels ran at their measured time)
+  CHECK(t[4].value == Approx(0.5617).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +56%)
   CHECK_FALSE(t[4].met);
   CHECK(t[5].points > 80);  // every configuration a DDP or end-to-end entry predicts ran, and each fits: met
   CHECK(t[5].value == 0.0);

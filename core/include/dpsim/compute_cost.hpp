@@ -30,7 +30,9 @@ struct ComputeModel {
   std::vector<AttentionRateCurve> attention_rates{};
   double attention_backward_factor = 2;       // backward work / forward work (a published pair's FLOP count)
   double attention_backward_time_factor = 2;  // backward time / forward time of the kernel, as measured
-  double eager_elementwise_time_factor = 1;   // PlanOp::eager_kernels ops: time / their bytes' time
+  double eager_elementwise_time_factor = 1;   // EagerKernel::unfused ops: time / their bytes' time
+  PassFactors layer_norm_time_factor{};       // EagerKernel::layer_norm
+  PassFactors gelu_time_factor{};             // EagerKernel::gelu
   EagerScoreBytes eager_score_bytes;          // the eager implementation's (training.attention eager or eager_16bit)
   AttentionImpl attention = AttentionImpl::flash;
   double kernel_launch_s = 0;

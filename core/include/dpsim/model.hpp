@@ -40,6 +40,12 @@ struct TensorSplit {
   bool tied_head_copy = false;
 };
 
+// Which eager PyTorch kernels an elementwise op runs as (training.elementwise eager), where their time is not their
+// bytes at memory_efficiency: `unfused`, the Llama family's ops written as one kernel per tensor op
+// (kernels.eager_elementwise_bytes, repeat_kv, the .contiguous() copy; kernels.eager_elementwise_time_factor);
+// `layer_norm` and `gelu`, PyTorch's own one-kernel LayerNorm and GELU (kernels.native_kernel_time_factor).
+enum class EagerKernel { none, unfused, layer_norm, gelu };
+
 struct Op {
   std::string name;
   OpKind kind = OpKind::matmul;
@@ -57,9 +63,9 @@ struct Op {
   bool score_dropout = false;                  // attention: dropout on the probabilities (a pass over them when eager)
   bool causal = false;     // attention: causal mask (its FLOPs halved: the kernel skips the masked half)
   bool tied_copy = false;  // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
-  // Its memory-bound work runs as eager PyTorch's unfused kernels (training.elementwise eager: the bytes of
-  // kernels.eager_elementwise_bytes, repeat_kv and the .contiguous() copy), at kernels.eager_elementwise_time_factor.
-  bool eager_kernels = false;
+  // The eager PyTorch kernels its memory-bound work runs as, where they are slower than its bytes at
+  // memory_efficiency (training.elementwise eager; the factors: data/gpus.yaml kernels).
+  EagerKernel eager_kernel = EagerKernel::none;
   // What its backward computes (core/trainable.cpp; both true when every parameter trains): the gradient of its input
   // (dX: some tensor before it trains) and of its weight (dW: its weight trains; a tied head: the embedding's does).
   bool input_grad = true;
@@ -77,8 +83,9 @@ struct Op {
 // residual stream and norms run in `stream_dtype` when given (autocast on fp32 parameters: fp32), else in that dtype.
 // With `split`, each op is what one GPU of the tensor group runs (its FLOPs, bytes, weights and GEMM shapes) with the
 // collectives Megatron places around it; a transformer model only (the loader refuses others).
-// `eager`: the Llama family's memory-bound ops as eager PyTorch runs them (training.elementwise eager: their bytes
-// per element, data/gpus.yaml kernels.eager_elementwise_bytes); null, one fused kernel each.
+// `eager`: the memory-bound ops as eager PyTorch runs them (training.elementwise eager): the Llama family's at their
+// bytes per element (data/gpus.yaml kernels.eager_elementwise_bytes), the other families' LayerNorm and GELU as
+// PyTorch's own kernels (EagerKernel); null, one fused kernel each.
 std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype activation_dtype,
                           const TensorSplit& split = {}, std::optional<Dtype> stream_dtype = std::nullopt,
                           const EagerElementwise* eager = nullptr);

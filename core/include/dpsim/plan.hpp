@@ -35,9 +35,9 @@ struct PlanOp {
   std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
   bool score_dropout = false;            // attention: dropout on its probabilities (model.hpp Op)
   bool causal = false;                   // attention: causal mask (model.hpp Op)
-  bool eager_kernels = false;            // elementwise: eager PyTorch's unfused kernels (model.hpp Op)
-  bool input_grad = true;                // its backward computes dX (model.hpp Op)
-  bool weight_grad = true;               // and dW
+  EagerKernel eager_kernel = EagerKernel::none;  // elementwise: eager PyTorch's kernels (model.hpp Op)
+  bool input_grad = true;                        // its backward computes dX (model.hpp Op)
+  bool weight_grad = true;                       // and dW
 };
 
 struct Grad {

@@ -100,6 +100,12 @@ struct EagerElementwise {
   EagerOp gated_act;
 };
 
+// A kernel's time over what its bytes take at memory_bandwidth x memory_efficiency, forward and backward.
+struct PassFactors {
+  double forward = 1;
+  double backward = 1;
+};
+
 struct GpuSpec {
   std::string key;   // catalog key, e.g. "H100-SXM"
   std::string name;  // as nvidia-smi prints it
@@ -134,6 +140,8 @@ struct GpuSpec {
   std::map<AttentionImpl, EagerScoreBytes> eager_score_bytes;
   EagerElementwise eager_elementwise;        // kernels.eager_elementwise_bytes (training.elementwise eager)
   double eager_elementwise_time_factor = 1;  // those ops' time over their bytes' at memory_efficiency (kernels.)
+  PassFactors layer_norm_time_factor;        // PyTorch's LayerNorm kernels: time / their bytes' (kernels.)
+  PassFactors gelu_time_factor;              // and its GELU's (kernels.native_kernel_time_factor)
   std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
