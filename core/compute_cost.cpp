@@ -19,11 +19,14 @@ ComputeModel compute_model(const Scenario& s) {
   m.sm_count = g.sm_count;
   m.gemm_tiles = g.gemm_tiles;
   m.element_bytes = dtype_bytes(s.training.compute());
-  m.attention_efficiency = s.training.attention == AttentionImpl::flash1
-                               ? g.attention_efficiency / g.flash2_speedup_over_flash1
-                               : g.attention_efficiency;
+  m.attention_efficiency = g.attention_efficiency;
+  if (s.training.attention == AttentionImpl::flash1) m.attention_efficiency /= g.flash2_speedup_over_flash1;
   m.attention_backward_factor = g.attention_backward_factor;
   m.attention_backward_time_factor = g.attention_backward_time_factor;
+  if (s.training.attention == AttentionImpl::cudnn) {
+    m.attention_efficiency = g.cudnn_attention_efficiency;
+    m.attention_backward_time_factor = g.cudnn_attention_backward_time_factor;
+  }
   m.eager_elementwise_time_factor = g.eager_elementwise_time_factor;
   m.layer_norm_time_factor = g.layer_norm_time_factor;
   m.gelu_time_factor = g.gelu_time_factor;

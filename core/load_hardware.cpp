@@ -241,9 +241,9 @@ PassFactors pass_factors(const YNode& n) {
 // The `kernels:` section, the same for every GPU.
 void parse_kernels(const YNode& k, GpuSpec& spec) {
   k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
-                "attention_backward_time_factor", "flash2_speedup_over_flash1", "eager_attention_bytes_per_score",
-                "eager_elementwise_bytes", "eager_elementwise_time_factor", "native_kernel_time_factor", "cuda_context",
-                "cublas_workspace"});
+                "attention_backward_time_factor", "cudnn_attention_backward_time_factor", "flash2_speedup_over_flash1",
+                "eager_attention_bytes_per_score", "eager_elementwise_bytes", "eager_elementwise_time_factor",
+                "native_kernel_time_factor", "cuda_context", "cublas_workspace"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
     const YNode t = tiles[i];
@@ -255,6 +255,7 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   spec.gemm_fixed_time_s = k.at("gemm_fixed_time").as_seconds();
   spec.attention_backward_factor = k.at("attention_backward_factor").as_positive_number();
   spec.attention_backward_time_factor = k.at("attention_backward_time_factor").as_positive_number();
+  spec.cudnn_attention_backward_time_factor = k.at("cudnn_attention_backward_time_factor").as_positive_number();
   spec.eager_elementwise_time_factor = k.at("eager_elementwise_time_factor").as_positive_number();
   const YNode native = k.at("native_kernel_time_factor");
   native.allow_only({"layer_norm", "gelu"});
@@ -322,8 +323,9 @@ std::vector<AttentionRateCurve> parse_attention_rates(const YNode& list) {
 
 GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) {
   g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "peak_tf32", "memory", "memory_bandwidth",
-                "gemm_efficiency", "memory_efficiency", "sm_count", "attention_efficiency", "flash1_fwd_bwd",
-                "flash1_fwd_bwd_scale", "source", "form_factor", "notes"});
+                "gemm_efficiency", "memory_efficiency", "sm_count", "attention_efficiency",
+                "cudnn_attention_efficiency", "flash1_fwd_bwd", "flash1_fwd_bwd_scale", "source", "form_factor",
+                "notes"});
   GpuSpec spec;
   spec.key = key;
   spec.name = g.at("name").as_string();
@@ -339,6 +341,7 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) 
   spec.memory_efficiency = fraction(g.at("memory_efficiency"));
   spec.sm_count = static_cast<int>(g.at("sm_count").as_int(1, 1 << 16));
   spec.attention_efficiency = fraction(g.at("attention_efficiency"));
+  if (auto v = g.get("cudnn_attention_efficiency")) spec.cudnn_attention_efficiency = fraction(*v);
   if (auto v = g.get("flash1_fwd_bwd")) spec.flash1_rates = parse_attention_rates(*v);
   // flash1_fwd_bwd_scale: the rate the trained runs' kernel reached over the benchmark's, applied to every point.
   if (auto v = g.get("flash1_fwd_bwd_scale")) {

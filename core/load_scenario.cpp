@@ -99,6 +99,7 @@ Training parse_training(const YNode& n) {
                                              {"flash2", AttentionImpl::flash},
                                              {"flash1", AttentionImpl::flash1},
                                              {"triton", AttentionImpl::flash1},
+                                             {"cudnn", AttentionImpl::cudnn},
                                              {"eager", AttentionImpl::eager},
                                              {"eager_16bit", AttentionImpl::eager_16bit}});
   if (auto v = n.get("activation_checkpointing")) {
@@ -580,6 +581,12 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
         .fail(fmt::format("FlashAttention v1 (and its Triton port) needs Turing or newer; {} is Volta (use flash: "
                           "PyTorch SDPA's memory-efficient kernel, or eager)",
                           s.topology.gpu.name));
+  if (s.training.attention == AttentionImpl::cudnn && !(s.topology.gpu.cudnn_attention_efficiency > 0))
+    root.at("training")
+        .at("attention")
+        .fail(fmt::format("cuDNN's fused attention has no measured rate on {} (data/gpus/{}.yaml has no "
+                          "cudnn_attention_efficiency; measured on Hopper only): use flash (FlashAttention-2)",
+                          s.topology.gpu.name, s.topology.gpu.key));
   if (auto v = root.get("collective")) s.collective = parse_collective(*v);
   if (auto v = root.get("validation")) {
     v->allow_only({"tolerance"});

@@ -41,6 +41,7 @@ const char* to_string(AttentionImpl impl) {
   switch (impl) {
     case AttentionImpl::flash: return "flash";
     case AttentionImpl::flash1: return "flash1";
+    case AttentionImpl::cudnn: return "cudnn";
     case AttentionImpl::eager: return "eager";
     case AttentionImpl::eager_16bit: return "eager_16bit";
   }

@@ -89,6 +89,35 @@ TEST_CASE("flash attention: its own efficiency, backward as much longer as measu
   CHECK(forward_seconds(attn, eager) > forward_seconds(attn, flash));
 }
 
+TEST_CASE("cuDNN's fused attention at its own measured rate and backward factor, against the H200 probe") {
+  // training.attention: cudnn (data/gpus.yaml cudnn_attention_efficiency 0.60 on Hopper SXM parts and
+  // kernels.cudnn_attention_backward_time_factor 3.52, the middle of three shapes measured on one H200). The three
+  // shapes themselves (validation/measured/2026-12-04/torch-llama-probe.json "sdpa_backends", CUDNN_ATTENTION:
+  // Llama 3.1 8B's 32 heads of 128, causal) come out within 15% forward and backward.
+  Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh200.yaml"));
+  s.training.attention = AttentionImpl::cudnn;
+  const ComputeModel m = compute_model(s);
+  CHECK(m.attention_efficiency == Approx(0.60));
+  CHECK(m.attention_backward_time_factor == Approx(3.52));
+  s.training.attention = AttentionImpl::flash;
+  CHECK(compute_model(s).attention_efficiency == Approx(0.30));  // FlashAttention-2 keeps its own
+  const YAML::Node probe = YAML::LoadFile(src("validation/measured/2026-12-04/torch-llama-probe.json"));
+  int shapes = 0;
+  for (const YAML::Node& row : probe["sdpa_backends"]) {
+    if (row["backend"].as<std::string>() != "CUDNN_ATTENTION") continue;
+    s.training.attention = AttentionImpl::cudnn;
+    s.training.micro_batch = row["batch"].as<int64_t>();
+    s.training.sequence_length = row["seq"].as<int64_t>();
+    const StepPlan plan = make_step_plan(s);
+    const PlanOp& attn = op_of(plan, OpKind::attention);
+    INFO("sequence " << s.training.sequence_length);
+    CHECK(forward_seconds(attn, m) / row["forward_s"].as<double>() == Approx(1.0).epsilon(0.15));
+    CHECK(backward_seconds(attn, m) / row["backward_s"].as<double>() == Approx(1.0).epsilon(0.15));
+    ++shapes;
+  }
+  CHECK(shapes == 3);
+}
+
 TEST_CASE("eager elementwise kernels take kernels.eager_elementwise_time_factor times their bytes; fused ones do not") {
   // data/gpus.yaml: fitted to PyTorch's Llama 3.1 8B block on one H200 (validation/measured/2026-12-04), 1.41.
   Scenario s = llama();

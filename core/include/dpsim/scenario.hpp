@@ -23,7 +23,7 @@ enum class OptimizerImpl { foreach, fused, forloop };
 // The attention kernel: FlashAttention-2 / PyTorch SDPA (causal half skipped), FlashAttention v1 (or its Triton
 // port, llm-foundry's attn_impl triton), or eager softmax(QK^T)V: as Hugging Face runs it (an fp32 softmax) or with
 // the softmax in the 16-bit dtype and the scale and mask as their own kernels (Megatron-LM 2019).
-enum class AttentionImpl { flash, flash1, eager, eager_16bit };
+enum class AttentionImpl { flash, flash1, cudnn, eager, eager_16bit };
 // Whether the attention materializes its whole score matrix in HBM (eager or eager_16bit).
 bool is_eager(AttentionImpl impl);
 // training.activation_checkpointing: full recomputes each transformer block's forward during its backward and
@@ -125,6 +125,7 @@ struct GpuSpec {
   int sm_count = 0;                              // streaming multiprocessors: the waves a GEMM's tiles run in
   double attention_efficiency = 0;               // FlashAttention forward FLOP rate / peak (data/gpus.yaml)
   std::vector<AttentionRateCurve> flash1_rates;  // FlashAttention v1 as benchmarked; empty: attention_efficiency / 2
+  double cudnn_attention_efficiency = 0;         // cuDNN's fused attention forward rate / peak; 0: not measured
   // From data/gpus.yaml `kernels:`, the same for every GPU: cuBLAS's tile shapes {m, n}, the CPU-side cost of
   // launching one kernel from PyTorch eager, FlashAttention's backward work over its forward's (the FLOP convention
   // of published forward + backward rates) and its backward time over its forward time as measured.
@@ -133,6 +134,7 @@ struct GpuSpec {
   double gemm_fixed_time_s = 0;  // GPU time of one GEMM kernel beyond its tiles' work
   double attention_backward_factor = 1;
   double attention_backward_time_factor = 1;
+  double cudnn_attention_backward_time_factor = 1;  // the same for cuDNN's fused attention kernels
   double flash2_speedup_over_flash1 = 1;  // FlashAttention-2's rate over v1's (flash1 = attention_efficiency / this)
   double cuda_context_bytes = 0;          // kernels.cuda_context: the CUDA context beside the model
   double cublas_workspace_bytes = 0;      // kernels.cublas_workspace for this GPU's architecture
