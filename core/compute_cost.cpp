@@ -7,6 +7,28 @@
 
 namespace dpsim {
 
+namespace {
+
+// training.attention's kernel on this GPU: its forward rate (flash1: the published curve where the GPU lists one, else
+// FlashAttention-2's over the speedup; cudnn: its own), its backward time over its forward, eager's score bytes.
+void set_attention(AttentionImpl impl, const GpuSpec& g, ComputeModel& m) {
+  m.attention = impl;
+  m.attention_efficiency = g.attention_efficiency;
+  m.attention_backward_factor = g.attention_backward_factor;
+  m.attention_backward_time_factor = g.attention_backward_time_factor;
+  if (impl == AttentionImpl::flash1) {
+    m.attention_efficiency /= g.flash2_speedup_over_flash1;
+    m.attention_rates = g.flash1_rates;
+  }
+  if (impl == AttentionImpl::cudnn) {
+    m.attention_efficiency = g.cudnn_attention_efficiency;
+    m.attention_backward_time_factor = g.cudnn_attention_backward_time_factor;
+  }
+  if (is_eager(impl)) m.eager_score_bytes = g.eager_score_bytes.at(impl);
+}
+
+}  // namespace
+
 ComputeModel compute_model(const Scenario& s) {
   const GpuSpec& g = s.topology.gpu;
   ComputeModel m;
@@ -19,20 +41,10 @@ ComputeModel compute_model(const Scenario& s) {
   m.sm_count = g.sm_count;
   m.gemm_tiles = g.gemm_tiles;
   m.element_bytes = dtype_bytes(s.training.compute());
-  m.attention_efficiency = g.attention_efficiency;
-  if (s.training.attention == AttentionImpl::flash1) m.attention_efficiency /= g.flash2_speedup_over_flash1;
-  m.attention_backward_factor = g.attention_backward_factor;
-  m.attention_backward_time_factor = g.attention_backward_time_factor;
-  if (s.training.attention == AttentionImpl::cudnn) {
-    m.attention_efficiency = g.cudnn_attention_efficiency;
-    m.attention_backward_time_factor = g.cudnn_attention_backward_time_factor;
-  }
+  set_attention(s.training.attention, g, m);
   m.eager_elementwise_time_factor = g.eager_elementwise_time_factor;
   m.layer_norm_time_factor = g.layer_norm_time_factor;
   m.gelu_time_factor = g.gelu_time_factor;
-  if (is_eager(s.training.attention)) m.eager_score_bytes = g.eager_score_bytes.at(s.training.attention);
-  m.attention = s.training.attention;
-  if (s.training.attention == AttentionImpl::flash1) m.attention_rates = g.flash1_rates;
   m.kernel_launch_s = g.kernel_launch_s;
   m.gemm_fixed_time_s = g.gemm_fixed_time_s;
   return m;
