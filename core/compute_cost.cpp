@@ -165,7 +165,6 @@ double eager_time_factor(EagerKernel kernel, bool backward, const ComputeModel& 
 // broadcasts and complex numbers, not vectorized; LayerNorm's row and column reductions) as much slower as they were
 // measured. The copy of its gradients into the DDP bucket is a copy kernel of its own.
 double elementwise_seconds(const PlanOp& op, bool backward, const ComputeModel& m) {
-  if (op.eager_kernel == EagerKernel::none) return memory_seconds(backward ? op.backward_bytes : op.forward_bytes, m);
   const double copy = backward ? op.grad_copy_bytes : 0.0;
   const double own = memory_seconds((backward ? op.backward_bytes : op.forward_bytes) - copy, m);
   return own * eager_time_factor(op.eager_kernel, backward, m) + memory_seconds(copy, m);

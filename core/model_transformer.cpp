@@ -27,8 +27,9 @@ struct Builder {
   double stream_bytes;  // the residual stream's and its norms' (autocast: the fp32 parameters'; else act_bytes)
   TensorSplit split;
   std::vector<Op> ops;
-  const EagerElementwise* eager = nullptr;  // training.elementwise eager; set for the Llama family only
-  bool native_eager = false;  // training.elementwise eager, the other families: PyTorch's LayerNorm and GELU kernels
+  // training.elementwise eager: the Llama family's ops at these bytes (one kernel per tensor op); a LayerNorm (a norm
+  // with a bias) and GELU as PyTorch's own kernels.
+  const EagerElementwise* eager = nullptr;
 
   double d() const { return static_cast<double>(c.hidden_size); }
   int64_t t() const { return split.degree; }
@@ -186,13 +187,13 @@ struct Builder {
       return;
     }
     elementwise(name, width, std::move(p), 1, 1, 1, share, bytes);
-    if (native_eager) ops.back().eager_kernel = EagerKernel::layer_norm;  // nn.LayerNorm, F.layer_norm
+    if (eager) ops.back().eager_kernel = EagerKernel::layer_norm;  // a LayerNorm: nn.LayerNorm, F.layer_norm
   }
 
   // The MLP's GELU over `width` features per token, one kernel (nn.GELU, F.gelu): reads and writes it, keeps its input.
   void gelu(const std::string& name, int64_t width) {
     elementwise(name, width, {}, 1, 1, 1);
-    if (native_eager) ops.back().eager_kernel = EagerKernel::gelu;
+    if (eager) ops.back().eager_kernel = EagerKernel::gelu;
   }
 
   // An eager op over `elements` per token, at its bytes per element (data/gpus.yaml kernels.eager_elementwise_bytes).
@@ -374,17 +375,9 @@ void bert_layer(Builder& b, int64_t i) {
 
 std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
                                 const TensorSplit& split, double stream_bytes, const EagerElementwise* eager) {
-  // Eager kernels: the Llama family's ops as one kernel per tensor op; the other families' LayerNorm and GELU are one
-  // kernel each, PyTorch's own.
-  const bool llama = c.family == ModelFamily::llama;
-  Builder b{c,
-            static_cast<double>(sequence_length),
-            act_bytes,
-            stream_bytes > 0 ? stream_bytes : act_bytes,
-            split,
-            {},
-            llama ? eager : nullptr,
-            !llama && eager != nullptr};
+  Builder b{
+      c,    static_cast<double>(sequence_length), act_bytes, stream_bytes > 0 ? stream_bytes : act_bytes, split, {},
+      eager};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:

@@ -17,6 +17,19 @@ using namespace dpsim;
 namespace {
 std::string src(const std::string& rel) { return std::string(DPSIM_SOURCE_DIR) + "/" + rel; }
 Scenario llama() { return load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml")); }
+// An elementwise op's time over what its bytes take at the streaming bandwidth; backward without the DDP bucket copy
+// of its gradients (a copy kernel of its own, at its bytes).
+double time_over_bytes(const Scenario& sc, const std::string& name, bool backward) {
+  const ComputeModel m = compute_model(sc);
+  for (const PlanOp& op : make_step_plan(sc).ops) {
+    if (op.name != name) continue;
+    if (!backward) return forward_seconds(op, m) / memory_seconds(op.forward_bytes, m);
+    const double copy = memory_seconds(op.grad_copy_bytes, m);
+    return (backward_seconds(op, m) - copy) / memory_seconds(op.backward_bytes - op.grad_copy_bytes, m);
+  }
+  FAIL("no op " << name);
+  return 0.0;
+}
 const PlanOp& op_of(const StepPlan& p, OpKind kind) {
   for (const PlanOp& op : p.ops)
     if (op.kind == kind) return op;
@@ -123,16 +136,8 @@ TEST_CASE("eager elementwise kernels take kernels.eager_elementwise_time_factor 
   Scenario s = llama();
   REQUIRE(s.training.elementwise == ElementwiseImpl::eager);
   CHECK(s.topology.gpu.eager_elementwise_time_factor == Approx(1.41));
-  const auto norm_seconds = [&](const Scenario& sc, bool backward) {
-    const StepPlan plan = make_step_plan(sc);
-    for (const PlanOp& op : plan.ops) {
-      if (op.name != "layers.0.input_layernorm") continue;
-      const ComputeModel m = compute_model(sc);
-      const double bytes_s = memory_seconds(backward ? op.backward_bytes : op.forward_bytes, m);
-      return (backward ? backward_seconds(op, m) : forward_seconds(op, m)) / bytes_s;
-    }
-    FAIL("no layers.0.input_layernorm");
-    return 0.0;
+  const auto norm_seconds = [](const Scenario& sc, bool backward) {
+    return time_over_bytes(sc, "layers.0.input_layernorm", backward);
   };
   CHECK(norm_seconds(s, false) == Approx(1.41));
   CHECK(norm_seconds(s, true) == Approx(1.41));
@@ -152,17 +157,7 @@ TEST_CASE("eager GPT-2 runs PyTorch's LayerNorm and GELU kernels at their measur
   // gradients is a copy kernel of its own, at its bytes.
   Scenario s = load_scenario(src("scenarios/gpt2-124m-4xrtx4090.yaml"));
   REQUIRE(s.training.elementwise == ElementwiseImpl::eager);
-  const auto factor = [](const Scenario& sc, const std::string& name, bool backward) {
-    const ComputeModel m = compute_model(sc);
-    for (const PlanOp& op : make_step_plan(sc).ops) {
-      if (op.name != name) continue;
-      if (!backward) return forward_seconds(op, m) / memory_seconds(op.forward_bytes, m);
-      const double copy = memory_seconds(op.grad_copy_bytes, m);
-      return (backward_seconds(op, m) - copy) / memory_seconds(op.backward_bytes - op.grad_copy_bytes, m);
-    }
-    FAIL("no op " << name);
-    return 0.0;
-  };
+  const auto factor = time_over_bytes;
   CHECK(factor(s, "h.0.ln_1", false) == Approx(2.33));
   CHECK(factor(s, "h.0.ln_1", true) == Approx(3.47));
   CHECK(factor(s, "ln_f", true) == Approx(3.47));
