@@ -375,9 +375,8 @@ void bert_layer(Builder& b, int64_t i) {
 
 std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
                                 const TensorSplit& split, double stream_bytes, const EagerElementwise* eager) {
-  Builder b{
-      c,    static_cast<double>(sequence_length), act_bytes, stream_bytes > 0 ? stream_bytes : act_bytes, split, {},
-      eager};
+  const double stream = stream_bytes > 0 ? stream_bytes : act_bytes;
+  Builder b{c, static_cast<double>(sequence_length), act_bytes, stream, split, {}, eager};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:
