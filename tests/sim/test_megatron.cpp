@@ -46,8 +46,8 @@ TEST_CASE("Megatron-LM 2019 baseline: the 1.2B model on one V100 runs near the p
   CHECK(base.comm_busy_s == 0);
 }
 
-// Issue 16's target: 77% and 74% within 4 points each. The 8-GPU point meets it (80.7%); the 512-GPU point misses by a
-// fraction of a point (78.2%). The test asserts the 8-GPU target, holds the 512-GPU point to 5 points so that a model
+// Issue 16's target: 77% and 74% within 4 points each. The 8-GPU point meets it (80.9%); the 512-GPU point misses by a
+// fraction of a point (78.4%). The test asserts the 8-GPU target, holds the 512-GPU point to 5 points so that a model
 // change that widens the miss fails, asserts what else holds (the order of the three points, the tensor all-reduces as
 // the main loss) and prints both figures beside the targets.
 TEST_CASE("Megatron-LM 2019 weak scaling, 8 and 512 GPUs (paper 77% and 74%; 512 GPUs: TARGET NOT YET MET)", "[sim]") {
@@ -82,7 +82,7 @@ TEST_CASE("Megatron-LM 2019 weak scaling, 8 and 512 GPUs (paper 77% and 74%; 512
   CHECK(e512 < e8);
   CHECK(e8 < 1.0);
   CHECK(std::abs(e8 - kPaperEfficiency8) < 0.04);      // issue 16's target
-  CHECK(std::abs(e512 - kPaperEfficiency512) < 0.05);  // the target is 0.04: missed by 0.2 points today
+  CHECK(std::abs(e512 - kPaperEfficiency512) < 0.05);  // the target is 0.04: missed by 0.4 points today
   // The tensor all-reduces are the largest loss: above the exposed data-parallel all-reduce and above what the compute
   // takes beyond the baseline's rate.
   for (const StepResult* r : {&tp8, &dp64}) {
