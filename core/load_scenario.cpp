@@ -74,7 +74,7 @@ Dtype parse_compute_dtype(const YNode& v, const Training& t) {
 
 Training parse_training(const YNode& n) {
   n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "compute_dtype",
-                "optimizer", "optimizer_impl", "attention", "activation_checkpointing", "elementwise",
+                "optimizer", "optimizer_impl", "attention", "activation_checkpointing", "elementwise", "cross_entropy",
                 "activation_checkpointing_every", "activations", "tf32", "total_tokens", "total_samples", "trainable",
                 "frozen_except"});
   Training t;
@@ -111,6 +111,9 @@ Training parse_training(const YNode& n) {
   }
   if (auto v = n.get("elementwise"))
     t.elementwise = v->as_enum<ElementwiseImpl>({{"eager", ElementwiseImpl::eager}, {"fused", ElementwiseImpl::fused}});
+  if (auto v = n.get("cross_entropy"))
+    t.cross_entropy =
+        v->as_enum<CrossEntropyImpl>({{"torch", CrossEntropyImpl::torch}, {"fused", CrossEntropyImpl::fused}});
   if (auto v = n.get("activation_checkpointing_every")) {
     t.activation_checkpointing_every = v->as_int(1, 1 << 20);
     if (t.activation_checkpointing != ActivationCheckpointing::full)

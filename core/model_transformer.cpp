@@ -293,6 +293,7 @@ struct Builder {
     op.forward_bytes_per_sample = 2.0 * logits;
     op.backward_bytes_per_sample = 2.0 * logits;
     op.activation_bytes_per_sample = logits;
+    op.cross_entropy = true;
     if (t() > 1)
       for (int i = 0; i < 3; ++i) op.tensor_comms.push_back({CollectiveKind::all_reduce, false, false, tokens * 4.0});
     ops.push_back(std::move(op));

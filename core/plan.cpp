@@ -274,7 +274,8 @@ double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& pa
 // reruns only each block's attention core, which keeps its inputs (q, k, v) and not its scores or output; one core's
 // own activations exist at once, while it reruns.
 // What one micro-batch keeps for the backward of the ops `in` selects: `kept` per micro-batch in flight, and the
-// `largest` own activations of one recomputed part (a block, or an attention core), held once while it recomputes.
+// `largest` own activations of one recomputed part (a block, or an attention core), held once while it recomputes, or
+// the loss's backward tensors, held once at the start of the backward (all of them beside everything kept).
 struct KeptActivations {
   double kept = 0;
   double largest = 0;
@@ -293,6 +294,17 @@ double saved_bytes_per_sample(const Scenario& s, const Op& op) {
   return op.activation_bytes_per_sample + elements * (b.saved + (op.score_dropout ? b.saved_dropout : 0.0));
 }
 
+// What the loss's backward allocates beside what it keeps, per sample, at its peak: with training.cross_entropy torch,
+// torch.nn.functional.cross_entropy is nll_loss of log_softmax (pytorch/pytorch aten/src/ATen/native/LossNLL.cpp
+// cross_entropy_loss_symint, without label smoothing), which saves the fp32 log-probabilities (its activations); its
+// backward allocates nll_loss_backward's gradient, dense and the logits' size, then _log_softmax_backward_data's result
+// beside it, both fp32: two more tensors of its saved bytes, before the cast back to 16 bits frees them. fused kernels
+// write the gradient over the saved softmax (Megatron-LM's vocab-parallel cross-entropy): nothing more.
+double loss_backward_transient_bytes(const Scenario& s, const Op& op) {
+  if (!op.cross_entropy || cross_entropy_impl(s) != CrossEntropyImpl::torch) return 0;
+  return 2.0 * op.activation_bytes_per_sample;
+}
+
 int block_index(const std::string& op_name);
 
 // selective_op keeps, besides each block's input, the results it caches (the ops that do not rerun); every op of the
@@ -307,6 +319,7 @@ KeptActivations kept_activations(const Scenario& s, const std::vector<Op>& ops, 
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!in(static_cast<int>(i))) continue;
     const double saved = saved_bytes_per_sample(s, ops[i]);
+    largest = std::max(largest, loss_backward_transient_bytes(s, ops[i]));  // at the start of the backward
     if (op_level && block_index(ops[i].name) >= 0) {
       blocks[fsdp_unit_of(ops[i].name)] += saved;
       if (!plan.ops[i].recompute_forward) outside += ops[i].output_bytes_per_sample;

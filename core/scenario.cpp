@@ -61,6 +61,13 @@ const char* to_string(ActivationCheckpointing c) {
 
 const char* to_string(ElementwiseImpl impl) { return impl == ElementwiseImpl::eager ? "eager" : "fused"; }
 
+// training.cross_entropy, or by default what the parallelism implies: with tensor parallelism dpsim's model is
+// Megatron-LM's, whose loss is the vocab-parallel cross-entropy (fused); without it, PyTorch's own (torch).
+CrossEntropyImpl cross_entropy_impl(const Scenario& s) {
+  if (s.training.cross_entropy) return *s.training.cross_entropy;
+  return s.parallelism.tensor > 1 ? CrossEntropyImpl::fused : CrossEntropyImpl::torch;
+}
+
 const char* to_string(Trainable trainable) {
   switch (trainable) {
     case Trainable::all: return "all";

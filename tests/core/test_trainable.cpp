@@ -158,7 +158,9 @@ TEST_CASE("frozen_except: the backward runs dX only where a tensor before the op
   CHECK(matmul_flops(head, OpKind::attention).backward == 0);
   REQUIRE(head.buckets.size() == 1);  // 1.05 GB of bf16 gradient in one bucket
   CHECK(head.gradient_bytes == int64_t{128256} * 4096 * 2);
-  CHECK(head.memory.activation_bytes < full.memory.activation_bytes / 10);
+  // Beside the loss backward's two fp32 tensors of the logits' size (training.cross_entropy torch), held either way.
+  const double loss_backward = 2.0 * 2048 * 128256 * 4;
+  CHECK(head.memory.activation_bytes - loss_backward < full.memory.activation_bytes / 10);
   const ComputeModel m = compute_model(load_scenario(file));
   for (const PlanOp& op : head.ops)
     if (op.name.starts_with("layers.")) CHECK(backward_seconds(op, m) == 0);

@@ -61,8 +61,9 @@ struct Op {
   std::vector<GemmShape> gemms;                // forward GEMMs per sample
   std::vector<TensorComm> tensor_comms;        // tensor parallelism's collectives around it, in issue order
   bool score_dropout = false;                  // attention: dropout on the probabilities (a pass over them when eager)
-  bool causal = false;     // attention: causal mask (its FLOPs halved: the kernel skips the masked half)
-  bool tied_copy = false;  // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
+  bool causal = false;         // attention: causal mask (its FLOPs halved: the kernel skips the masked half)
+  bool tied_copy = false;      // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
+  bool cross_entropy = false;  // the loss: its activations are the fp32 logits (training.cross_entropy)
   // The eager PyTorch kernels its memory-bound work runs as, where they are slower than its bytes at
   // memory_efficiency (training.elementwise eager; the factors: data/gpus.yaml kernels).
   EagerKernel eager_kernel = EagerKernel::none;

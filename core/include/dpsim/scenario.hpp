@@ -38,6 +38,13 @@ enum class ActivationCheckpointing { none, selective, full, selective_op };
 // write them (RMSNorm through fp32, complex rotary, repeat_kv copies, SiLU then multiply); fused, one kernel each
 // (Megatron-LM / Transformer Engine, torch.compile). data/gpus.yaml kernels.eager_elementwise_bytes.
 enum class ElementwiseImpl { eager, fused };
+// The cross-entropy's kernels, for the memory its backward allocates (core/plan.cpp loss_backward_transient_bytes):
+// torch, torch.nn.functional.cross_entropy on fp32 logits (torchtitan, Hugging Face, plain PyTorch loops): log_softmax
+// then nll_loss, whose backward allocates two more fp32 tensors of the logits' size; fused, a kernel whose saved
+// tensors and gradient fit in the 4 bytes per logit dpsim keeps (Megatron-LM's vocab-parallel cross-entropy writes the
+// gradient over its saved fp32 softmax; flash-attn's CrossEntropyLoss, llm-foundry's default, saves the 16-bit logits
+// and writes one 16-bit gradient). Unset: cross_entropy_impl().
+enum class CrossEntropyImpl { fused, torch };
 const char* to_string(ElementwiseImpl impl);
 enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
 enum class Protocol { automatic, ll, ll128, simple };
@@ -467,6 +474,7 @@ struct Training {
   AttentionImpl attention = AttentionImpl::flash;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   ElementwiseImpl elementwise = ElementwiseImpl::eager;
+  std::optional<CrossEntropyImpl> cross_entropy;  // training.cross_entropy as written; cross_entropy_impl() resolves
   // full on every N-th block only (blocks N-1, 2N-1, ...: torchtitan's layer selective AC, ac_freq N); 1 = all.
   int64_t activation_checkpointing_every = 1;
   bool activations = true;
@@ -580,5 +588,8 @@ struct Scenario {
     return static_cast<int64_t>(data_parallel()) * training.micro_batch * training.gradient_accumulation;
   }
 };
+
+// training.cross_entropy, or its default for the scenario (core/scenario.cpp).
+CrossEntropyImpl cross_entropy_impl(const Scenario& s);
 
 }  // namespace dpsim
