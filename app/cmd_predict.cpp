@@ -133,6 +133,7 @@ void register_predict(CLI::App& app) {
       r.advice = advise(s, r, [&o](const Scenario& variant, const StepPlan& variant_plan) {
         SimOptions quiet = o;
         quiet.progress = false;
+        quiet.timeline = false;  // advice reads the variant's step figures only
         return simulate(variant, variant_plan, quiet);
       });
     }

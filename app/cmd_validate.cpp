@@ -142,6 +142,7 @@ void run_compare(const ValidateArgs& a) {
     const std::string ran = measure_as_run(s, measured, a.measured);
     SimOptions o;
     o.progress = true;
+    o.timeline = false;  // compared on the step's figures
     predicted = simulate(s, make_step_plan(s), o);
     record_overrides(overrides, predicted);
     if (!cal_ctx.is_null()) predicted.context["calibration"] = cal_ctx;

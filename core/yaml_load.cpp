@@ -4,7 +4,9 @@
 // would be taken as "not given", i.e. the default; a JSON file's null, as in Hugging Face's config.json,
 // means "not set" by convention and stays allowed), a second document after `---` (never read).
 #include <map>
+#include <set>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -79,7 +81,9 @@ void check_nesting(const std::string& text, const std::string& file) {
 }
 
 // Walks the parser's events (aliases are events, never expanded: linear in the text) and refuses
-// duplicate keys, keys without a value, and a second document.
+// duplicate keys, keys without a value, and a second document. A second parse of the text: check_structure runs it
+// only where the parsed tree may not hold the whole text (tree_holds_whole_text); otherwise TreeCheck makes the same
+// checks on the tree.
 class StructureCheck : public YAML::EventHandler {
  public:
   StructureCheck(std::string file, bool allow_null) : file_(std::move(file)), allow_null_(allow_null) {}
@@ -87,8 +91,7 @@ class StructureCheck : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {  // `key:` marks the next line: name the key's
     if (!allow_null_ && !stack_.empty() && stack_.back().is_map && !stack_.back().expecting_key) {
-      throw InputError(file_, stack_.back().key_line, child_path(),
-                       "has no value (empty or null); give a value, or remove the key to use its default");
+      throw InputError(file_, stack_.back().key_line, child_path(), no_value_message());
     }
     value(mark, "");
   }
@@ -104,6 +107,13 @@ class StructureCheck : public YAML::EventHandler {
     open(mark, true);
   }
   void OnMapEnd() override { stack_.pop_back(); }
+
+  static std::string no_value_message() {
+    return "has no value (empty or null); give a value, or remove the key to use its default";
+  }
+  static std::string duplicate_message(const std::string& key, int first_line) {
+    return fmt::format("duplicate key \"{}\" (first at line {}); YAML would keep only one of them", key, first_line);
+  }
 
  private:
   struct Frame {
@@ -139,11 +149,8 @@ class StructureCheck : public YAML::EventHandler {
     f.key = text;
     f.key_line = mark.line + 1;
     const auto [it, fresh] = f.lines.emplace(text, mark.line + 1);
-    if (!fresh && !text.empty()) {
-      throw InputError(
-          file_, mark.line + 1, child_path(),
-          fmt::format("duplicate key \"{}\" (first at line {}); YAML would keep only one of them", text, it->second));
-    }
+    if (!fresh && !text.empty())
+      throw InputError(file_, mark.line + 1, child_path(), duplicate_message(text, it->second));
   }
 
   void open(const YAML::Mark& mark, bool is_map) {
@@ -157,9 +164,49 @@ class StructureCheck : public YAML::EventHandler {
   std::vector<Frame> stack_;
 };
 
-void check_structure(const std::string& text, const std::filesystem::path& path) {
+// StructureCheck's duplicate keys and keys without a value, found on the parsed tree (yaml-cpp keeps both pairs of a
+// key written twice), in the same order and with the same messages. An alias shares its anchor's node: each map or
+// sequence is walked once (by its position and kind), so nested aliases stay linear in the text.
+class TreeCheck {
+ public:
+  TreeCheck(std::string file, bool allow_null) : file_(std::move(file)), allow_null_(allow_null) {}
+
+  void walk(const YAML::Node& node, const std::string& path) {
+    if (!node.IsMap() && !node.IsSequence()) return;
+    if (!walked_.insert({node.Mark().pos, node.IsMap()}).second) return;
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) walk(node[i], fmt::format("{}[{}]", path, i));
+      return;
+    }
+    std::map<std::string, int> lines;  // key -> line of its first occurrence
+    for (const auto& pair : node) {
+      const std::string key = pair.first.IsScalar() ? pair.first.Scalar() : "";
+      const int line = pair.first.Mark().line + 1;
+      const std::string child = path.empty() ? key : path + "." + key;
+      const auto [it, fresh] = lines.emplace(key, line);
+      if (!fresh && !key.empty())
+        throw InputError(file_, line, child, StructureCheck::duplicate_message(key, it->second));
+      if (!allow_null_ && pair.second.IsNull())
+        throw InputError(file_, line, child, StructureCheck::no_value_message());
+      walk(pair.first, child);
+      walk(pair.second, child);
+    }
+  }
+
+ private:
+  std::string file_;
+  bool allow_null_;
+  std::set<std::pair<int, bool>> walked_;  // (position, is a map) of the collections walked
+};
+
+void check_structure(const std::string& text, const std::filesystem::path& path, const YAML::Node& root,
+                     StructurePass pass) {
   const std::string file = path.string();
   const bool allow_null = path.extension() == ".json";
+  if (pass == StructurePass::as_needed && tree_holds_whole_text(text, root)) {
+    TreeCheck(file, allow_null).walk(root, "");
+    return;
+  }
   std::istringstream in(text);
   YAML::Parser parser(in);
   StructureCheck check(file, allow_null);
@@ -175,7 +222,8 @@ void check_structure(const std::string& text, const std::filesystem::path& path)
   }
 }
 
-YAML::Node parse_checked(const std::string& text, const std::filesystem::path& file) {
+YAML::Node parse_checked(const std::string& text, const std::filesystem::path& file,
+                         StructurePass pass = StructurePass::as_needed) {
   const std::string name = file.string();
   if (text.find('\0') != std::string::npos) throw InputError(name, 0, "", "binary data, not YAML text");
   check_nesting(text, name);
@@ -189,7 +237,7 @@ YAML::Node parse_checked(const std::string& text, const std::filesystem::path& f
     throw InputError(name, e.mark.line + 1, "", "not valid YAML: " + e.msg);
   }
   if (!root || root.IsNull()) throw InputError(name, 0, "", "the file is empty");
-  check_structure(text, file);
+  check_structure(text, file, root, pass);
   return root;
 }
 
@@ -202,6 +250,47 @@ std::map<std::string, KeptParse> g_kept;
 bool g_keeping = false;  // true while keep_parsed_files_of loads
 
 }  // namespace
+
+// Whether yaml-cpp's tree holds the whole text, so that TreeCheck alone may check it: no document marker after the
+// first document's content (`---`, or anything after `...`), and every line that starts at column 0 starts one of the
+// root's entries (yaml-cpp's Load ends the document silently at a column-0 token it cannot place, as in `- a` then
+// `c: 1`; StructureCheck's second pass refuses what follows). Conservative: anything else (a quoted scalar continued at
+// column 0, a flow collection closed there, JSON's closing brace) takes the second pass.
+bool tree_holds_whole_text(const std::string& text, const YAML::Node& root) {
+  std::set<int> entry_lines;  // 0-based, as yaml-cpp's marks
+  if (root.IsMap())
+    for (const auto& pair : root) entry_lines.insert(pair.first.Mark().line);
+  if (root.IsSequence())
+    for (const auto& item : root) entry_lines.insert(item.Mark().line);
+  const auto has_content = [](std::string_view part) {
+    const size_t first = part.find_first_not_of(" \t\r");
+    return first != std::string_view::npos && part[first] != '#';
+  };
+  bool content = false;
+  int number = 0;
+  for (size_t start = 0; start < text.size(); ++number) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    const auto marker = [&](std::string_view m) {
+      return line.substr(0, 3) == m && (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    };
+    if (marker("---") && !content) {
+      content = has_content(line.substr(3));
+      continue;
+    }
+    if (!has_content(line) || line[0] == ' ' || line[0] == '\t') continue;
+    if (!content && line[0] == '%') continue;  // a directive (%YAML, %TAG) before the document
+    if (marker("---") || marker("...") || !entry_lines.count(number)) return false;
+    content = true;
+  }
+  return true;
+}
+
+YAML::Node parse_yaml_text(const std::string& text, const std::filesystem::path& file, StructurePass pass) {
+  return parse_checked(text, file, pass);
+}
 
 YAML::Node load_yaml_file(const std::filesystem::path& file) {
   // While keeping, regular files only: a FIFO could block the sweep's parent, which no --point-timeout covers.

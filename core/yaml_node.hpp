@@ -17,6 +17,13 @@ namespace dpsim {
 // absurd nesting) and what YAML would read silently one way (duplicate keys, keys without a value, a second
 // document); an empty file is refused. Every loader reads through this (core/yaml_load.cpp).
 YAML::Node load_yaml_file(const std::filesystem::path& file);
+// The same checks on a text read from `file`: with StructurePass::as_needed (load_yaml_file's) yaml-cpp parses the text
+// once unless the tree may not hold all of it; with StructurePass::always a second parse of its events checks it too
+// (tests compare the two).
+enum class StructurePass { as_needed, always };
+YAML::Node parse_yaml_text(const std::string& text, const std::filesystem::path& file, StructurePass pass);
+// Whether `root`, parsed from `text`, holds all of it, so that the one parse suffices (core/yaml_load.cpp says how).
+bool tree_holds_whole_text(const std::string& text, const YAML::Node& root);
 
 class YNode {
  public:

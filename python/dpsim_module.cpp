@@ -71,6 +71,7 @@ std::string predict_json(const std::string& file, const Pairs& sets, const std::
     o.fidelity = parse_fidelity(fidelity);
     o.overlap = overlap;
     o.progress = false;
+    o.timeline = false;  // the JSON returned carries no timeline
     StepResult r = simulate(s, make_step_plan(s), o);
     app::record_overrides(overrides, r);
     if (advice) r.advice = advise(s, r, [&o](const Scenario& v, const StepPlan& p) { return simulate(v, p, o); });

@@ -49,7 +49,7 @@ std::vector<TimelineEvent> timeline_from_json(const nlohmann::json& a) {
     SimStats stats;
     StepResult r = simulate_in_process(scenario, plan, options, &stats);
     out["result"] = to_json(r);
-    out["timeline"] = timeline_to_json(r.timeline);
+    if (options.timeline) out["timeline"] = timeline_to_json(r.timeline);
     out["stats"] = {{"simulate_wall_s", stats.simulate_wall_s},   {"events", stats.events},    {"flows", stats.flows},
                     {"estimated_events", stats.estimated_events}, {"hosts", stats.hosts},      {"links", stats.links},
                     {"peak_rss_bytes", stats.peak_rss_bytes},     {"executed", stats.executed}};
@@ -116,7 +116,7 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
     throw RuntimeError(fmt::format("simulation process failed (exit status {}) without a result",
                                    WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   StepResult r = result_from_json(j["result"]);
-  r.timeline = timeline_from_json(j["timeline"]);
+  if (options.timeline) r.timeline = timeline_from_json(j["timeline"]);
   if (stats) {
     const auto& s = j["stats"];
     stats->simulate_wall_s = s.value("simulate_wall_s", 0.0);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "../source_dir.hpp"
@@ -65,4 +66,42 @@ TEST_CASE("an error in a kept file names its file and line as a fresh parse does
   const std::string kept = load_error(f), fresh = load_error(f);
   CHECK(kept.find(f.string() + ":4: training.micro_batch:") != std::string::npos);
   CHECK(kept == fresh);
+}
+
+// One parse per file: the structure checks (duplicate keys, keys without a value, one document) run on the parsed
+// tree, and the text is parsed a second time only where a document marker may start a second document.
+TEST_CASE("document markers around one document are read; what follows `...` is a second document") {
+  const fs::path f = write_scenario("markers", "3");
+  std::string body;
+  {
+    std::ifstream in(f);
+    body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(f) << "# a comment\n%YAML 1.2\n---\n" << body << "...\n# trailing comment\n";
+  CHECK(load_scenario(f).training.micro_batch == 3);
+  std::ofstream(f) << "--- # one document\n" << body;
+  CHECK(load_scenario(f).training.micro_batch == 3);
+  std::ofstream(f) << body << "...\nname: again\n";
+  CHECK(load_error(f) == f.string() +
+                             ": holds a second YAML document (after ---), which dpsim would not read; one document "
+                             "per file");
+}
+
+TEST_CASE("a key without a value and a duplicate key are found through aliases, once, in bounded time") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-kept-parse";
+  fs::create_directories(dir);
+  const fs::path f = dir / "aliases.yaml";
+  {
+    std::ofstream out(f);
+    out << "notes:\n  a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (char c = 'b'; c <= 'q'; ++c) {  // 10^16 values once expanded: a walk must not expand them
+      out << "  " << c << ": &" << c << " [";
+      for (int i = 0; i < 10; ++i) out << (i ? ", " : "") << "*" << static_cast<char>(c - 1);
+      out << "]\n";
+    }
+    out << "  r: &r {x: 1, x: 2}\n  s: *r\n";
+  }
+  CHECK(load_error(f) == f.string() +
+                             ":19: notes.r.x: duplicate key \"x\" (first at line 19); YAML would keep "
+                             "only one of them");
 }

@@ -169,6 +169,7 @@ StepResult predict_step(const fs::path& file, const std::vector<Override>& set, 
     SimOptions so;
     so.progress = false;
     so.trace_ranks = 0;
+    so.timeline = false;  // scored on the step's figures
     res = simulate(s, plan, so);
   } else {
     res = estimate(s, plan).result;

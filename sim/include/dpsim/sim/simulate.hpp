@@ -28,6 +28,9 @@ struct SimOptions {
   double max_events = 5e6;  // refuse (with the estimate) a run that would simulate more activities (no GPU cap)
   double max_memory_bytes = 8.0 * 1024 * 1024 * 1024;  // ... or hold more memory (estimated_memory_bytes)
   bool record_program = false;  // tests: SimStats::executed lists every instruction each stream's actor ran
+  // false: the result's timeline stays empty (runs that read only the step's figures: predict's advice variants,
+  // validate); the simulating child then sends back no timeline, the larger part of what it returns.
+  bool timeline = true;
   // Tests: run this program (its dims, streams and calls) instead of make_step_program(plan); it must be a program
   // of `plan` (its ops, buckets and units).
   const StepProgram* program = nullptr;
