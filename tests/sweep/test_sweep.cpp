@@ -8,8 +8,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "../source_dir.hpp"
+
 #include "dpsim/error.hpp"
+#include "dpsim/estimate.hpp"
+#include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
 #include "dpsim/sweep/plot.hpp"
 #include "dpsim/sweep/runner.hpp"
 
@@ -91,6 +96,21 @@ TEST_CASE("a sweep writes one row per point, byte-identical with -j1 and -j2") {
   CHECK(read(dir / "a" / "results.jsonl") == read(dir / "b" / "results.jsonl"));
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 7);  // header + 6 points
   CHECK(csv.rfind("point,cluster.nodes,ddp.bucket_cap,status,error,world_size,step_time_s", 0) == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a row counts the step's buckets and calls instead of listing their timing") {
+  const fs::path dir = fs::temp_directory_path() / "dpsim-sweep-counts";
+  const SweepSpec spec = load_sweep(small_sweep(dir));
+  const nlohmann::json row = nlohmann::json::parse(evaluate_point(spec, 0).json_line);
+  const Scenario s = load_scenario(spec.base, sweep_point(spec, 0));
+  const StepResult r = estimate(s, make_step_plan(s)).result;
+  REQUIRE(!r.comm.empty());
+  CHECK(row.at("result").at("comm").empty());
+  CHECK(row.at("result").at("buckets").empty());
+  CHECK(row.at("result").at("comm_count") == r.comm.size());
+  CHECK(row.at("result").at("buckets_count") == r.buckets.size());
+  CHECK(row.at("result").at("step").at("time_s") == r.step_time_s);
   fs::remove_all(dir);
 }
 
