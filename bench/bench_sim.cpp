@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   }
   if (!process) return 0;
   const auto root = dpsim::data_root();
-  dpsim::bench::print_process_figures(dpsim_binary, root / "scenarios/llama3.1-8b-8xh100.yaml", runs);
+  dpsim::bench::print_process_figures(dpsim_binary, root, runs);
   if (sweep_points > 0 &&
       !dpsim::bench::print_sweep_rate(dpsim_binary, root / "scenarios/sweeps/bench-1000x1024.yaml", sweep_points, jobs))
     return 1;
