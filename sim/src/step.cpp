@@ -148,12 +148,14 @@ struct Run final : StepExecutor {
 
   double now() const { return sg4::Engine::get_clock() - t0; }
 
-  void compute(const std::string& name, double seconds, Phase phase) {
+  // A compute op named `prefix` + `name` (built only where the timeline is kept: SimOptions::timeline).
+  void compute(const char* prefix, const std::string& name, double seconds, Phase phase) {
     const double start = now();
     if (seconds > 0) sg4::this_actor::execute(seconds * kComputeOpsPerSecond);
     ++events;
     busy_s[static_cast<size_t>(phase)] += now() - start;
-    timeline.push_back({rank->stage < 0 ? 0 : rank->stage, "compute", name, start, now()});
+    if (options.timeline)
+      timeline.push_back({rank->stage < 0 ? 0 : rank->stage, "compute", prefix + name, start, now()});
   }
 
   // The bytes flow `f` (of a pattern for one payload byte) moves for `bytes`: whole bytes, as the engine counts
@@ -329,10 +331,11 @@ struct Run final : StepExecutor {
       blocking_s[call.backward ? 1 : 0] += c.end - c.start;
     else
       comm_end = std::max(comm_end, c.end);
-    timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
-                        fmt::format("{} b{} {} {}/{}", label(call.kind), call.index, format_bytes(call.bytes),
-                                    to_string(c.cost.algorithm), to_string(c.cost.protocol)),
-                        c.start, c.end});
+    if (options.timeline)
+      timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
+                          fmt::format("{} b{} {} {}/{}", label(call.kind), call.index, format_bytes(call.bytes),
+                                      to_string(c.cost.algorithm), to_string(c.cost.protocol)),
+                          c.start, c.end});
     progress.tick("bucket", static_cast<size_t>(in.comm) + 1, calls.size());
   }
 
@@ -360,11 +363,11 @@ struct Run final : StepExecutor {
   void execute(const Instr& in) {
     switch (in.type) {
       case Instr::Type::forward:
-        compute("fwd " + plan->ops[static_cast<size_t>(in.op)].name, op_s.forward.at(static_cast<size_t>(in.op)),
+        compute("fwd ", plan->ops[static_cast<size_t>(in.op)].name, op_s.forward.at(static_cast<size_t>(in.op)),
                 Phase::forward);
         break;
       case Instr::Type::backward:
-        compute("bwd " + plan->ops[static_cast<size_t>(in.op)].name, op_s.backward.at(static_cast<size_t>(in.op)),
+        compute("bwd ", plan->ops[static_cast<size_t>(in.op)].name, op_s.backward.at(static_cast<size_t>(in.op)),
                 Phase::backward);
         progress.tick("backward op", ++backward_done_ops, backward_ops);
         break;
@@ -374,11 +377,12 @@ struct Run final : StepExecutor {
       case Instr::Type::unflatten:
         if (optimizer_start < 0) optimizer_start = now();
         if (final_copy_bytes_of(*plan, rank->stage) > 0)
-          compute("copy buckets back", memory_seconds(final_copy_bytes_of(*plan, rank->stage), cm), Phase::optimizer);
+          compute("", "copy buckets back", memory_seconds(final_copy_bytes_of(*plan, rank->stage), cm),
+                  Phase::optimizer);
         break;
       case Instr::Type::optimizer:
         if (optimizer_start < 0) optimizer_start = now();
-        compute("optimizer", optimizer_seconds(optimizer_of(*plan, rank->stage), cm), Phase::optimizer);
+        compute("", "optimizer", optimizer_seconds(optimizer_of(*plan, rank->stage), cm), Phase::optimizer);
         break;
       case Instr::Type::mark: do_mark(in); break;
     }

@@ -93,6 +93,7 @@ PointRow evaluate_point(const SweepSpec& sweep, int64_t index) {
     const StepPlan plan = make_step_plan(s);
     SimOptions options;
     options.progress = false;
+    options.timeline = false;  // a row has no timeline
     StepResult r =
         sweep.command == "estimate" ? estimate(s, plan).result : simulate_in_process(s, plan, options, nullptr);
     // Per-bucket and per-call timing stays out of sweep files (to_json writes empty lists; at 1,024 GPUs the calls were

@@ -29,7 +29,8 @@ struct SimOptions {
   double max_memory_bytes = 8.0 * 1024 * 1024 * 1024;  // ... or hold more memory (estimated_memory_bytes)
   bool record_program = false;  // tests: SimStats::executed lists every instruction each stream's actor ran
   // false: the result's timeline stays empty (runs that read only the step's figures: predict's advice variants,
-  // validate); the simulating child then sends back no timeline, the larger part of what it returns.
+  // validate, sweep points); the run records none and the simulating child sends none back, the larger part of what
+  // it returned.
   bool timeline = true;
   // Tests: run this program (its dims, streams and calls) instead of make_step_program(plan); it must be a program
   // of `plan` (its ops, buckets and units).
