@@ -22,6 +22,7 @@
 #include <set>
 #include <tuple>
 
+#include "direct.hpp"
 #include "dpsim/analytic.hpp"
 #include "dpsim/collective_algorithm.hpp"
 #include "dpsim/cost.hpp"
@@ -82,12 +83,14 @@ struct CallRun {
   const CommCall* call = nullptr;
 };
 
-// An event of the program: when it was recorded and the semaphore its waiters block on.
+// An event of the program: when it was recorded and the semaphore its waiters block on (SimGrid's, or the direct
+// engine's).
 struct EventState {
   bool recorded = false;
   double time = 0;
   int waiters = 0;
   sg4::SemaphorePtr sem = sg4::Semaphore::create(0);
+  Semaphore direct_sem;
 };
 
 // The simulator's executor of the step program: walking the program queues each instruction on its stream; an
@@ -102,6 +105,7 @@ struct Run final : StepExecutor {
   EventMap<EventState>* crossed = nullptr;
   SimOptions options;
   Platform* platform = nullptr;
+  DirectEngine* direct = nullptr;  // set: the direct engine runs this Run's coroutines (direct.hpp), not SimGrid
   ComputeModel cm;
   OpSeconds op_s;                                              // of plan->ops under cm
   std::vector<CallRun> calls;                                  // per RankProgram::comms
@@ -146,12 +150,39 @@ struct Run final : StepExecutor {
   void optimizer(const Instr& in) override { queue(in); }
   void mark(const Instr& in) override { queue(in); }
 
-  double now() const { return sg4::Engine::get_clock() - t0; }
+  // The engine's primitives: SimGrid's (which block the actor; the coroutine goes on at once) or the direct engine's.
+  double clock() const { return direct ? direct->now() : sg4::Engine::get_clock(); }
+  double now() const { return clock() - t0; }
+  Blocking compute_for(double seconds) {
+    if (direct) return direct->compute(host, seconds * kComputeOpsPerSecond);
+    if (seconds > 0) sg4::this_actor::execute(seconds * kComputeOpsPerSecond);
+    return {};
+  }
+  Blocking sleep_for(double seconds) {
+    if (direct) return direct->sleep(seconds);
+    sg4::this_actor::sleep_for(seconds);
+    return {};
+  }
+  Blocking acquire(EventState& e) {
+    if (direct) return direct->acquire(e.direct_sem);
+    e.sem->acquire();
+    return {};
+  }
+  Blocking release(EventState& e) {
+    if (direct) return direct->release(e.direct_sem);
+    e.sem->release();
+    return {};
+  }
+  Blocking set_pstate(int pstate) {
+    if (direct) return direct->set_pstate(host, pstate);
+    platform->compute_host(host)->set_pstate(pstate);
+    return {};
+  }
 
   // A compute op named `prefix` + `name` (built only where the timeline is kept: SimOptions::timeline).
-  void compute(const char* prefix, const std::string& name, double seconds, Phase phase) {
+  Task compute(const char* prefix, const std::string& name, double seconds, Phase phase) {
     const double start = now();
-    if (seconds > 0) sg4::this_actor::execute(seconds * kComputeOpsPerSecond);
+    co_await compute_for(seconds);
     ++events;
     busy_s[static_cast<size_t>(phase)] += now() - start;
     if (options.timeline)
@@ -268,29 +299,30 @@ struct Run final : StepExecutor {
     }
   }
 
-  void run_collective(const CallRun& c, double bytes) {
+  Task run_collective(const CallRun& c, double bytes) {
     // NCCL's model time = latency + pipeline fill + bandwidth term; links bound only the bandwidth term.
     const double fill_s = c.cost.fill_s;
     const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
     if (c.spaces.empty()) {  // between stages: NCCL's cost over the pair's fabric, no flows laid (no contention)
-      sg4::this_actor::sleep_for(launch_s + c.cost.time_s);
+      co_await sleep_for(launch_s + c.cost.time_s);
       ++events;
-      return;
+      co_return;
     }
     if (options.fidelity == Fidelity::fast && probe_shortcut) {
       const double alone_s = seconds_per_byte.at(probe_key(c, *c.call)) * bytes * c.wire_factor;
-      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, alone_s));
+      co_await sleep_for(launch_s + c.cost.latency_s + fill_s + std::max(model_bw_s, alone_s));
       ++events;
-      return;
+      co_return;
     }
+    if (direct) throw RuntimeError("simulator: a call that lays flows on the direct engine");
     if (options.fidelity == Fidelity::fast) {  // the call's flows, sharing the links with any call beside it
       sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s);
       const double start = sg4::Engine::get_clock();
       run_flows(pattern(c, false, c.wire_factor), bytes);
       const double platform_s = sg4::Engine::get_clock() - start;
       if (model_bw_s > platform_s) sg4::this_actor::sleep_for(model_bw_s - platform_s);
-      return;
+      co_return;
     }
     // Step fidelity: NCCL's steps (the algorithm's own) as synchronized rounds of messages, each after its share of
     // the latency.
@@ -309,7 +341,7 @@ struct Run final : StepExecutor {
     if (model_bw_s > platform_s) sg4::this_actor::sleep_for(model_bw_s - platform_s);
   }
 
-  void do_collective(const Instr& in) {
+  Task do_collective(const Instr& in) {
     CallRun& c = calls[static_cast<size_t>(in.comm)];
     const CommCall& call = rank->comms[static_cast<size_t>(in.comm)];
     const EventState* ready = events_.find(call.inputs_ready);
@@ -318,11 +350,10 @@ struct Run final : StepExecutor {
     c.stream = in.stream;
     const bool blocking = in.stream == StepProgram::kCompute;  // tensor/pipeline parallelism's: nothing beside it
     if (c.moves) {
-      sg4::Host* cpu = platform->compute_host(host);
       if (!blocking) ++active_collectives;
-      if (!blocking && !synced_backward_done) cpu->set_pstate(1);  // the collective slows the compute beside it
-      run_collective(c, call.bytes);
-      if (!blocking && --active_collectives == 0) cpu->set_pstate(0);
+      if (!blocking && !synced_backward_done) co_await set_pstate(1);  // the collective slows the compute beside it
+      co_await run_collective(c, call.bytes);
+      if (!blocking && --active_collectives == 0) co_await set_pstate(0);
     }
     c.end = now();
     if (blocking && between_stages(call))
@@ -339,17 +370,17 @@ struct Run final : StepExecutor {
     progress.tick("bucket", static_cast<size_t>(in.comm) + 1, calls.size());
   }
 
-  void do_record(const Instr& in) {
+  Task do_record(const Instr& in) {
     EventState& e = events_of(in.event.kind)[in.event];
     e.recorded = true;
     e.time = now();
-    for (int i = 0; i < e.waiters; ++i) e.sem->release();
+    for (int i = 0; i < e.waiters; ++i) co_await release(e);
   }
 
-  void do_wait(const Instr& in) {
+  Task do_wait(const Instr& in) {
     EventState& e = events_of(in.event.kind).at(in.event);
     const double start = now();
-    e.sem->acquire();  // released once per waiter when recorded (at once if it already was)
+    co_await acquire(e);  // released once per waiter when recorded (at once if it already was)
     if (in.stream == StepProgram::kCompute)
       (crosses_classes(in.event.kind) ? bubble_s : waited_comm_s) += now() - start;
   }
@@ -360,37 +391,37 @@ struct Run final : StepExecutor {
     if (in.mark == Mark::optimizer_end) step_end = now();
   }
 
-  void execute(const Instr& in) {
+  Task execute(const Instr& in) {
     switch (in.type) {
       case Instr::Type::forward:
-        compute("fwd ", plan->ops[static_cast<size_t>(in.op)].name, op_s.forward.at(static_cast<size_t>(in.op)),
-                Phase::forward);
+        co_await compute("fwd ", plan->ops[static_cast<size_t>(in.op)].name,
+                         op_s.forward.at(static_cast<size_t>(in.op)), Phase::forward);
         break;
       case Instr::Type::backward:
-        compute("bwd ", plan->ops[static_cast<size_t>(in.op)].name, op_s.backward.at(static_cast<size_t>(in.op)),
-                Phase::backward);
+        co_await compute("bwd ", plan->ops[static_cast<size_t>(in.op)].name,
+                         op_s.backward.at(static_cast<size_t>(in.op)), Phase::backward);
         progress.tick("backward op", ++backward_done_ops, backward_ops);
         break;
-      case Instr::Type::collective: do_collective(in); break;
-      case Instr::Type::record: do_record(in); break;
-      case Instr::Type::wait: do_wait(in); break;
+      case Instr::Type::collective: co_await do_collective(in); break;
+      case Instr::Type::record: co_await do_record(in); break;
+      case Instr::Type::wait: co_await do_wait(in); break;
       case Instr::Type::unflatten:
         if (optimizer_start < 0) optimizer_start = now();
         if (final_copy_bytes_of(*plan, rank->stage) > 0)
-          compute("", "copy buckets back", memory_seconds(final_copy_bytes_of(*plan, rank->stage), cm),
-                  Phase::optimizer);
+          co_await compute("", "copy buckets back", memory_seconds(final_copy_bytes_of(*plan, rank->stage), cm),
+                           Phase::optimizer);
         break;
       case Instr::Type::optimizer:
         if (optimizer_start < 0) optimizer_start = now();
-        compute("", "optimizer", optimizer_seconds(optimizer_of(*plan, rank->stage), cm), Phase::optimizer);
+        co_await compute("", "optimizer", optimizer_seconds(optimizer_of(*plan, rank->stage), cm), Phase::optimizer);
         break;
       case Instr::Type::mark: do_mark(in); break;
     }
   }
 
-  void stream_actor(int stream) {
+  Task stream_actor(int stream) {
     for (const Instr& in : queues[static_cast<size_t>(stream)]) {
-      execute(in);
+      co_await execute(in);
       if (options.record_program) executed[static_cast<size_t>(stream)].push_back(&in);  // described after the run
     }
   }
@@ -519,6 +550,51 @@ void pipeline_result(std::vector<std::unique_ptr<Run>>& runs, const StepProgram&
   fill_throughput(*runs.front()->plan, r);
   r.scaling_efficiency = r.step_time_s > 0 ? (t.forward_s + t.backward_s + t.optimizer_s) / r.step_time_s : 0;
   fill_training_cost(*runs.front()->scenario, r);
+}
+
+// Fast fidelity's pattern probes, before the step runs.
+void probe(std::vector<std::unique_ptr<Run>>& runs) {
+  for (auto& one : runs)
+    if (one->options.fidelity == Fidelity::fast && one->probe_shortcut && one->plan->world_size > 1)
+      one->probe_patterns();
+}
+
+// Whether the direct engine runs the step (direct.hpp): no call lays flows (fast fidelity, every class's calls
+// probed), and compute ops only on each class's compute stream (one op at a time per compute host).
+bool runs_direct(const std::vector<std::unique_ptr<Run>>& runs, const SimOptions& options) {
+  if (!options.direct_engine || options.fidelity != Fidelity::fast) return false;
+  for (const auto& one : runs) {
+    if (!one->probe_shortcut) return false;
+    for (size_t st = 0; st < one->queues.size(); ++st)
+      for (const Instr& in : one->queues[st])
+        if (st != static_cast<size_t>(StepProgram::kCompute) &&
+            (in.type == Instr::Type::forward || in.type == Instr::Type::backward || in.type == Instr::Type::optimizer ||
+             in.type == Instr::Type::unflatten))
+          return false;
+  }
+  return true;
+}
+
+// The step on the direct engine: the same coroutines as the SimGrid actors run, started in the order SimGrid runs
+// them (the first class's compute stream creates the other streams' actors, each of which runs before it goes on).
+void run_direct(std::vector<std::unique_ptr<Run>>& runs, Platform& platform) {
+  std::vector<std::array<double, 2>> speeds;
+  for (const auto& one : runs) {
+    sg4::Host* h = platform.compute_host(one->host);
+    speeds.resize(std::max(speeds.size(), static_cast<size_t>(one->host) + 1));
+    speeds[static_cast<size_t>(one->host)] = {h->get_pstate_speed(0), h->get_pstate_speed(1)};
+  }
+  DirectEngine direct(speeds);
+  probe(runs);
+  std::vector<Task> tasks;
+  for (auto& one : runs) {
+    one->direct = &direct;
+    one->t0 = 0;
+    for (size_t st = one == runs.front() ? 1 : 0; st < one->queues.size(); ++st)
+      tasks.push_back(one->stream_actor(static_cast<int>(st)));
+  }
+  tasks.push_back(runs.front()->stream_actor(StepProgram::kCompute));
+  direct.run(tasks);
 }
 
 void configure_engine() {
@@ -683,23 +759,30 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     for (auto& one : runs) one->probe_shortcut = disjoint;
   }
 
-  sg4::Actor::create("step", platform.compute_host(), [&runs] {
-    Run& first = *runs.front();
-    for (auto& one : runs)
-      if (one->options.fidelity == Fidelity::fast && one->probe_shortcut && one->plan->world_size > 1)
-        one->probe_patterns();
-    const double t0 = sg4::Engine::get_clock();
-    for (auto& one : runs) {
-      Run* r = one.get();
-      r->t0 = t0;
-      for (size_t st = r == &first ? 1 : 0; st < r->queues.size(); ++st)
-        sg4::Actor::create(fmt::format("{} {}", r->rank->rank_class, r->program->streams[st]),
-                           r->platform->compute_host(r->host), [r, st] { r->stream_actor(static_cast<int>(st)); });
-    }
-    first.stream_actor(StepProgram::kCompute);
-  });
   const auto sim_start = Clock::now();
-  engine.run();
+  const bool direct = runs_direct(runs, options);
+  if (direct) {
+    run_direct(runs, platform);
+  } else {
+    sg4::Actor::create("step", platform.compute_host(), [&runs] {
+      Run& first = *runs.front();
+      probe(runs);
+      const double t0 = sg4::Engine::get_clock();
+      for (auto& one : runs) {
+        Run* r = one.get();
+        r->t0 = t0;
+        for (size_t st = r == &first ? 1 : 0; st < r->queues.size(); ++st)
+          sg4::Actor::create(fmt::format("{} {}", r->rank->rank_class, r->program->streams[st]),
+                             r->platform->compute_host(r->host), [r, st] {
+                               Task t = r->stream_actor(static_cast<int>(st));
+                               run_on_actor(t);
+                             });
+      }
+      Task t = first.stream_actor(StepProgram::kCompute);
+      run_on_actor(t);
+    });
+    engine.run();
+  }
   const double sim_wall = std::chrono::duration<double>(Clock::now() - sim_start).count();
 
   // The result.
@@ -713,7 +796,11 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   }
   int sg_major = 0, sg_minor = 0, sg_patch = 0;
   sg_version_get(&sg_major, &sg_minor, &sg_patch);  // the library this process runs, not the headers
-  r.context["simulator"] = {{"engine", fmt::format("SimGrid {}.{}", sg_major, sg_minor)},
+  // The engine that ran the step: the direct one lays no flows, so SimGrid's network model plays no part in it.
+  r.context["simulator"] = {{"engine", direct ? fmt::format("dpsim direct (no flows laid; probes on SimGrid {}.{}'s "
+                                                            "platform)",
+                                                            sg_major, sg_minor)
+                                              : fmt::format("SimGrid {}.{}", sg_major, sg_minor)},
                             {"network_model", "CM02, crosstraffic 0, TCP-gamma 0"},
                             {"fidelity", to_string(options.fidelity)},
                             {"overlap", options.overlap},

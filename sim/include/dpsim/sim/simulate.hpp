@@ -32,6 +32,9 @@ struct SimOptions {
   // validate, sweep points); the run records none and the simulating child sends none back, the larger part of what
   // it returned.
   bool timeline = true;
+  // false: SimGrid's engine runs the step even where the direct engine would (sim/src/direct.hpp: fast fidelity
+  // where no call lays flows); tests compare the two.
+  bool direct_engine = true;
   // Tests: run this program (its dims, streams and calls) instead of make_step_program(plan); it must be a program
   // of `plan` (its ops, buckets and units).
   const StepProgram* program = nullptr;
