@@ -7,8 +7,7 @@
 
 namespace dpsim::sim {
 
-void run_on_actor(Task& task) {
-  task.handle().resume();
+void finish_on_actor(const Task& task) {
   if (!task.done()) throw RuntimeError("simulator: a stream's coroutine waited outside the direct engine");
   task.rethrow();
 }
@@ -86,7 +85,8 @@ void DirectEngine::reschedule(Host& host, int index) {
 }
 
 void DirectEngine::run(std::vector<Task>& tasks) {
-  for (Task& t : tasks) at(0, t.handle());
+  for (const Task& t : tasks)
+    if (t.done()) t.rethrow();
   while (!events_.empty()) {
     const Event e = events_.top();
     events_.pop();

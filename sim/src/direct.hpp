@@ -16,18 +16,22 @@
 
 namespace dpsim::sim {
 
-// A coroutine that starts when it is awaited (or resumed) and resumes its awaiter when it ends.
+// A coroutine that starts at once, on its caller's stack, like a call: one that never suspends (every step of it on
+// SimGrid) returns to its caller done, and awaiting it goes on at once, so a stream's thousands of instructions never
+// nest on the stack (symmetric transfer is not a guaranteed tail call at every optimization level). One that suspends
+// (the direct engine) resumes its awaiter when it ends.
 class Task {
  public:
   struct promise_type {
-    std::coroutine_handle<> continuation = std::noop_coroutine();
+    std::coroutine_handle<> continuation;  // its awaiter, once it waits for this task
     std::exception_ptr error;
     Task get_return_object() { return Task(std::coroutine_handle<promise_type>::from_promise(*this)); }
-    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
     struct Final {
       bool await_ready() noexcept { return false; }
       std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> h) noexcept {
-        return h.promise().continuation;
+        const std::coroutine_handle<> c = h.promise().continuation;
+        return c ? c : std::noop_coroutine();
       }
       void await_resume() noexcept {}
     };
@@ -45,14 +49,10 @@ class Task {
     if (h_) h_.destroy();
   }
 
-  bool await_ready() const noexcept { return false; }
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiter) noexcept {
-    h_.promise().continuation = awaiter;
-    return h_;
-  }
+  bool await_ready() const noexcept { return h_.done(); }
+  void await_suspend(std::coroutine_handle<> awaiter) noexcept { h_.promise().continuation = awaiter; }
   void await_resume() const { rethrow(); }
 
-  std::coroutine_handle<> handle() const { return h_; }
   bool done() const { return h_.done(); }
   void rethrow() const {
     if (h_.promise().error) std::rethrow_exception(h_.promise().error);
@@ -62,8 +62,9 @@ class Task {
   std::coroutine_handle<promise_type> h_;
 };
 
-// Runs `task` to its end on the caller's stack (the SimGrid actor's): it must not suspend.
-void run_on_actor(Task& task);
+// A task run on a SimGrid actor: it ran to its end when it was called (it must not have suspended); its error, if
+// it threw one, is rethrown.
+void finish_on_actor(const Task& task);
 
 class DirectEngine;
 
@@ -102,8 +103,8 @@ class DirectEngine {
   Blocking release(Semaphore& s);
   Blocking set_pstate(int host, int pstate);
 
-  // Runs the tasks (started in this order at time 0) until no event is left; a task's exception is rethrown, and a
-  // task left waiting is a RuntimeError (a deadlock of the program).
+  // Runs the tasks (each started, at time 0, when it was called) until no event is left; a task's exception is
+  // rethrown, and a task left waiting is a RuntimeError (a deadlock of the program).
   void run(std::vector<Task>& tasks);
 
   // Blocking's await_suspend.

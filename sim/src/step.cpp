@@ -575,8 +575,9 @@ bool runs_direct(const std::vector<std::unique_ptr<Run>>& runs, const SimOptions
   return true;
 }
 
-// The step on the direct engine: the same coroutines as the SimGrid actors run, started in the order SimGrid runs
-// them (the first class's compute stream creates the other streams' actors, each of which runs before it goes on).
+// The step on the direct engine: the same coroutines as the SimGrid actors run, started (each runs until it first
+// waits when it is called) in the order SimGrid runs them: the first class's compute stream creates the other
+// streams' actors, each of which runs before it goes on.
 void run_direct(std::vector<std::unique_ptr<Run>>& runs, Platform& platform) {
   std::vector<std::array<double, 2>> speeds;
   for (const auto& one : runs) {
@@ -773,13 +774,10 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
         r->t0 = t0;
         for (size_t st = r == &first ? 1 : 0; st < r->queues.size(); ++st)
           sg4::Actor::create(fmt::format("{} {}", r->rank->rank_class, r->program->streams[st]),
-                             r->platform->compute_host(r->host), [r, st] {
-                               Task t = r->stream_actor(static_cast<int>(st));
-                               run_on_actor(t);
-                             });
+                             r->platform->compute_host(r->host),
+                             [r, st] { finish_on_actor(r->stream_actor(static_cast<int>(st))); });
       }
-      Task t = first.stream_actor(StepProgram::kCompute);
-      run_on_actor(t);
+      finish_on_actor(first.stream_actor(StepProgram::kCompute));
     });
     engine.run();
   }
