@@ -68,6 +68,13 @@ void finish_on_actor(const Task& task);
 
 class DirectEngine;
 
+// A semaphore of the direct engine (SimGrid's Semaphore's semantics: acquire takes a unit or waits for one, release
+// hands its unit to the longest waiter).
+struct Semaphore {
+  int64_t units = 0;
+  std::deque<std::coroutine_handle<>> waiters;
+};
+
 // What a coroutine awaits: ready at once (SimGrid did the blocking, or there was nothing to wait for), or a step
 // the direct engine resumes the coroutine after. `yield`: SimGrid's simcalls that return at once (a semaphore's
 // release or available acquire, a pstate change) still hand the turn to the actors ready before the caller: the
@@ -78,17 +85,10 @@ struct Blocking {
   Kind kind = Kind::none;
   int host = 0;
   double amount = 0;  // compute: ops; sleep: seconds
-  struct Semaphore* semaphore = nullptr;
+  Semaphore* semaphore = nullptr;
   bool await_ready() const noexcept { return kind == Kind::none; }
   void await_suspend(std::coroutine_handle<> h);
   void await_resume() const noexcept {}
-};
-
-// A semaphore of the direct engine (SimGrid's Semaphore's semantics: acquire takes a unit or waits for one, release
-// hands its unit to the longest waiter).
-struct Semaphore {
-  int64_t units = 0;
-  std::deque<std::coroutine_handle<>> waiters;
 };
 
 class DirectEngine {
