@@ -5,11 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 
 #include "../source_dir.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/input_file.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/sweep_spec.hpp"
 
@@ -69,14 +69,11 @@ TEST_CASE("an error in a kept file names its file and line as a fresh parse does
 }
 
 // One parse per file: the structure checks (duplicate keys, keys without a value, one document) run on the parsed
-// tree, and the text is parsed a second time only where a document marker may start a second document.
+// tree, and the text is parsed a second time only where the tree may not hold all of it (a document marker after
+// content, a column-0 line that starts no root entry: tests/core/test_yaml_structure.cpp).
 TEST_CASE("document markers around one document are read; what follows `...` is a second document") {
   const fs::path f = write_scenario("markers", "3");
-  std::string body;
-  {
-    std::ifstream in(f);
-    body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  const std::string body = read_input_file(f);
   std::ofstream(f) << "# a comment\n%YAML 1.2\n---\n" << body << "...\n# trailing comment\n";
   CHECK(load_scenario(f).training.micro_batch == 3);
   std::ofstream(f) << "--- # one document\n" << body;

@@ -8,14 +8,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "../../core/yaml_node.hpp"
 #include "../source_dir.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/input_file.hpp"
 
 using namespace dpsim;
 namespace fs = std::filesystem;
@@ -75,8 +74,7 @@ TEST_CASE("one parse where the tree holds the text, else a second pass: the same
     for (const auto& entry : fs::recursive_directory_iterator(fs::path(DPSIM_SOURCE_DIR) / dir)) {
       const fs::path& f = entry.path();
       if (f.extension() != ".yaml" && f.extension() != ".json") continue;
-      std::ifstream in(f);
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string text = read_input_file(f);
       ++files;
       std::vector<std::string> texts = edits(text);
       texts.push_back(text);
@@ -99,8 +97,7 @@ TEST_CASE("every shipped YAML file is read with one parse") {
   for (const char* dir : {"scenarios", "models", "topologies", "data"}) {
     for (const auto& entry : fs::recursive_directory_iterator(fs::path(DPSIM_SOURCE_DIR) / dir)) {
       if (entry.path().extension() != ".yaml") continue;
-      std::ifstream in(entry.path());
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string text = read_input_file(entry.path());
       INFO(entry.path().string());
       CHECK(tree_holds_whole_text(text, YAML::Load(text)));
     }
