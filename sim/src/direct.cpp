@@ -7,11 +7,6 @@
 
 namespace dpsim::sim {
 
-void finish_on_actor(const Task& task) {
-  if (!task.done()) throw RuntimeError("simulator: a stream's coroutine waited outside the direct engine");
-  task.rethrow();
-}
-
 void Blocking::await_suspend(std::coroutine_handle<> h) { engine->block(*this, h); }
 
 DirectEngine::DirectEngine(std::vector<std::array<double, 2>> host_speeds) {
@@ -26,6 +21,22 @@ Blocking DirectEngine::compute(int host, double ops) {
 Blocking DirectEngine::sleep(double seconds) {
   if (!(seconds > 0)) return {};
   return {this, Blocking::Kind::sleep, 0, seconds, nullptr};
+}
+
+int DirectEngine::semaphore() {
+  semaphores_.emplace_back();
+  return static_cast<int>(semaphores_.size()) - 1;
+}
+
+void DirectEngine::send_all(const std::vector<FlowSend>&) {
+  throw RuntimeError("simulator: a call that lays flows on the direct engine");
+}
+
+void DirectEngine::run(std::vector<StreamStart>& streams) {
+  std::vector<Task> tasks;
+  tasks.reserve(streams.size());
+  for (StreamStart& s : streams) tasks.push_back(s.start());
+  run(tasks);
 }
 
 Blocking DirectEngine::acquire(Semaphore& s) {

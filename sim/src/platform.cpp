@@ -1,11 +1,5 @@
-// Topology -> SimGrid platform with on-demand routing (see platform.hpp).
+// Topology -> the simulator's platform: hosts, links and routes as indices (see platform.hpp).
 #include "platform.hpp"
-
-#include <simgrid/kernel/routing/NetPoint.hpp>
-#include <simgrid/kernel/routing/NetZoneImpl.hpp>
-#include <simgrid/s4u/Host.hpp>
-#include <simgrid/s4u/Link.hpp>
-#include <simgrid/s4u/NetZone.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -15,9 +9,6 @@
 #include "dpsim/topology.hpp"
 
 namespace dpsim::sim {
-
-namespace sgr = simgrid::kernel::routing;
-using LinkImpl = simgrid::kernel::resource::StandardLinkImpl;
 
 namespace {
 
@@ -29,9 +20,8 @@ struct HostInfo {
 };
 
 struct DuplexLink {
-  std::string name;
-  LinkImpl* up = nullptr;    // "A -> B" direction (GPU -> switch, node -> fabric, lower -> higher)
-  LinkImpl* down = nullptr;  // "B -> A"
+  int up = -1;  // "A -> B" direction (GPU -> switch, node -> fabric, lower -> higher): an index of the platform's links
+  int down = -1;  // "B -> A"
 };
 
 double efficiency(const Scenario& scenario, const std::string& link_class) {
@@ -46,27 +36,10 @@ double efficiency(const Scenario& scenario, const std::string& link_class) {
 
 }  // namespace
 
-// The netzone: every host lives in it; routes come from Platform::route().
-class DpsimZone : public sgr::NetZoneImpl {
- public:
-  explicit DpsimZone(const std::string& name) : NetZoneImpl(name) {}
-  const Platform* platform = nullptr;
-  std::vector<int> vertex_host;  // netpoint id -> host index (-1: not routable)
-
-  void get_local_route(const sgr::NetPoint* src, const sgr::NetPoint* dst, sgr::Route* into, double* latency) override {
-    (void)latency;  // links carry no latency (see platform.hpp)
-    int a = vertex_host.at(src->id());
-    int b = vertex_host.at(dst->id());
-    if (a < 0 || b < 0) throw RuntimeError("simulator: route requested to a host outside the network");
-    platform->route(a, b, into->link_list_);
-  }
-};
-
 struct Platform::Impl {
   const Scenario* scenario = nullptr;
   const Topology* topo = nullptr;
-  DpsimZone* zone = nullptr;
-  std::vector<HostInfo> hosts;
+  std::vector<HostInfo> hosts;  // network hosts, then the compute hosts
   int gpu_base = 0, nvswitch_base = -1, channel_base = -1;
   bool channel_quotient = false;  // only channel 0 simulated, shared fabric links scaled
   // links
@@ -80,32 +53,24 @@ struct Platform::Impl {
   std::vector<std::vector<DuplexLink>> rail_up;                 // rail optimized: [group][rail]
   std::vector<int> gpu_switch, gpu_root_index, gpu_nic;         // per local GPU
   std::vector<std::string> roots;
-  int link_count = 0;
   std::vector<FlowSpace::Edge> ring_edges;
-  std::map<const LinkImpl*, std::string> link_names;  // for route_names()
-  std::map<const LinkImpl*, int> link_index;          // for route_links(): one index per direction
-  std::vector<double> capacities;                     // [link index], bytes/s
+  std::vector<std::string> duplex_names;  // [link index / 2]
+  std::vector<double> capacities;         // [link index], bytes/s: 2k the up direction of duplex link k, 2k + 1 down
 
   DuplexLink make_link(const std::string& name, double bytes_per_s) {
     if (!(bytes_per_s > 0))  // check_topology refuses links without bandwidth
       throw RuntimeError(fmt::format("simulator: link {} of {} has no bandwidth", name, topo->file));
-    auto* sd = zone->get_iface()->create_split_duplex_link(name, bytes_per_s);
-    sd->seal();
-    link_count += 2;
-    DuplexLink l{name, sd->get_link_up()->get_impl(), sd->get_link_down()->get_impl()};
-    link_names[l.up] = name + "_UP";
-    link_names[l.down] = name + "_DOWN";
-    for (const LinkImpl* d : {l.up, l.down}) {
-      link_index[d] = static_cast<int>(capacities.size());
-      capacities.push_back(bytes_per_s);
-    }
-    return l;
+    const auto up = static_cast<int>(capacities.size());
+    duplex_names.push_back(name);
+    capacities.push_back(bytes_per_s);
+    capacities.push_back(bytes_per_s);
+    return DuplexLink{up, up + 1};
   }
 
   int nic_index_of_channel(int c) const { return channel_quotient ? 0 : c; }
 
-  void intra_route(int node, int a, int b, std::vector<LinkImpl*>& out) const;
-  void fabric_route(int node_a, int nic_a, int node_b, int nic_b, std::vector<LinkImpl*>& out) const;
+  void intra_route(int node, int a, int b, std::vector<int>& out) const;
+  void fabric_route(int node_a, int nic_a, int node_b, int nic_b, std::vector<int>& out) const;
 };
 
 Platform::Platform(const Scenario& scenario, bool reduced, int timelines)
@@ -119,13 +84,10 @@ Platform::Platform(const Scenario& scenario, bool reduced, int timelines)
   gpus_per_node_ = t.gpus_per_node;
   simulated_nodes_ = reduced ? 1 : nodes_;
   lay_channels();
-  m.zone = new DpsimZone("dpsim");  // the first zone becomes SimGrid's root
-  m.zone->platform = this;
   add_hosts();
   add_intra_node_links();
   m.ring_edges = dpsim::intra_ring_edges(t.intra, gpus_per_node_);
   if (nodes_ > 1) add_inter_node_links();
-  seal();
 }
 
 // NICs: channels across nodes (NCCL lays one ring/tree channel through each NIC). The fast fidelity simulates only
@@ -147,31 +109,30 @@ void Platform::lay_channels() {
     for (int x : t.nics[static_cast<size_t>(c)].gpus) m.gpu_nic[static_cast<size_t>(x)] = c;
 }
 
-// Hosts. GPU hosts run no code (flows use Comm::sendto), so their speed is irrelevant.
+// Hosts. GPU hosts run no code (a flow goes from host to host), so they have no speed.
 void Platform::add_hosts() {
   Impl& m = *impl_;
   auto add_host = [&](const std::string& name, HostInfo info) {
-    hosts_.push_back(m.zone->get_iface()->create_host(name, 1.0));
+    host_names_.push_back(name);
     m.hosts.push_back(info);
   };
   m.gpu_base = 0;
   for (int v = 0; v < simulated_nodes_; ++v)
     for (int x = 0; x < gpus_per_node_; ++x) add_host(fmt::format("n{}g{}", v, x), {HostKind::gpu, v, x});
   if (has_nvswitch()) {
-    m.nvswitch_base = static_cast<int>(hosts_.size());
+    m.nvswitch_base = static_cast<int>(host_names_.size());
     for (int v = 0; v < simulated_nodes_; ++v) add_host(fmt::format("n{}nvswitch", v), {HostKind::nvswitch, v, 0});
   }
   if (nodes_ > 1 && reduced_) {
-    m.channel_base = static_cast<int>(hosts_.size());
+    m.channel_base = static_cast<int>(host_names_.size());
     for (int v = 0; v < nodes_; ++v)
       for (int c = 0; c < channels_; ++c) add_host(fmt::format("n{}ch{}", v, c), {HostKind::channel, v, c});
   }
   // The compute timeline of a rank (all ranks are identical): pstate 0 alone, pstate 1 beside a collective.
   const double slow = m.scenario->nccl.overlap_slowdown > 0 ? m.scenario->nccl.overlap_slowdown : 1.0;
   for (int k = 0; k < timelines_; ++k) {
-    compute_hosts_.push_back(
-        m.zone->get_iface()->create_host(k == 0 ? std::string("compute") : fmt::format("compute{}", k),
-                                         std::vector<double>{kComputeOpsPerSecond, kComputeOpsPerSecond / slow}));
+    compute_hosts_.push_back({k == 0 ? std::string("compute") : fmt::format("compute{}", k),
+                              {kComputeOpsPerSecond, kComputeOpsPerSecond / slow}});
     m.hosts.push_back({HostKind::compute, 0, k});
   }
 }
@@ -273,19 +234,6 @@ void Platform::add_inter_node_links() {
   }
 }
 
-// Netpoint ids -> host indices (the compute host is off the network), then seal.
-void Platform::seal() {
-  Impl& m = *impl_;
-  auto map_host = [&](simgrid::s4u::Host* h, int index) {
-    const unsigned long id = h->get_netpoint()->id();
-    if (m.zone->vertex_host.size() <= id) m.zone->vertex_host.resize(id + 1, -1);
-    m.zone->vertex_host[id] = index;
-  };
-  for (size_t i = 0; i < hosts_.size(); ++i) map_host(hosts_[i], static_cast<int>(i));
-  for (simgrid::s4u::Host* h : compute_hosts_) map_host(h, -1);
-  m.zone->get_iface()->seal();
-}
-
 Platform::~Platform() = default;
 
 bool Platform::has_nvswitch() const { return impl_->topo->intra.kind == IntraKind::nvswitch && gpus_per_node_ > 0; }
@@ -311,9 +259,11 @@ int Platform::channel(int node, int c) const {
 
 const std::vector<FlowSpace::Edge>& Platform::intra_ring_edges() const { return impl_->ring_edges; }
 
-PlatformStats Platform::stats() const { return PlatformStats{static_cast<int>(hosts_.size()) + 1, impl_->link_count}; }
+PlatformStats Platform::stats() const {
+  return PlatformStats{static_cast<int>(host_names_.size()) + 1, static_cast<int>(impl_->capacities.size())};
+}
 
-void Platform::Impl::intra_route(int node, int a, int b, std::vector<LinkImpl*>& out) const {
+void Platform::Impl::intra_route(int node, int a, int b, std::vector<int>& out) const {
   const auto v = static_cast<size_t>(node);
   switch (topo->intra.kind) {
     case IntraKind::nvswitch:
@@ -351,7 +301,7 @@ void Platform::Impl::intra_route(int node, int a, int b, std::vector<LinkImpl*>&
   }
 }
 
-void Platform::Impl::fabric_route(int node_a, int nic_a, int node_b, int nic_b, std::vector<LinkImpl*>& out) const {
+void Platform::Impl::fabric_route(int node_a, int nic_a, int node_b, int nic_b, std::vector<int>& out) const {
   const Network& net = topo->network;
   const int radix = net.leaf_radix > 0 ? net.leaf_radix : topo->nodes;
   if (net.kind == NetworkKind::fat_tree) {
@@ -369,7 +319,7 @@ void Platform::Impl::fabric_route(int node_a, int nic_a, int node_b, int nic_b, 
   }
 }
 
-void Platform::route(int src, int dst, std::vector<LinkImpl*>& out) const {
+void Platform::route(int src, int dst, std::vector<int>& out) const {
   const Impl& m = *impl_;
   const HostInfo& a = m.hosts.at(static_cast<size_t>(src));
   const HostInfo& b = m.hosts.at(static_cast<size_t>(dst));
@@ -405,21 +355,22 @@ void Platform::route(int src, int dst, std::vector<LinkImpl*>& out) const {
 }
 
 std::vector<int> Platform::route_links(int src, int dst) const {
-  std::vector<LinkImpl*> links;
-  route(src, dst, links);
   std::vector<int> out;
-  out.reserve(links.size());
-  for (LinkImpl* l : links) out.push_back(impl_->link_index.at(l));
+  route(src, dst, out);
   return out;
 }
 
 const std::vector<double>& Platform::link_capacities() const { return impl_->capacities; }
 
+const std::vector<std::string>& Platform::duplex_link_names() const { return impl_->duplex_names; }
+
+std::string Platform::link_name(int link) const {
+  return impl_->duplex_names.at(static_cast<size_t>(link / 2)) + (link % 2 == 0 ? "_UP" : "_DOWN");
+}
+
 std::vector<std::string> Platform::route_names(int src, int dst) const {
-  std::vector<LinkImpl*> links;
-  route(src, dst, links);
   std::vector<std::string> names;
-  for (LinkImpl* l : links) names.push_back(impl_->link_names.at(l));
+  for (int l : route_links(src, dst)) names.push_back(link_name(l));
   return names;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
-// Topology -> SimGrid platform. One netzone whose routes are computed on demand by this module
-// (trees and small meshes: no N^2 routing table, so 16k-GPU platforms build in milliseconds).
+// Topology -> the simulator's platform: hosts, links (indices, with their capacities) and the route between any two
+// hosts, computed on demand (trees and small meshes: no N^2 routing table, so 16k-GPU platforms build in
+// milliseconds). Nothing here is SimGrid's: the direct engine and the fluid probe use it as it is, and the SimGrid
+// engine (simgrid_engine.cpp) lays the same hosts and links in one netzone whose routes come from route().
 //
 // Hosts are the endpoints of simulated flows:
 //   gpu(node, local)     a GPU (only for the nodes whose GPUs are simulated, see `reduced`);
@@ -24,13 +26,7 @@
 
 #include "dpsim/collective_algorithm.hpp"
 #include "dpsim/scenario.hpp"
-
-namespace simgrid::s4u {
-class Host;
-}
-namespace simgrid::kernel::resource {
-class StandardLinkImpl;
-}
+#include "engine.hpp"
 
 namespace dpsim::sim {
 
@@ -46,7 +42,6 @@ struct PlatformStats {
 // The platform is the FlowSpace of the world: the collective algorithms (core/algorithms/) lay their flows on it.
 class Platform final : public FlowSpace {
  public:
-  // Builds the SimGrid platform in the current engine (call once per process, before running).
   // `timelines`: compute hosts, one per rank class whose compute runs at once (pipeline stages).
   Platform(const Scenario& scenario, bool reduced, int timelines = 1);
   ~Platform();
@@ -65,20 +60,23 @@ class Platform final : public FlowSpace {
   int nvswitch(int node) const override;
   int channel(int node, int c) const override;
 
-  simgrid::s4u::Host* host(int index) const { return hosts_[static_cast<size_t>(index)]; }
-  simgrid::s4u::Host* compute_host(int timeline = 0) const { return compute_hosts_.at(static_cast<size_t>(timeline)); }
+  // The network hosts (GPUs, NVSwitches, channels) by index, and the compute hosts (off the network) by timeline.
+  const std::vector<std::string>& host_names() const { return host_names_; }
+  const std::vector<ComputeHost>& compute_hosts() const { return compute_hosts_; }
   PlatformStats stats() const;
 
   // NVSwitch / PCIe: the cycle 0 -> 1 -> ... -> 0, share 1. NVLink mesh: NCCL runs one ring per NVLink, so every
   // directed link carries a share proportional to its bandwidth (a GPU's traffic spreads over all its links).
   const std::vector<Edge>& intra_ring_edges() const override;
 
-  // Links from host `src` to host `dst` (used by the netzone's routing; exposed for tests).
-  void route(int src, int dst, std::vector<simgrid::kernel::resource::StandardLinkImpl*>& out) const;
-  // Same, as indices into link_capacities() (bytes/s, one per direction), for the fluid probe (fluid.hpp).
+  // The links from host `src` to host `dst`, appended to `out` as indices into link_capacities() (bytes/s, one
+  // per direction: 2k is duplex link k's up direction, 2k + 1 its down).
+  void route(int src, int dst, std::vector<int>& out) const;
   std::vector<int> route_links(int src, int dst) const;
   const std::vector<double>& link_capacities() const;
-  // Same, as link names, for tests and debugging.
+  const std::vector<std::string>& duplex_link_names() const;  // [link / 2]
+  std::string link_name(int link) const;                      // "n0nic0_UP"
+  // The route as link names, for tests and debugging.
   std::vector<std::string> route_names(int src, int dst) const;
 
   struct Impl;
@@ -88,14 +86,13 @@ class Platform final : public FlowSpace {
   void add_hosts();
   void add_intra_node_links();
   void add_inter_node_links();
-  void seal();
 
   std::unique_ptr<Impl> impl_;
   int nodes_ = 1, gpus_per_node_ = 1, simulated_nodes_ = 1, channels_ = 0;
   double channel_share_ = 1;
   bool reduced_ = true;
-  std::vector<simgrid::s4u::Host*> hosts_;
-  std::vector<simgrid::s4u::Host*> compute_hosts_;
+  std::vector<std::string> host_names_;
+  std::vector<ComputeHost> compute_hosts_;
   int timelines_ = 1;
 };
 

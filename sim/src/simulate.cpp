@@ -1,5 +1,6 @@
-// simulate(): runs SimGrid in a forked child (SimGrid has one engine per process, never reset) and
-// reads the result back as JSON through a pipe. A child failure becomes an exception here.
+// simulate(): the direct engine in this process where it runs the step; otherwise SimGrid in a forked child (SimGrid
+// has one engine per process, never reset), the result read back as JSON through a pipe. A child failure becomes an
+// exception here.
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,6 +78,7 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
 
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options, SimStats* stats) {
   const auto start = std::chrono::steady_clock::now();
+  if (std::optional<StepResult> r = simulate_direct(scenario, plan, options, stats)) return std::move(*r);
   int fds[2];
   if (::pipe(fds) != 0) throw RuntimeError(fmt::format("simulator: pipe: {}", std::strerror(errno)));
   std::fflush(nullptr);  // nothing buffered may be written twice

@@ -1,16 +1,8 @@
-// One training step on SimGrid: the step program (core/program.cpp) walked once to queue each instruction on its
-// stream, then one actor per stream (compute, comm) runs its queue in virtual time, handing events over with
-// semaphores. All ranks of a class run the same program on a symmetric platform, so one set of actors drives the
-// step (driver pattern); the collectives' flows use Comm::sendto_async and need no actor per rank.
-#include <xbt/log.h>
-// after xbt/log.h: simgrid/version.h uses its XBT_PUBLIC and SG_BEGIN_DECL
-#include <simgrid/version.h>
-#include <simgrid/s4u/Actor.hpp>
-#include <simgrid/s4u/Comm.hpp>
-#include <simgrid/s4u/Engine.hpp>
-#include <simgrid/s4u/Host.hpp>
-#include <simgrid/s4u/Semaphore.hpp>
-
+// One training step: the step program (core/program.cpp) walked once to queue each instruction on its stream, then
+// one coroutine per stream (compute, comm) runs its queue in virtual time on an engine (engine.hpp: the direct one,
+// or SimGrid's where calls lay flows), handing events over with semaphores. All ranks of a class run the same program
+// on a symmetric platform, so one set of streams drives the step (driver pattern); the collectives' flows need no
+// actor per rank.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <algorithm>
@@ -19,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -35,8 +28,7 @@
 #include "fluid.hpp"
 #include "group_space.hpp"
 #include "platform.hpp"
-
-namespace sg4 = simgrid::s4u;
+#include "simgrid_plugin.hpp"
 
 namespace dpsim {
 
@@ -83,18 +75,17 @@ struct CallRun {
   const CommCall* call = nullptr;
 };
 
-// An event of the program: when it was recorded and the semaphore its waiters block on (SimGrid's, or the direct
-// engine's).
+// An event of the program: when it was recorded and the semaphore its waiters block on (the engine's, made when
+// first used).
 struct EventState {
   bool recorded = false;
   double time = 0;
   int waiters = 0;
-  sg4::SemaphorePtr sem = sg4::Semaphore::create(0);
-  Semaphore direct_sem;
+  int sem = -1;
 };
 
-// The simulator's executor of the step program: walking the program queues each instruction on its stream; an
-// actor per stream then runs its queue in virtual time, handing events over with semaphores.
+// The simulator's executor of the step program: walking the program queues each instruction on its stream; a
+// coroutine per stream then runs its queue in virtual time, handing events over with semaphores.
 struct Run final : StepExecutor {
   const Scenario* scenario = nullptr;
   const StepPlan* plan = nullptr;
@@ -105,7 +96,7 @@ struct Run final : StepExecutor {
   EventMap<EventState>* crossed = nullptr;
   SimOptions options;
   Platform* platform = nullptr;
-  DirectEngine* direct = nullptr;  // set: the direct engine runs this Run's coroutines (direct.hpp), not SimGrid
+  StepEngine* engine = nullptr;  // runs this Run's coroutines (engine.hpp)
   ComputeModel cm;
   OpSeconds op_s;                                              // of plan->ops under cm
   std::vector<CallRun> calls;                                  // per RankProgram::comms
@@ -151,33 +142,17 @@ struct Run final : StepExecutor {
   void mark(const Instr& in) override { queue(in); }
 
   // The engine's primitives: SimGrid's (which block the actor; the coroutine goes on at once) or the direct engine's.
-  double clock() const { return direct ? direct->now() : sg4::Engine::get_clock(); }
+  double clock() const { return engine->now(); }
   double now() const { return clock() - t0; }
-  Blocking compute_for(double seconds) {
-    if (direct) return direct->compute(host, seconds * kComputeOpsPerSecond);
-    if (seconds > 0) sg4::this_actor::execute(seconds * kComputeOpsPerSecond);
-    return {};
+  Blocking compute_for(double seconds) { return engine->compute(host, seconds * kComputeOpsPerSecond); }
+  Blocking sleep_for(double seconds) { return engine->sleep(seconds); }
+  int semaphore_of(EventState& e) {
+    if (e.sem < 0) e.sem = engine->semaphore();
+    return e.sem;
   }
-  Blocking sleep_for(double seconds) {
-    if (direct) return direct->sleep(seconds);
-    sg4::this_actor::sleep_for(seconds);
-    return {};
-  }
-  Blocking acquire(EventState& e) {
-    if (direct) return direct->acquire(e.direct_sem);
-    e.sem->acquire();
-    return {};
-  }
-  Blocking release(EventState& e) {
-    if (direct) return direct->release(e.direct_sem);
-    e.sem->release();
-    return {};
-  }
-  Blocking set_pstate(int pstate) {
-    if (direct) return direct->set_pstate(host, pstate);
-    platform->compute_host(host)->set_pstate(pstate);
-    return {};
-  }
+  Blocking acquire(EventState& e) { return engine->acquire(semaphore_of(e)); }
+  Blocking release(EventState& e) { return engine->release(semaphore_of(e)); }
+  Blocking set_pstate(int pstate) { return engine->set_pstate(host, pstate); }
 
   // A compute op named `prefix` + `name` (built only where the timeline is kept: SimOptions::timeline).
   Task compute(const char* prefix, const std::string& name, double seconds, Phase phase) {
@@ -209,12 +184,10 @@ struct Run final : StepExecutor {
 
   // Starts `pattern` scaled to `bytes` and waits for all of its flows.
   void run_flows(const std::vector<Flow>& pattern, double bytes) {
-    std::vector<sg4::CommPtr> comms;
-    comms.reserve(pattern.size());
-    each_flow(pattern, bytes, [&](int src, int dst, uint64_t size) {
-      comms.push_back(sg4::Comm::sendto_async(platform->host(src), platform->host(dst), size));
-    });
-    sg4::Comm::wait_all(comms);
+    std::vector<FlowSend> sends;
+    sends.reserve(pattern.size());
+    each_flow(pattern, bytes, [&](int src, int dst, uint64_t size) { sends.push_back({src, dst, size}); });
+    engine->send_all(sends);
   }
 
   // The time `pattern` scaled to kProbeBytes takes alone on the platform: the same max-min sharing as the engine's
@@ -315,30 +288,29 @@ struct Run final : StepExecutor {
       ++events;
       co_return;
     }
-    if (direct) throw RuntimeError("simulator: a call that lays flows on the direct engine");
     if (options.fidelity == Fidelity::fast) {  // the call's flows, sharing the links with any call beside it
-      sg4::this_actor::sleep_for(launch_s + c.cost.latency_s + fill_s);
-      const double start = sg4::Engine::get_clock();
+      co_await sleep_for(launch_s + c.cost.latency_s + fill_s);
+      const double start = clock();
       run_flows(pattern(c, false, c.wire_factor), bytes);
-      const double platform_s = sg4::Engine::get_clock() - start;
-      if (model_bw_s > platform_s) sg4::this_actor::sleep_for(model_bw_s - platform_s);
+      const double platform_s = clock() - start;
+      if (model_bw_s > platform_s) co_await sleep_for(model_bw_s - platform_s);
       co_return;
     }
     // Step fidelity: NCCL's steps (the algorithm's own) as synchronized rounds of messages, each after its share of
     // the latency.
     const int steps = steps_of(c, bytes);
     const std::vector<Flow> round = pattern(c, true, c.wire_factor, bytes);
-    if (launch_s + fill_s > 0) sg4::this_actor::sleep_for(launch_s + fill_s);
-    const double start = sg4::Engine::get_clock();
+    if (launch_s + fill_s > 0) co_await sleep_for(launch_s + fill_s);
+    const double start = clock();
     double latency_paid = 0;
     for (int s = 0; s < steps; ++s) {
       const double lat = c.cost.latency_s / steps;
-      sg4::this_actor::sleep_for(lat);
+      co_await sleep_for(lat);
       latency_paid += lat;
       run_flows(round, bytes);
     }
-    const double platform_s = sg4::Engine::get_clock() - start - latency_paid;
-    if (model_bw_s > platform_s) sg4::this_actor::sleep_for(model_bw_s - platform_s);
+    const double platform_s = clock() - start - latency_paid;
+    if (model_bw_s > platform_s) co_await sleep_for(model_bw_s - platform_s);
   }
 
   Task do_collective(const Instr& in) {
@@ -430,11 +402,11 @@ struct Run final : StepExecutor {
   // overlap in time are on different streams): the links of each (stream, algorithm, kind, group) pattern, from
   // the platform's routes.
   bool streams_disjoint() const {
-    std::map<simgrid::s4u::Link*, std::pair<int, int>> owner;
+    std::map<int, std::pair<int, int>> owner;
     return links_disjoint(owner);
   }
   // The same across rank classes: `owner` maps each link to the (class, stream) whose calls use it.
-  bool links_disjoint(std::map<simgrid::s4u::Link*, std::pair<int, int>>& owner) const {
+  bool links_disjoint(std::map<int, std::pair<int, int>>& owner) const {
     std::set<std::tuple<int, Algorithm, CollectiveKind, GroupKind>> seen;
     for (const Instr& in : rank->instrs) {
       if (in.type != Instr::Type::collective) continue;
@@ -444,9 +416,9 @@ struct Run final : StepExecutor {
       if (!seen.insert({in.stream, algorithm, kind, group}).second) continue;
       for (const Flow& f : pattern(c, false, 1.0)) {
         if (f.src == f.dst) continue;
-        std::vector<simgrid::s4u::Link*> links;
-        platform->host(f.src)->route_to(platform->host(f.dst), links, nullptr);
-        for (simgrid::s4u::Link* l : links) {
+        std::vector<int> links;
+        platform->route(f.src, f.dst, links);
+        for (int l : links) {
           const std::pair<int, int> mine{host, in.stream};
           const auto [it, added] = owner.emplace(l, mine);
           if (!added && it->second != mine) return false;
@@ -575,41 +547,35 @@ bool runs_direct(const std::vector<std::unique_ptr<Run>>& runs, const SimOptions
   return true;
 }
 
-// The step on the direct engine: the same coroutines as the SimGrid actors run, started (each runs until it first
-// waits when it is called) in the order SimGrid runs them: the first class's compute stream creates the other
-// streams' actors, each of which runs before it goes on.
-void run_direct(std::vector<std::unique_ptr<Run>>& runs, Platform& platform) {
-  std::vector<std::array<double, 2>> speeds;
-  for (const auto& one : runs) {
-    sg4::Host* h = platform.compute_host(one->host);
-    speeds.resize(std::max(speeds.size(), static_cast<size_t>(one->host) + 1));
-    speeds[static_cast<size_t>(one->host)] = {h->get_pstate_speed(0), h->get_pstate_speed(1)};
+// The engine that runs the step: the direct one where it can (runs_direct), else SimGrid's (loaded from its plugin
+// here: simgrid_plugin.hpp), or none where `simgrid` is false (simulate() then runs the step in a child process).
+std::unique_ptr<StepEngine> engine_for(const std::vector<std::unique_ptr<Run>>& runs, const Platform& platform,
+                                       const SimOptions& options, bool simgrid) {
+  if (runs_direct(runs, options)) {
+    std::vector<std::array<double, 2>> speeds;
+    for (const ComputeHost& h : platform.compute_hosts()) speeds.push_back(h.speeds);
+    return std::make_unique<DirectEngine>(std::move(speeds));
   }
-  DirectEngine direct(speeds);
-  probe(runs);
-  std::vector<Task> tasks;
-  for (auto& one : runs) {
-    one->direct = &direct;
-    one->t0 = 0;
-    for (size_t st = one == runs.front() ? 1 : 0; st < one->queues.size(); ++st)
-      tasks.push_back(one->stream_actor(static_cast<int>(st)));
-  }
-  tasks.push_back(runs.front()->stream_actor(StepProgram::kCompute));
-  direct.run(tasks);
+  if (!simgrid) return nullptr;
+  return make_simgrid_engine(platform);
 }
 
-void configure_engine() {
-  // Exact alpha-beta sharing (see docs/simulator.md): CM02 without cross-traffic and without the
-  // TCP window cap. Must be set before the platform exists.
-  sg4::Engine::set_config("network/model:CM02");
-  sg4::Engine::set_config("network/crosstraffic:0");
-  sg4::Engine::set_config("network/TCP-gamma:0");
-  sg4::Engine::set_config("contexts/stack-size:256");
-  // Full, not the default Lazy: Lazy's selective update walks the linked constraints recursively
-  // (lmm::System::update_modified_cnst_set_rec), and a ring across 65536 nodes chains them deep enough to overflow
-  // the 8 MB stack (SIGSEGV at 2^19 GPUs). Every flow of a collective shares one such chain, so there was nothing
-  // for Lazy to skip; results are identical.
-  sg4::Engine::set_config("network/optim:Full");
+// Runs the step: the same coroutines on either engine, started in the order SimGrid runs its actors (the first
+// class's compute stream, the driver, creates the other streams' actors, each of which runs before it goes on).
+void run_step(std::vector<std::unique_ptr<Run>>& runs, StepEngine& engine) {
+  probe(runs);
+  std::vector<StreamStart> streams;
+  for (auto& one : runs) {
+    Run* r = one.get();
+    r->engine = &engine;
+    r->t0 = 0;
+    for (size_t st = one == runs.front() ? 1 : 0; st < r->queues.size(); ++st)
+      streams.push_back({fmt::format("{} {}", r->rank->rank_class, r->program->streams[st]), r->host,
+                         [r, st] { return r->stream_actor(static_cast<int>(st)); }});
+  }
+  Run* first = runs.front().get();
+  streams.push_back({"step", first->host, [first] { return first->stream_actor(StepProgram::kCompute); }});
+  engine.run(streams);
 }
 
 }  // namespace
@@ -666,20 +632,13 @@ void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimO
 }
 }  // namespace
 
-StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
-                               SimStats* stats) {
+namespace {
+// The step on the engine engine_for() picks; nothing where it would be SimGrid's and `simgrid` is false.
+std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
+                                      SimStats* stats, bool simgrid) {
   using namespace sim;
   const auto wall_start = Clock::now();
   if (options.fidelity == Fidelity::fast) refuse_above_events(plan, options, estimated_fast_events(plan));
-
-  // The engine: logs silenced, exact network settings, raw contexts (threads are 12-16x slower).
-  int argc = 3;
-  char arg0[] = "dpsim";
-  char arg1[] = "--log=root.thres:critical";
-  char arg2[] = "--cfg=contexts/factory:raw";
-  char* argv[] = {arg0, arg1, arg2, nullptr};
-  sg4::Engine engine(&argc, argv);
-  configure_engine();
 
   ProgramOptions po;
   po.overlap = options.overlap;
@@ -754,33 +713,16 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
     refuse_above_events(plan, options, step_events);
   }
   if (classes > 1 && options.fidelity == Fidelity::fast) {  // the stages' calls on links no other stage or stream uses
-    std::map<simgrid::s4u::Link*, std::pair<int, int>> owner;
+    std::map<int, std::pair<int, int>> owner;
     bool disjoint = true;
     for (auto& one : runs) disjoint = disjoint && one->links_disjoint(owner);
     for (auto& one : runs) one->probe_shortcut = disjoint;
   }
 
+  const std::unique_ptr<StepEngine> engine = engine_for(runs, platform, options, simgrid);
+  if (!engine) return std::nullopt;
   const auto sim_start = Clock::now();
-  const bool direct = runs_direct(runs, options);
-  if (direct) {
-    run_direct(runs, platform);
-  } else {
-    sg4::Actor::create("step", platform.compute_host(), [&runs] {
-      Run& first = *runs.front();
-      probe(runs);
-      const double t0 = sg4::Engine::get_clock();
-      for (auto& one : runs) {
-        Run* r = one.get();
-        r->t0 = t0;
-        for (size_t st = r == &first ? 1 : 0; st < r->queues.size(); ++st)
-          sg4::Actor::create(fmt::format("{} {}", r->rank->rank_class, r->program->streams[st]),
-                             r->platform->compute_host(r->host),
-                             [r, st] { finish_on_actor(r->stream_actor(static_cast<int>(st))); });
-      }
-      finish_on_actor(first.stream_actor(StepProgram::kCompute));
-    });
-    engine.run();
-  }
+  run_step(runs, *engine);
   const double sim_wall = std::chrono::duration<double>(Clock::now() - sim_start).count();
 
   // The result.
@@ -792,13 +734,8 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
   } else {
     one_class_result(run, program, r);
   }
-  int sg_major = 0, sg_minor = 0, sg_patch = 0;
-  sg_version_get(&sg_major, &sg_minor, &sg_patch);  // the library this process runs, not the headers
-  // The engine that ran the step: the direct one lays no flows, so SimGrid's network model plays no part in it.
-  r.context["simulator"] = {{"engine", direct ? fmt::format("dpsim direct (no flows laid; probes on SimGrid {}.{}'s "
-                                                            "platform)",
-                                                            sg_major, sg_minor)
-                                              : fmt::format("SimGrid {}.{}", sg_major, sg_minor)},
+  // The engine that ran the step. The network model is the sharing of SimGrid's flows and of the fluid probes alike.
+  r.context["simulator"] = {{"engine", engine->name()},
                             {"network_model", "CM02, crosstraffic 0, TCP-gamma 0"},
                             {"fidelity", to_string(options.fidelity)},
                             {"overlap", options.overlap},
@@ -820,6 +757,17 @@ StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, c
       for (const Instr* in : ran) stats->executed.push_back(describe(*in, program, *run.rank));
   }
   return r;
+}
+}  // namespace
+
+StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
+                               SimStats* stats) {
+  return *simulate_on(scenario, plan, options, stats, true);
+}
+
+std::optional<StepResult> simulate_direct(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
+                                          SimStats* stats) {
+  return simulate_on(scenario, plan, options, stats, false);
 }
 
 }  // namespace dpsim

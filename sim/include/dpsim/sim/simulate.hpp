@@ -1,8 +1,10 @@
 #pragma once
-// The simulator: one data-parallel training step of a StepPlan on a SimGrid platform built from
-// the scenario's topology. Every call runs SimGrid in a child process (SimGrid has one engine per
-// process), so simulate() can be called any number of times from one program.
+// The simulator: one training step of a StepPlan on a platform built from the scenario's topology. A step whose
+// calls lay no flows runs on the direct engine in this process; one that lays flows runs on SimGrid's engine in a
+// child process (SimGrid has one engine per process, loaded from its plugin there), so simulate() can be called any
+// number of times from one program.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,13 +45,13 @@ struct SimOptions {
 // What the run cost (never part of the result: results must be byte-for-byte deterministic).
 struct SimStats {
   double wall_s = 0;                  // whole call, fork and platform build included
-  double simulate_wall_s = 0;         // SimGrid engine run only
+  double simulate_wall_s = 0;         // the engine's run only
   int64_t events = 0;                 // simulated activities: compute ops, flows, sleeps (the first rank class's)
   double estimated_events = 0;        // what the run was estimated to simulate before it started (every class)
   int64_t flows = 0;                  // point-to-point transfers handed to SimGrid
   int64_t hosts = 0;                  // hosts in the platform
   int64_t links = 0;                  // links in the platform (one per direction)
-  int64_t peak_rss_bytes = 0;         // of the simulating child process
+  int64_t peak_rss_bytes = 0;         // of the process that ran the step (this one on the direct engine)
   std::vector<std::string> executed;  // SimOptions::record_program: describe() of each instruction run, per stream
                                       // in the order its actor ran them, streams one after the other
 };
@@ -70,5 +72,8 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
 // for a child process or a one-shot tool. simulate() calls it in its child.
 StepResult simulate_in_process(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
                                SimStats* stats);
+// The step in this process where the direct engine runs it; nothing (and no run) where it needs SimGrid's engine.
+std::optional<StepResult> simulate_direct(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
+                                          SimStats* stats);
 
 }  // namespace dpsim
