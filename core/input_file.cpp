@@ -41,6 +41,11 @@ void note_input_file(const fs::path& file, const std::string& text) {
   for (InputLog* log = t_innermost; log; log = log->outer_) log->files_[path] = hash;
 }
 
+void note_input_files(const std::map<std::string, std::string>& files) {
+  for (InputLog* log = t_innermost; log; log = log->outer_)
+    for (const auto& [path, hash] : files) log->files_[path] = hash;
+}
+
 std::string read_input_file(const fs::path& file) {
   const std::string name = file.string();
   if (name.empty()) throw InputError("an input file name is empty");

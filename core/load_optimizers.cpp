@@ -2,6 +2,7 @@
 #include <map>
 #include <utility>
 
+#include "dpsim/input_file.hpp"
 #include "dpsim/load.hpp"
 #include "load_internal.hpp"
 #include "yaml_node.hpp"
@@ -39,8 +40,8 @@ PassTable read_pass_table() {
 std::filesystem::path optimizers_file() { return data_root() / "data" / "optimizers.yaml"; }
 
 OptimizerPasses optimizer_passes(Optimizer optimizer, OptimizerImpl impl) {
-  static const PassTable table = read_pass_table();  // read once; a bad file is an InputError naming its line
-  return table.at({optimizer, impl});
+  static const ReadOnce<PassTable> table(read_pass_table);  // read once; a bad file is an InputError naming its line
+  return table.get().at({optimizer, impl});
 }
 
 }  // namespace dpsim

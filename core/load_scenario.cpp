@@ -508,7 +508,7 @@ void check_collective_available(const Scenario& s, const YNode& collective) {
 Scenario load_scenario(const fs::path& file) { return load_scenario(file, {}); }
 
 Scenario load_scenario(const fs::path& file, const std::vector<Override>& overrides) {
-  YNode root = YNode::load_file(file);
+  YNode root = YNode::load_file(file, overrides.empty() ? Nodes::read_only : Nodes::changed_by_caller);
   for (const auto& o : overrides) root.set_path(o.key_path, o.value);
   root.allow_only({"name", "description", "model", "training", "ddp", "parallelism", "fsdp", "cluster", "collective",
                    "validation", "nccl", "zero_optimization", "lora"});

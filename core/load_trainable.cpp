@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dpsim/input_file.hpp"
 #include "dpsim/load.hpp"
 #include "dpsim/model.hpp"
 #include "dpsim/trainable.hpp"
@@ -56,8 +57,8 @@ LoraData read_lora_data() {
 }
 
 const LoraData& lora_data() {
-  static const LoraData data = read_lora_data();
-  return data;
+  static const ReadOnce<LoraData> data(read_lora_data);
+  return data.get();
 }
 
 // A key whose value names the scenario's setting: its line where given, else the nearest given ancestor's.

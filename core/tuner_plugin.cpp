@@ -1,5 +1,6 @@
 // NCCL tuner plugins: data/tuner_plugins.yaml read once, and the region lookup (the file says whose rules it follows).
 #include "dpsim/tuner_plugin.hpp"
+#include "dpsim/input_file.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -90,15 +91,15 @@ std::shared_ptr<const TunerPlugin> read_plugin(const std::string& name, const YN
 }
 
 const Plugins& plugins() {
-  static const Plugins all = [] {
+  static const ReadOnce<Plugins> all([] {
     const YNode root = YNode::load_file(data_root() / "data" / "tuner_plugins.yaml");
     root.allow_only({"tuner_plugins"});
     const YNode list = root.at("tuner_plugins");
     Plugins out;
     for (const auto& key : list.keys()) out[key] = read_plugin(key, list.at(key));
     return out;
-  }();
-  return all;
+  });
+  return all.get();
 }
 
 double cross(const TunerPoint& o, const TunerPoint& a, const TunerPoint& b) {

@@ -292,17 +292,15 @@ YAML::Node parse_yaml_text(const std::string& text, const std::filesystem::path&
   return parse_checked(text, file, pass);
 }
 
-YAML::Node load_yaml_file(const std::filesystem::path& file) {
+YAML::Node load_yaml_file(const std::filesystem::path& file, Nodes nodes) {
   // While keeping, regular files only: a FIFO could block the sweep's parent, which no --point-timeout covers.
   std::error_code ec;
   if (g_keeping && !std::filesystem::is_regular_file(file, ec))
     throw RuntimeError(file.string() + ": not a regular file; not kept");
   const std::string text = read_input_file(file);
-  if (const auto kept = g_kept.find(file.string()); kept != g_kept.end() && !g_keeping) {
-    KeptParse k = std::move(kept->second);
-    g_kept.erase(kept);  // once per process: the caller may change the nodes (overrides)
-    if (k.text == text) return k.root;
-  }
+  if (const auto kept = g_kept.find(file.string());
+      kept != g_kept.end() && !g_keeping && nodes == Nodes::read_only && kept->second.text == text)
+    return kept->second.root;  // every read-only load shares them (a sweep worker's points, one after another)
   YAML::Node root = parse_checked(text, file);
   if (g_keeping) g_kept[file.string()] = {text, parse_checked(text, file)};  // its own nodes, untouched by the caller
   return root;

@@ -34,9 +34,9 @@ void set_in(YAML::Node node, const std::vector<std::string>& parts, size_t i, co
 YNode::YNode(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
 
-YNode YNode::load_file(const std::filesystem::path& file) {
+YNode YNode::load_file(const std::filesystem::path& file, Nodes nodes) {
   const std::string name = file.string();
-  const YAML::Node root = load_yaml_file(file);
+  const YAML::Node root = load_yaml_file(file, nodes);
   if (!root.IsMap()) throw InputError(name, root.Mark().line + 1, "", "expected a mapping of keys at the top level");
   return YNode(root, name, "");
 }

@@ -15,8 +15,10 @@ namespace dpsim {
 
 // Reads and parses a YAML or JSON input file, refusing what no input needs (more than 16 MiB, binary data,
 // absurd nesting) and what YAML would read silently one way (duplicate keys, keys without a value, a second
-// document); an empty file is refused. Every loader reads through this (core/yaml_load.cpp).
-YAML::Node load_yaml_file(const std::filesystem::path& file);
+// document); an empty file is refused. Every loader reads through this (core/yaml_load.cpp). A caller that changes
+// the nodes (a scenario's overrides) asks for its own; read-only callers may share a kept parse (keep_parsed_files_of).
+enum class Nodes { read_only, changed_by_caller };
+YAML::Node load_yaml_file(const std::filesystem::path& file, Nodes nodes = Nodes::read_only);
 // The same checks on a text read from `file`: with StructurePass::as_needed (load_yaml_file's) yaml-cpp parses the text
 // once unless the tree may not hold all of it; with StructurePass::always a second parse of its events checks it too
 // (tests compare the two).
@@ -28,7 +30,7 @@ bool tree_holds_whole_text(const std::string& text, const YAML::Node& root);
 class YNode {
  public:
   YNode(YAML::Node node, std::string file, std::string path);
-  static YNode load_file(const std::filesystem::path& file);
+  static YNode load_file(const std::filesystem::path& file, Nodes nodes = Nodes::read_only);
 
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }

@@ -2,10 +2,12 @@
 // has one engine per process, never reset), the result read back as JSON through a pipe. A child failure becomes an
 // exception here.
 #include <fmt/format.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -82,6 +84,7 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
   int fds[2];
   if (::pipe(fds) != 0) throw RuntimeError(fmt::format("simulator: pipe: {}", std::strerror(errno)));
   std::fflush(nullptr);  // nothing buffered may be written twice
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -89,6 +92,8 @@ StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOpt
     throw RuntimeError(fmt::format("simulator: fork: {}", std::strerror(errno)));
   }
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);     // a caller killed mid-run (a sweep point past its timeout) takes it along
+    if (::getppid() != parent) ::_exit(1);  // ... also when it was killed before that
     ::close(fds[0]);
     child(fds[1], scenario, plan, options);
   }

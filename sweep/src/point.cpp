@@ -94,8 +94,7 @@ PointRow evaluate_point(const SweepSpec& sweep, int64_t index) {
     SimOptions options;
     options.progress = false;
     options.timeline = false;  // a row has no timeline
-    StepResult r =
-        sweep.command == "estimate" ? estimate(s, plan).result : simulate_in_process(s, plan, options, nullptr);
+    StepResult r = sweep.command == "estimate" ? estimate(s, plan).result : simulate(s, plan, options);
     // Per-bucket and per-call timing stays out of sweep files (to_json writes empty lists; at 1,024 GPUs the calls were
     // 52 of a row's 54 KB): counted, the buckets in the CSV too.
     const size_t buckets = r.buckets.size(), calls = r.comm.size();

@@ -1,8 +1,11 @@
-// Process pool for sweeps: fork one worker per point from this process, which has parsed the base scenario's files
-// (keep_parsed_files_of), collect its JSON line from a file, append.
-// A worker's end decides what is recorded: its row (a result or the point's own error: a crash, a bad
+// Process pool for sweeps: --jobs workers forked from this process, which has parsed the base scenario's files
+// (keep_parsed_files_of), each running the points handed to it one after another (workers.hpp); each row is
+// appended as it arrives.
+// A point's end decides what is recorded: its row (a result or the point's own error: a crash, a bad
 // value, a timeout), nothing (it was stopped from outside: --resume runs it again), or an infrastructure
-// failure (it could not write its result) that stops the sweep without recording the point.
+// failure (its worker could not send it, or its row could not be written) that stops the sweep without recording
+// the point.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +28,7 @@
 #include "dpsim/result.hpp"
 #include "dpsim/sweep/runner.hpp"
 #include "results.hpp"
+#include "workers.hpp"
 
 namespace dpsim {
 
@@ -33,16 +37,16 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int kInfrastructureStatus = 3;  // a worker that could not write its result exits with this
 volatile sig_atomic_t g_stop = 0;
 extern "C" void on_stop_signal(int) { g_stop = 1; }
 
 // SIGINT/SIGTERM stop the sweep cleanly instead of killing it mid-write; SIGXFSZ (a file size limit) is
-// ignored, so that such a write fails with an error like a full disk; SIGCHLD is blocked so that
-// sigtimedwait can wait for a worker and a deadline at once.
+// ignored, so that such a write fails with an error like a full disk; SIGPIPE is ignored, so that handing a point to
+// a worker that died fails instead of killing the sweep; SIGCHLD is blocked (a worker's end shows as the end of its
+// pipe, and waitpid collects it).
 struct SignalGuard {
   struct sigaction old_int {
-  }, old_term{}, old_xfsz{};
+  }, old_term{}, old_xfsz{}, old_pipe{};
   sigset_t old_mask{};
   SignalGuard() {
     g_stop = 0;
@@ -56,6 +60,7 @@ struct SignalGuard {
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
     sigaction(SIGXFSZ, &ignore, &old_xfsz);
+    sigaction(SIGPIPE, &ignore, &old_pipe);
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -66,6 +71,7 @@ struct SignalGuard {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGXFSZ, &old_xfsz, nullptr);
+    sigaction(SIGPIPE, &old_pipe, nullptr);
   }
 };
 
@@ -91,31 +97,6 @@ class Progress {
   Clock::time_point start_;
 };
 
-[[noreturn]] void child_main(const SweepSpec& sweep, int64_t index, const fs::path& partial, const sigset_t& mask) {
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &mask, nullptr);
-  int code = 0;
-  try {
-    const PointRow row = evaluate_point(sweep, index);
-    write_file_atomic(partial,
-                      fmt::format("{} {}\n{}\n{}\n", index, row.ok ? "ok" : "error", row.json_line, row.csv_row));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dpsim sweep: point %lld: %s\n", static_cast<long long>(index), e.what());
-    code = kInfrastructureStatus;
-  } catch (...) {
-    code = kInfrastructureStatus;
-  }
-  std::fflush(nullptr);
-  _exit(code);
-}
-
-struct Worker {
-  int64_t index = 0;
-  Clock::time_point deadline;
-  bool timed_out = false;  // killed by us at its deadline
-};
-
 enum class Outcome { row, unfinished, infrastructure };
 struct Reaped {
   Outcome outcome = Outcome::row;
@@ -137,18 +118,6 @@ std::string error_row(const SweepSpec& sweep, int64_t index, const std::string& 
   return err.dump();
 }
 
-// A worker's result file (child_main writes it atomically): "POINT ok|error", the JSON row, the CSV row,
-// each ending with a newline. Nothing when the file is not that, for this point.
-std::optional<Reaped> read_partial(const fs::path& partial, int64_t index) {
-  const std::string text = read_text(partial);
-  const size_t a = text.find('\n'), b = text.find('\n', a + 1), c = text.find('\n', b + 1);
-  if (c == std::string::npos || c + 1 != text.size()) return std::nullopt;
-  const std::string head = text.substr(0, a), number = std::to_string(index);
-  const bool ok = head == number + " ok";
-  if (!ok && head != number + " error") return std::nullopt;
-  return Reaped{Outcome::row, text.substr(a + 1, b - a - 1), text.substr(b + 1, c - b - 1), ok};
-}
-
 Reaped not_recorded(Outcome outcome, std::string why) { return {outcome, std::move(why), "", false}; }
 
 Reaped error_reaped(const SweepSpec& sweep, int64_t index, const std::string& error) {
@@ -157,12 +126,10 @@ Reaped error_reaped(const SweepSpec& sweep, int64_t index, const std::string& er
   return {Outcome::row, std::move(line), std::move(csv), false};
 }
 
-Reaped reap(const SweepSpec& sweep, const Worker& w, int status, const fs::path& partial, double timeout_s) {
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    if (auto row = read_partial(partial, w.index)) return std::move(*row);
-    return not_recorded(Outcome::infrastructure,
-                        fmt::format("point {}'s worker left no readable result in {}", w.index, partial.string()));
-  }
+// What is recorded for the point a worker ran when it ended without sending its row.
+Reaped reap(const SweepSpec& sweep, const PointWorker& w, int status, double timeout_s) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return not_recorded(Outcome::infrastructure, fmt::format("point {}'s worker left without its result", w.index));
   if (WIFEXITED(status) && WEXITSTATUS(status) == kInfrastructureStatus)
     return not_recorded(Outcome::infrastructure,
                         fmt::format("point {} could not be recorded (its message is above)", w.index));
@@ -180,18 +147,17 @@ Reaped reap(const SweepSpec& sweep, const Worker& w, int status, const fs::path&
           : fmt::format("the point's process exited with status {}", WEXITSTATUS(status)));
 }
 
-// Waits until a worker ends, the nearest deadline passes, or a signal arrives (at most 100 ms: a SIGCHLD
-// taken by another thread is not waited for longer).
-void wait_a_little(const std::map<pid_t, Worker>& running) {
+// Waits until a worker sends something or ends (its pipe's end), the nearest deadline passes, or a signal arrives
+// (at most 100 ms).
+void wait_a_little(const std::vector<PointWorker>& workers) {
   auto until = Clock::now() + std::chrono::milliseconds(100);
-  for (const auto& [pid, w] : running) until = std::min(until, w.deadline);
-  const auto ns =
-      std::max<long long>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count());
-  const timespec t{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  sigtimedwait(&chld, nullptr, &t);
+  std::vector<pollfd> fds;
+  for (const PointWorker& w : workers) {
+    if (w.index >= 0 && !w.timed_out) until = std::min(until, w.deadline);
+    if (w.result_fd >= 0) fds.push_back({w.result_fd, POLLIN, 0});
+  }
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+  ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(0, ms)));
 }
 
 // A row this sweep appended to results.jsonl, for the final rewrite (the parent keeps no JSON rows while it
@@ -244,10 +210,6 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
   if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", opt.out_dir.string(), ec.message()));
   std::optional<DirLock> lock;
   if (opt.owns_dir) lock.emplace(opt.out_dir);
-  const fs::path partial_dir = opt.out_dir / ".partial";
-  fs::remove_all(partial_dir, ec);  // a killed run's leftovers
-  fs::create_directories(partial_dir, ec);
-  if (ec) throw RuntimeError(fmt::format("cannot create {}: {}", partial_dir.string(), ec.message()));
   const fs::path jsonl = opt.out_dir / "results.jsonl", csv = opt.out_dir / "results.csv";
   if (!opt.resume) {
     fs::remove(jsonl, ec);
@@ -280,69 +242,95 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
   if (!todo.empty()) keep_parsed_files_of(sweep.base);
   SignalGuard guard;
   Progress progress(static_cast<int64_t>(todo.size()), opt.progress);
-  std::map<pid_t, Worker> running;
+  std::vector<PointWorker> workers;
   std::string infrastructure;  // why the sweep stopped early, when a point could not be recorded
   bool stop_sent = false;
   size_t next = 0;
-  const auto partial_of = [&](int64_t i) { return partial_dir / fmt::format("{}.json", i); };
   const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.point_timeout_s));
-  const auto finish = [&](pid_t pid, int status) {
-    const auto it = running.find(pid);
-    if (it == running.end()) return;
-    const Worker w = it->second;
-    running.erase(it);
-    const Reaped r = reap(sweep, w, status, partial_of(w.index), opt.point_timeout_s);
-    fs::remove(partial_of(w.index), ec);
+  const auto record = [&](const Reaped& r, int64_t index) {
     if (r.outcome != Outcome::row) {
       ++summary.unfinished;
       if (r.outcome == Outcome::infrastructure && infrastructure.empty()) infrastructure = r.text;
       return;
     }
-    append_line(jsonl, r.text);
-    append_line(csv, r.csv);
+    try {
+      append_line(jsonl, r.text);
+      append_line(csv, r.csv);
+    } catch (const RuntimeError& e) {  // a full disk: the point is not recorded (a torn row is dropped on resume)
+      ++summary.unfinished;
+      if (infrastructure.empty()) infrastructure = e.what();
+      return;
+    }
     ++summary.ran;
     if (!r.ok) ++summary.failed;
-    appended[w.index] = {jsonl_bytes, r.text.size(), r.csv};
+    appended[index] = {jsonl_bytes, r.text.size(), r.csv};
     jsonl_bytes += r.text.size() + 1;
     progress.update(summary.ran, summary.failed);
   };
-  while (next < todo.size() || !running.empty()) {
+  // Hands the next point to an idle worker, or tells it to leave when none is left or the sweep stops.
+  const auto hand_over = [&](PointWorker& w) {
     const bool stopping = g_stop || !infrastructure.empty();
-    if (stopping && running.empty()) break;
-    while (!stopping && next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
-      const int64_t index = todo[next];
-      std::fflush(nullptr);
-      const pid_t pid = fork();
-      if (pid < 0) {
-        infrastructure = fmt::format("cannot start a worker for point {}: fork: {}", index, std::strerror(errno));
+    if (stopping || next >= todo.size()) {
+      close_tasks(w);
+      return;
+    }
+    w.index = todo[next++];
+    w.deadline = Clock::now() + timeout;
+    if (!send_point(w, w.index)) close_tasks(w);  // it died: its reaping records the point
+  };
+  const auto take_rows = [&](PointWorker& w) {
+    std::vector<PointMessage> rows;
+    read_rows(w, rows);
+    for (PointMessage& m : rows) {
+      if (m.index != w.index)
+        throw RuntimeError(fmt::format("point worker {} sent point {} for point {}", w.pid, m.index, w.index));
+      w.index = -1;
+      record(Reaped{Outcome::row, std::move(m.json_line), std::move(m.csv_row), m.ok}, m.index);
+      hand_over(w);
+    }
+  };
+  while (next < todo.size() || !workers.empty()) {
+    const bool stopping = g_stop || !infrastructure.empty();
+    if (stopping && workers.empty()) break;
+    while (!stopping && next < todo.size() && static_cast<int>(workers.size()) < std::max(1, opt.jobs)) {
+      std::vector<const PointWorker*> others;
+      for (const PointWorker& w : workers) others.push_back(&w);
+      try {
+        workers.push_back(start_worker(sweep, others, guard.old_mask));
+      } catch (const RuntimeError& e) {
+        infrastructure = e.what();
         break;
       }
-      if (pid == 0) child_main(sweep, index, partial_of(index), guard.old_mask);
-      running[pid] = {index, Clock::now() + timeout, false};
-      ++next;
+      hand_over(workers.back());
     }
     if (g_stop && !stop_sent) {
-      for (const auto& [pid, w] : running) kill(pid, SIGTERM);
+      for (const PointWorker& w : workers) kill(w.pid, SIGTERM);
       stop_sent = true;
     }
-    bool reaped = false;
-    for (int status = 0; !running.empty();) {
+    for (PointWorker& w : workers) take_rows(w);
+    // Workers that ended: what they sent first counts; the point one was running when it ended is reaped.
+    for (int status = 0;;) {
       const pid_t pid = waitpid(-1, &status, WNOHANG);
       if (pid <= 0) break;
-      finish(pid, status);
-      reaped = true;
+      const auto it =
+          std::find_if(workers.begin(), workers.end(), [pid](const PointWorker& w) { return w.pid == pid; });
+      if (it == workers.end()) continue;
+      close_tasks(*it);
+      take_rows(*it);
+      if (it->index >= 0) record(reap(sweep, *it, status, opt.point_timeout_s), it->index);
+      close_worker(*it);
+      workers.erase(it);
     }
-    if (!reaped && !running.empty()) wait_a_little(running);
-    for (auto& [pid, w] : running) {
-      if (!w.timed_out && Clock::now() >= w.deadline) {
-        kill(pid, SIGKILL);
+    wait_a_little(workers);
+    for (PointWorker& w : workers) {
+      if (w.index >= 0 && !w.timed_out && Clock::now() >= w.deadline) {
+        kill(w.pid, SIGKILL);
         w.timed_out = true;
       }
     }
   }
   summary.interrupted = g_stop != 0;
   if (summary.interrupted && opt.progress) std::fputc('\n', stderr);
-  fs::remove_all(partial_dir, ec);
   summary.wall_s = progress.elapsed();
   if (!infrastructure.empty()) {
     throw RuntimeError(

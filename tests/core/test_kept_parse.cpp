@@ -1,16 +1,19 @@
-// keep_parsed_files_of (a sweep's parent parses the base scenario's files once for the points it forks): a kept
-// parse loads the same scenario, is taken once per process (a point's overrides never reach a later load), a file
-// changed since is parsed again, and errors keep their file and line.
+// keep_parsed_files_of (a sweep's parent parses the base scenario's files once for the workers it forks): a kept
+// parse loads the same scenario, is shared by every read-only load (a worker runs many points), a point's overrides
+// never reach a later load, a file changed since is parsed again, and errors keep their file and line.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "../source_dir.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/input_file.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/plan.hpp"
 #include "dpsim/sweep_spec.hpp"
 
 using namespace dpsim;
@@ -39,18 +42,41 @@ std::string load_error(const fs::path& f) {
 
 }  // namespace
 
-TEST_CASE("a kept parse is taken once: a point's overrides do not reach a later load") {
+TEST_CASE("points one after another share the kept parse: one point's overrides never reach a later load") {
   const fs::path f = write_scenario("kept-once", "1");
   const Scenario plain = load_scenario(f);
   keep_parsed_files_of(f);
-  const Scenario point = load_scenario(f, {{"training.micro_batch", "4"}});
-  const Scenario after = load_scenario(f);
-  CHECK(point.training.micro_batch == 4);
-  CHECK(after.training.micro_batch == 1);
-  CHECK(after.name == plain.name);
-  CHECK(after.topology.gpu.name == plain.topology.gpu.name);
-  CHECK(after.model.name == plain.model.name);
-  CHECK(after.topology.nodes == plain.topology.nodes);
+  for (int round = 0; round < 2; ++round) {
+    const Scenario point = load_scenario(f, {{"training.micro_batch", "4"}, {"cluster.gpus_per_node", "4"}});
+    const Scenario other = load_scenario(f, {{"training.sequence_length", "1024"}});
+    const Scenario after = load_scenario(f);
+    CHECK(point.training.micro_batch == 4);
+    CHECK(point.topology.gpus_per_node == 4);
+    CHECK(other.training.micro_batch == 1);
+    CHECK(other.topology.gpus_per_node == 8);
+    CHECK(other.training.sequence_length == 1024);
+    CHECK(after.training.micro_batch == 1);
+    CHECK(after.training.sequence_length == 2048);
+    CHECK(after.name == plain.name);
+    CHECK(after.topology.gpu.name == plain.topology.gpu.name);
+    CHECK(after.model.name == plain.model.name);
+    CHECK(after.topology.nodes == plain.topology.nodes);
+  }
+}
+
+TEST_CASE("each point notes every input it uses, whatever its process read before (kept parses, data tables)") {
+  const fs::path f = write_scenario("kept-inputs", "1");
+  keep_parsed_files_of(f);
+  std::map<std::string, std::string> first;
+  for (int round = 0; round < 2; ++round) {
+    InputLog log;
+    make_step_plan(load_scenario(f, {{"training.micro_batch", "2"}}));  // the plan reads data/optimizers.yaml once
+    if (round == 0) first = log.files();
+    CHECK(log.files() == first);
+  }
+  CHECK(std::any_of(first.begin(), first.end(),
+                    [](const auto& input) { return fs::path(input.first).filename() == "optimizers.yaml"; }));
+  CHECK(first.size() > 4);  // the scenario, its model, its GPU, nccl.yaml, optimizers.yaml...
 }
 
 TEST_CASE("a file changed since it was kept is parsed again") {

@@ -2,7 +2,8 @@
 # A sweep never loses or corrupts a point: Ctrl-C and SIGTERM to the process group leave the point in flight
 # unrecorded for --resume; a full disk stops the sweep without recording a point; a torn last line is dropped
 # on resume; a second sweep into the same directory is refused; --resume refuses rows of another sweep or of
-# changed inputs; a point that hangs is killed at --point-timeout and recorded as its error; bad options exit 2.
+# changed inputs; a point that hangs is killed at --point-timeout and recorded as its error, and the points after it
+# run on a new worker; bad options exit 2.
 # A point hangs by reading its model from a FIFO nobody writes.
 set -u
 dpsim=$1
@@ -168,6 +169,17 @@ grep -q '1,model,.*error,the point ran longer than 1 s (--point-timeout)' "$d/ou
   grep -q '^1,.*,error,the point ran longer than 1 s (--point-timeout)' "$d/out/results.csv" ||
   bad "timeout: row: $(cat "$d/out/results.csv")"
 grep -q "2 run now (1 failed)" "$d/err" || bad "timeout: summary: $(cat "$d/err")"
+# One worker (-j 1) runs the points one after another: the one killed at its timeout is replaced, and the points
+# after the hung one still run, each recorded once.
+write_sweep "$d/s3.yaml" "$good" "$d/hang.yaml" "$good" "$good"
+timeout 60 "$dpsim" sweep "$d/s3.yaml" -o "$d/out3" -j 1 -q --point-timeout 1 2>"$d/err3"
+status=$?
+[[ $status -eq 0 ]] || bad "timeout, one worker: exit $status: $(cat "$d/err3")"
+grep -q "4 run now (1 failed)" "$d/err3" || bad "timeout, one worker: summary: $(cat "$d/err3")"
+[[ $(grep -c '"result"' "$d/out3/results.jsonl") -eq 3 && $(wc -l <"$d/out3/results.jsonl") -eq 4 ]] ||
+  bad "timeout, one worker: rows: $(cut -c1-80 "$d/out3/results.jsonl")"
+grep -q '^1,.*,error,the point ran longer than 1 s (--point-timeout)' "$d/out3/results.csv" ||
+  bad "timeout, one worker: row: $(cat "$d/out3/results.csv")"
 # The base scenario's model a FIFO: the sweep's parent, which parses the base scenario's files before forking,
 # does not block on it; the point does, and is killed at its timeout.
 sed "s|^model: .*|model: $d/hang.yaml|" "$tmp/base.yaml" >"$d/hang-base.yaml"

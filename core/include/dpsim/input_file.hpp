@@ -4,6 +4,7 @@
 // as their identity, so that --resume can tell when an input changed under recorded results).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -30,8 +31,33 @@ class InputLog {
 
  private:
   friend void note_input_file(const std::filesystem::path& file, const std::string& text);
+  friend void note_input_files(const std::map<std::string, std::string>& files);
   std::map<std::string, std::string> files_;
   InputLog* outer_;
+};
+
+// Notes files already read (InputLog::files()) in the open InputLogs again.
+void note_input_files(const std::map<std::string, std::string>& files);
+
+// A value read from input files once per process (a data table kept in a static): every use notes the files it
+// was read from in the open InputLogs, as reading them would, so that what a sweep point records as its inputs does
+// not depend on what its worker process read for an earlier point.
+template <class T>
+class ReadOnce {
+ public:
+  explicit ReadOnce(const std::function<T()>& read) {
+    InputLog log;
+    value_ = read();
+    files_ = log.files();
+  }
+  const T& get() const {
+    note_input_files(files_);
+    return value_;
+  }
+
+ private:
+  T value_{};
+  std::map<std::string, std::string> files_;
 };
 
 }  // namespace dpsim

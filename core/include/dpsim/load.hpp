@@ -17,10 +17,10 @@ Scenario load_scenario(const std::filesystem::path& file);
 
 // Loads `scenario` (errors are ignored: each later load reports them) and keeps the YAML parse of every file it
 // read, for this process and the processes it forks: a later load of one of those files, while its text is still
-// the same, takes the kept parse instead of parsing and checking the file again. Each process takes a kept parse
-// once at most (a second load of the file in one process parses it, so that no two loads share nodes). It keeps
+// the same, shares the kept parse instead of parsing and checking the file again, as often as it is loaded, except
+// a load that changes the nodes (a scenario with overrides), which parses its own. It keeps
 // data/optimizers.yaml too, which every point's step plan reads. A sweep's
-// parent calls it before forking its points: every point reads its files, and parses only those it overrides.
+// parent calls it before forking its workers: every point reads its files, and parses only those it overrides.
 // It reads regular files only: one that is not (a FIFO could block) ends it, and the points read that file.
 void keep_parsed_files_of(const std::filesystem::path& scenario);
 Topology load_topology(const std::filesystem::path& file);
