@@ -1,5 +1,5 @@
-// dpsim's subcommands: estimate, inspect and measure run here; the commands that simulate run in dpsim-sim
-// (SimGrid), to which dpsim hands its arguments untouched, --help included, so that dpsim itself maps no SimGrid.
+// dpsim's subcommands: estimate, inspect and measure run here; the commands that simulate run in dpsim-sim (the
+// simulator), to which dpsim hands its arguments untouched, --help included, so that dpsim itself stays small.
 #include "commands.hpp"
 #include "helper.hpp"
 #include "summaries.hpp"
@@ -14,7 +14,7 @@ void register_in_dpsim_sim(CLI::App& app, const char* name, const char* summary)
   cmd->set_help_flag();   // --help too: dpsim-sim shows the command's options
   cmd->callback([] {
     run_helper("dpsim-sim",
-               "dpsim predict, validate, calibrate, sweep and plot run in dpsim-sim (SimGrid), installed next to "
+               "dpsim predict, validate, calibrate, sweep and plot run in dpsim-sim (the simulator), installed next to "
                "dpsim, and it was not found");
   });
 }

@@ -1,11 +1,11 @@
 #pragma once
 // The commands that need heavy libraries run in their own executables, so that a dpsim process maps only what its
-// command needs (SimGrid and its ns-3 libraries cost ~30 MB and ~30 ms at start; CUDA, cuBLAS, NCCL and MPI ~210 MB
-// and ~0.1 s more):
+// command needs (CUDA, cuBLAS, NCCL and MPI cost ~210 MB and ~0.1 s at start; SimGrid and its ns-3 libraries ~30 MB
+// and ~30 ms, and only the step that lays flows loads them, as a plugin: sim/src/simgrid_plugin.hpp):
 //   dpsim            estimate, inspect, measure --dry-run (none of them)
-//   dpsim-sim        predict, validate, calibrate, sweep, plot (SimGrid)
+//   dpsim-sim        predict, validate, calibrate, sweep, plot (the simulator; SimGrid's plugin when a step needs it)
 //   dpsim-measure    measure on GPUs and measure --calibrate (CUDA, cuBLASLt, NCCL, MPI)
-//   dpsim-sweep-mpi  a sweep as one of several MPI ranks, mpirun/srun (SimGrid, MPI)
+//   dpsim-sweep-mpi  a sweep as one of several MPI ranks, mpirun/srun (MPI)
 // A command hands over by exec: same process, same environment (an MPI launcher's rank stays that rank), the
 // same arguments.
 #include <string>

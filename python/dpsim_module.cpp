@@ -61,7 +61,8 @@ std::string estimate_json(const std::string& file, const Pairs& sets, bool advic
   });
 }
 
-// dpsim predict FILE --set ... --fidelity F [--no-overlap] --json (simulate() runs SimGrid in a child process)
+// dpsim predict FILE --set ... --fidelity F [--no-overlap] --json (simulate(): the direct engine here, or SimGrid in a
+// child process)
 std::string predict_json(const std::string& file, const Pairs& sets, const std::string& fidelity, bool overlap,
                          bool advice) {
   return guarded([&] {

@@ -3,7 +3,7 @@
     import dpsim
     s = dpsim.load("scenarios/llama3.1-8b-8xh100.yaml", overrides={"cluster.nodes": 2})
     r = dpsim.estimate(s)                     # the JSON object of `dpsim estimate --json`, as a dict
-    r = dpsim.predict(s, fidelity="fast")     # `dpsim predict --json` (SimGrid, in a child process)
+    r = dpsim.predict(s, fidelity="fast")     # `dpsim predict --json` (in this process; SimGrid in a child)
     rows = dpsim.sweep("scenarios/x.yaml", {"cluster.nodes": [1, 2, 4]})
 
 A bad input raises dpsim.InputError with .file, .line, .key_path and .message. dpsim.import_torch (no compiled code)

@@ -2,7 +2,8 @@
 // What the step program's stream coroutines (step.cpp's Run) ask of the engine that runs them, and the coroutine
 // type itself. One executor, two engines: DirectEngine (direct.hpp: an event queue in virtual time, where no call lays
 // flows) and SimGrid's (simgrid_engine.cpp, loaded from a plugin only when a step lays flows: see simgrid_plugin.hpp).
-// Everything here is inline, so the plugin needs nothing of this program's but these declarations.
+// What the plugin uses of it is inline (Blocking::await_suspend, which only the direct engine's coroutines reach, is in
+// direct.cpp), so the plugin needs nothing of this program's but these declarations.
 #include <array>
 #include <coroutine>
 #include <cstdint>

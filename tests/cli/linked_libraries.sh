@@ -42,7 +42,7 @@ run measure "$s" --dry-run || bad "measure --dry-run without helpers: $(head -5 
 run predict "$s"
 status=$?
 [[ $status -eq 1 ]] || bad "predict without dpsim-sim: status $status (want 1)"
-grep -qF "run in dpsim-sim (SimGrid), installed next to dpsim, and it was not found (looked for: $tmp/dpsim-sim, $tmp/nothing-here/dpsim-sim)" "$tmp/out" ||
+grep -qF "run in dpsim-sim (the simulator), installed next to dpsim, and it was not found (looked for: $tmp/dpsim-sim, $tmp/nothing-here/dpsim-sim)" "$tmp/out" ||
   bad "predict without dpsim-sim: $(head -5 "$tmp/out")"
 run measure "$s"
 status=$?
