@@ -101,8 +101,8 @@ void register_predict(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout")->check(non_empty());
   cmd->add_option(
          "--max-events", args->max_events,
-         "Refuse a run estimated to simulate more activities than this (default 5e6; step fidelity counts every "
-         "call's steps x flows, with no GPU cap)")
+         "Refuse a run estimated to simulate more activities than this (default 5e6; where calls lay flows, every "
+         "flow counts: step fidelity's steps x flows, fast fidelity's calls that share links; no GPU cap)")
       ->check(finite_positive());
   cmd->add_option("--max-memory", args->max_memory,
                   "Refuse a run estimated to hold more memory than this in the simulation process (default 8GiB)")

@@ -63,13 +63,17 @@ class Progress {
   bool shown_ = false;
 };
 
+const std::vector<const FlowSpace*> kNoSpaces;
+
 struct CallRun {
   CollectiveKind kind = CollectiveKind::all_reduce;
   CollectiveCost cost;
   const AlgorithmDescriptor* algorithm = nullptr;
-  std::vector<const FlowSpace*> spaces;  // every group of the call's kind runs it at once (all ranks run the program)
-  double wire_factor = 1;                // wire bytes per payload byte: 1 / protocol efficiency
-  bool moves = false;                    // its group has more than one rank
+  // Every group of the call's kind runs it at once (all ranks run the program): the class's list for the kind (one per
+  // kind, not per call: 16,384 tensor groups x 8,380 calls were 1 GB at 131,072 GPUs), or none (sends between stages).
+  const std::vector<const FlowSpace*>* spaces = &kNoSpaces;
+  double wire_factor = 1;  // wire bytes per payload byte: 1 / protocol efficiency
+  bool moves = false;      // its group has more than one rank
   double ready = -1, start = 0, end = 0;
   int stream = 0;
   const CommCall* call = nullptr;
@@ -98,9 +102,10 @@ struct Run final : StepExecutor {
   Platform* platform = nullptr;
   StepEngine* engine = nullptr;  // runs this Run's coroutines (engine.hpp)
   ComputeModel cm;
-  OpSeconds op_s;                                              // of plan->ops under cm
-  std::vector<CallRun> calls;                                  // per RankProgram::comms
-  std::map<GroupKind, std::vector<GroupSpace>> group_spaces_;  // kinds whose groups are not the world
+  OpSeconds op_s;                                                   // of plan->ops under cm
+  std::vector<CallRun> calls;                                       // per RankProgram::comms
+  std::map<GroupKind, std::vector<GroupSpace>> group_spaces_;       // kinds whose groups are not the world
+  std::map<GroupKind, std::vector<const FlowSpace*>> space_lists_;  // spaces_for()
   bool probe_shortcut = true;  // fast fidelity: calls never share links while they overlap (see probe_patterns)
   std::map<std::tuple<Algorithm, CollectiveKind, GroupKind>, double> seconds_per_byte;  // fast fidelity, per wire byte
   std::vector<std::vector<Instr>> queues;                                               // per stream, in issue order
@@ -205,7 +210,7 @@ struct Run final : StepExecutor {
   // NCCL steps for `bytes` (step fidelity, `per_step`).
   std::vector<Flow> pattern(const CallRun& c, bool per_step, double wire_factor, double bytes = 0) const {
     std::vector<Flow> flows_;
-    for (const FlowSpace* space : c.spaces) {
+    for (const FlowSpace* space : *c.spaces) {
       const auto part = per_step ? step_round(*c.algorithm, *space, step_call(c, bytes), scenario->nccl)
                                  : c.algorithm->flows(*space, c.kind);
       flows_.insert(flows_.end(), part.begin(), part.end());
@@ -218,24 +223,26 @@ struct Run final : StepExecutor {
   }
   // Step fidelity: NCCL's steps of the call (every space of a kind is the same shape: the first one's).
   int steps_of(const CallRun& c, double bytes) const {
-    return c.algorithm->steps(*c.spaces.front(), step_call(c, bytes), scenario->nccl);
+    return c.algorithm->steps(*c.spaces->front(), step_call(c, bytes), scenario->nccl);
   }
 
-  // Step fidelity: the activities the engine will run, counted before it starts: a compute op or a sleep per
-  // instruction that runs one, and per call its steps x the flows of a step that move something.
-  double step_events() const {
+  // Where calls lay flows (step fidelity, or fast fidelity's calls that are not probed), the activities the engine
+  // will run, counted before it starts: a compute op or a sleep per instruction that runs one, and per call the flows
+  // that move something: its NCCL steps x a step's (step fidelity), or its whole pattern once (fast).
+  double flow_events() const {
+    const bool per_step = options.fidelity == Fidelity::step;
     double total = compute_events();
     for (size_t i = 0; i < calls.size(); ++i) {
       const CallRun& c = calls[i];
       const double bytes = rank->comms[i].bytes;
       if (!c.moves) continue;
-      if (c.spaces.empty()) {  // between stages: one sleep
+      if (c.spaces->empty() || (!per_step && probe_shortcut)) {  // between stages, or probed: one sleep
         total += 1;
         continue;
       }
       double moving = 0;
-      for (const Flow& f : pattern(c, true, c.wire_factor, bytes)) moving += flow_size(f, bytes) > 0 ? 1 : 0;
-      total += steps_of(c, bytes) * moving;
+      for (const Flow& f : pattern(c, per_step, c.wire_factor, bytes)) moving += flow_size(f, bytes) > 0 ? 1 : 0;
+      total += (per_step ? steps_of(c, bytes) : 1) * moving;
     }
     return total;
   }
@@ -277,7 +284,7 @@ struct Run final : StepExecutor {
     const double fill_s = c.cost.fill_s;
     const double model_bw_s = std::max(0.0, c.cost.time_s - c.cost.latency_s - fill_s);
     const double launch_s = scenario->nccl.framework_launch_overhead_s;  // PyTorch's launch of this call
-    if (c.spaces.empty()) {  // between stages: NCCL's cost over the pair's fabric, no flows laid (no contention)
+    if (c.spaces->empty()) {  // between stages: NCCL's cost over the pair's fabric, no flows laid (no contention)
       co_await sleep_for(launch_s + c.cost.time_s);
       ++events;
       co_return;
@@ -428,15 +435,20 @@ struct Run final : StepExecutor {
     return true;
   }
 
-  std::vector<const FlowSpace*> spaces_for(GroupKind kind) {
-    if (spans_world(kind, program->dims)) return {platform};
+  // The spaces a call over groups of `kind` runs on: made once per kind, shared by its calls.
+  const std::vector<const FlowSpace*>* spaces_for(GroupKind kind) {
+    if (const auto it = space_lists_.find(kind); it != space_lists_.end()) return &it->second;
+    std::vector<const FlowSpace*>& out = space_lists_[kind];
+    if (spans_world(kind, program->dims)) {
+      out.push_back(platform);
+      return &out;
+    }
     auto it = group_spaces_.find(kind);
     if (it == group_spaces_.end())
       it = group_spaces_.emplace(kind, group_spaces(*platform, scenario->topology, kind, program->dims, rank->stage))
                .first;
-    std::vector<const FlowSpace*> out;
     for (const GroupSpace& g : it->second) out.push_back(&g);
-    return out;
+    return &out;
   }
 
   double mark_at(Mark m, int index) const { return marks.at({static_cast<int>(m), index}); }
@@ -547,19 +559,6 @@ bool runs_direct(const std::vector<std::unique_ptr<Run>>& runs, const SimOptions
   return true;
 }
 
-// The engine that runs the step: the direct one where it can (runs_direct), else SimGrid's (loaded from its plugin
-// here: simgrid_plugin.hpp), or none where `simgrid` is false (simulate() then runs the step in a child process).
-std::unique_ptr<StepEngine> engine_for(const std::vector<std::unique_ptr<Run>>& runs, const Platform& platform,
-                                       const SimOptions& options, bool simgrid) {
-  if (runs_direct(runs, options)) {
-    std::vector<std::array<double, 2>> speeds;
-    for (const ComputeHost& h : platform.compute_hosts()) speeds.push_back(h.speeds);
-    return std::make_unique<DirectEngine>(std::move(speeds));
-  }
-  if (!simgrid) return nullptr;
-  return make_simgrid_engine(platform);
-}
-
 // Runs the step: the same coroutines on either engine, started in the order SimGrid runs its actors (the first
 // class's compute stream, the driver, creates the other streams' actors, each of which runs before it goes on).
 void run_step(std::vector<std::unique_ptr<Run>>& runs, StepEngine& engine) {
@@ -597,17 +596,24 @@ double estimated_fast_events(const StepPlan& plan) {
 }
 
 namespace {
-// What the simulation process holds per GPU of the world, measured with dpsim_bench_sim (RSS, SimGrid 3.32): the full
-// platform (every GPU a host, its links; calls over groups that are not the world need it) 13.3 KB per GPU (Llama 3.1
-// 70B tensor 8 x data: 129.0 MB at 8,192 GPUs, 891.8 MB at 65,536); the reduced one (fast fidelity, every call over
-// the whole world) 0.6 KB (Llama 3.1 8B DDP at 1,048,576 GPUs: 597 MB). dpsim's own cost, not a modelled system's.
-constexpr double kFullPlatformBytesPerGpu = 13.3e3;
-constexpr double kReducedPlatformBytesPerGpu = 0.6e3;
+// What the simulating process holds per GPU of the world: dpsim's own cost, not a modelled system's. The full platform
+// (every GPU a host, its links; calls over groups that are not the world need it) and the reduced one (fast fidelity,
+// every call over the whole world).
+struct BytesPerGpu {
+  double full, reduced;
+};
+// The direct engine (max RSS of dpsim-sim, less the same step's at 2 nodes): full 0.66 KB (Llama 3.1 70B tensor 8 x
+// data, llama3.1-70b-tp8-64xh100 at 131,072 nodes: 704.6 MB, 29.1 MB at 2 nodes), reduced 0.15 KB (Llama 3.1 8B DDP,
+// llama3.1-8b-16384xh100-ib at 131,072 nodes: 158.8 MB, 8.1 MB at 2 nodes).
+constexpr BytesPerGpu kDirectBytesPerGpu{0.66e3, 0.15e3};
+// SimGrid 3.32's engine, measured with dpsim_bench_sim (RSS): full 13.3 KB (Llama 3.1 70B tensor 8 x data: 129.0 MB
+// at 8,192 GPUs, 891.8 MB at 65,536), reduced 0.6 KB (Llama 3.1 8B DDP at 1,048,576 GPUs: 597 MB).
+constexpr BytesPerGpu kSimgridBytesPerGpu{13.3e3, 0.6e3};
 }  // namespace
 
-double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform) {
-  return static_cast<double>(plan.world_size) *
-         (reduced_platform ? kReducedPlatformBytesPerGpu : kFullPlatformBytesPerGpu);
+double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform, bool simgrid_engine) {
+  const BytesPerGpu& per_gpu = simgrid_engine ? kSimgridBytesPerGpu : kDirectBytesPerGpu;
+  return static_cast<double>(plan.world_size) * (reduced_platform ? per_gpu.reduced : per_gpu.full);
 }
 
 namespace {
@@ -620,20 +626,23 @@ void refuse_above_events(const StepPlan& plan, const SimOptions& options, double
       options.fidelity == Fidelity::step ? ", or use --fidelity fast" : ""));
 }
 
-void refuse_above_memory(const StepPlan& plan, bool reduced_platform, const SimOptions& options) {
-  const double bytes = estimated_memory_bytes(plan, reduced_platform);
+void refuse_above_memory(const StepPlan& plan, bool reduced_platform, bool simgrid_engine, const SimOptions& options) {
+  const double bytes = estimated_memory_bytes(plan, reduced_platform, simgrid_engine);
   if (bytes <= options.max_memory_bytes) return;
   throw InputError(fmt::format(
-      "the simulation would hold about {} for {} GPUs ({} platform{}), above the limit of {} (raise it with "
+      "the simulation would hold about {} for {} GPUs ({} platform{}, {}), above the limit of {} (raise it with "
       "--max-memory)",
       format_bytes(bytes), plan.world_size, reduced_platform ? "the reduced" : "the full",
       reduced_platform ? "" : ": calls over groups that are not the whole world lay every GPU and NIC as a host",
+      simgrid_engine ? "on SimGrid's engine: its calls lay flows" : "on the direct engine",
       format_bytes(options.max_memory_bytes)));
 }
 }  // namespace
 
 namespace {
-// The step on the engine engine_for() picks; nothing where it would be SimGrid's and `simgrid` is false.
+// The step on the direct engine where it can (runs_direct), else on SimGrid's (loaded from its plugin here:
+// simgrid_plugin.hpp); nothing where it would be SimGrid's and `simgrid` is false (simulate() then runs it in a child
+// process). Runs above the event or memory limits are refused before either engine starts.
 std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& plan, const SimOptions& options,
                                       SimStats* stats, bool simgrid) {
   using namespace sim;
@@ -651,7 +660,7 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
     for (const CommCall& call : c.comms) world_groups = world_groups && spans_world(call.group, program.dims);
   const auto classes = static_cast<int>(program.classes.size());
   const bool reduced = options.fidelity == Fidelity::fast && world_groups;
-  refuse_above_memory(plan, reduced, options);
+  refuse_above_memory(plan, reduced, false, options);  // the direct engine's, the least any engine holds
   Platform platform(scenario, reduced, classes);
 
   // One Run per rank class (pipeline stages: each on its own compute host, their sends' events shared).
@@ -706,21 +715,31 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
     walk_program(program, rank, run);  // queues every instruction on its stream
   }
   Run& run = *runs.front();
-  // Step fidelity: every call's NCCL steps x the flows of a step, counted on the platform they will run on.
-  double step_events = 0;
-  if (options.fidelity == Fidelity::step) {
-    for (const auto& one : runs) step_events += one->step_events();
-    refuse_above_events(plan, options, step_events);
-  }
   if (classes > 1 && options.fidelity == Fidelity::fast) {  // the stages' calls on links no other stage or stream uses
     std::map<int, std::pair<int, int>> owner;
     bool disjoint = true;
     for (auto& one : runs) disjoint = disjoint && one->links_disjoint(owner);
     for (auto& one : runs) one->probe_shortcut = disjoint;
   }
+  // Where calls lay flows: every flow they lay, counted on the platform they will run on, and SimGrid's memory.
+  const bool direct = runs_direct(runs, options);
+  double flow_events = 0;
+  if (!direct) {
+    for (const auto& one : runs) flow_events += one->flow_events();
+    refuse_above_events(plan, options, flow_events);
+    refuse_above_memory(plan, reduced, true, options);
+  }
 
-  const std::unique_ptr<StepEngine> engine = engine_for(runs, platform, options, simgrid);
-  if (!engine) return std::nullopt;
+  std::unique_ptr<StepEngine> engine;
+  if (direct) {
+    std::vector<std::array<double, 2>> speeds;
+    for (const ComputeHost& h : platform.compute_hosts()) speeds.push_back(h.speeds);
+    engine = std::make_unique<DirectEngine>(std::move(speeds));
+  } else if (simgrid) {
+    engine = make_simgrid_engine(platform);
+  } else {
+    return std::nullopt;
+  }
   const auto sim_start = Clock::now();
   run_step(runs, *engine);
   const double sim_wall = std::chrono::duration<double>(Clock::now() - sim_start).count();
@@ -745,7 +764,7 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
     stats->simulate_wall_s = sim_wall;
     stats->wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
     stats->events = run.events;
-    stats->estimated_events = options.fidelity == Fidelity::step ? step_events : estimated_fast_events(plan);
+    stats->estimated_events = direct ? estimated_fast_events(plan) : flow_events;
     stats->flows = run.flows;
     const PlatformStats ps = platform.stats();
     stats->hosts = ps.hosts;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The documented maximum scale end to end (issue 18): `dpsim predict` of the shipped 16384-GPU Llama 3.1 8B DDP step
-# at 131072 nodes x 8 = 1,048,576 GPUs finishes with a whole result; one node more is refused up front (exit 2).
+# at 131072 nodes x 8 = 1,048,576 GPUs finishes with a whole result; one node more is refused up front (exit 2); so
+# does Llama 3.1 70B with tensor 8 beside the data groups (the full platform) at that scale.
 #   max_scale.sh DPSIM SOURCE_DIR
 set -u
 dpsim=$1
@@ -32,14 +33,27 @@ if [ $rc -ne 2 ] || ! grep -q '1,048,576' "$tmp/err"; then
   exit 1
 fi
 echo "ok: 131073 nodes refused: $(cat "$tmp/err")"
-# Tensor parallelism beside the data groups lays the full platform (every GPU a host): at 1,048,576 GPUs about 14 GB,
-# above the default --max-memory of 8 GiB, so it is refused up front with the estimate (measured: 13.8 GB, 84 s).
+# Tensor parallelism beside the data groups lays the full platform (every GPU a host): at 1,048,576 GPUs the direct
+# engine holds about 0.7 GB (measured 705 MB, 7.5 s on 2 cores) and finishes with a whole result; under a lower
+# --max-memory it is refused up front with the estimate, writing nothing.
 tp=$src/scenarios/llama3.1-70b-tp8-64xh100.yaml
-"$dpsim" predict "$tp" --set cluster.nodes=131072 --no-advice --json >"$tmp/out" 2>"$tmp/err"
-rc=$?
-if [ $rc -ne 2 ] || ! grep -q 'would hold about 13.95 GB for 1048576 GPUs (the full platform' "$tmp/err" ||
-  [ -s "$tmp/out" ]; then
-  echo "FAIL: tensor 8 at 1,048,576 GPUs: exit $rc (want 2, the estimate, no output): $(cat "$tmp/err")"
+if ! "$dpsim" predict "$tp" --set cluster.nodes=131072 --no-advice --json -o "$tmp/tp.json" 2>"$tmp/err"; then
+  echo "FAIL: tensor 8 at 1,048,576 GPUs: $(tail -3 "$tmp/err")"
   exit 1
 fi
-echo "ok: tensor 8 at 1,048,576 GPUs refused: $(cat "$tmp/err")"
+python3 - "$tmp/tp.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["parallelism"]["tensor"] == 8 and r["parallelism"]["data"] == 131072, r["parallelism"]
+assert r["context"]["simulator"]["engine"].startswith("dpsim direct"), r["context"]["simulator"]
+assert r["step"]["time_s"] > 0 and r["step"]["tensor_comm_s"] > 0, r["step"]
+print(f"ok: tensor 8 x data 131,072 step {r['step']['time_s']:.4f} s")
+PY
+"$dpsim" predict "$tp" --set cluster.nodes=131072 --no-advice --max-memory 256MiB --json >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q 'would hold about 692.06 MB for 1048576 GPUs (the full platform' "$tmp/err" ||
+  [ -s "$tmp/out" ]; then
+  echo "FAIL: tensor 8 at 1,048,576 GPUs under 256MiB: exit $rc (want 2, the estimate, no output): $(cat "$tmp/err")"
+  exit 1
+fi
+echo "ok: tensor 8 at 1,048,576 GPUs under --max-memory 256MiB refused: $(cat "$tmp/err")"

@@ -259,7 +259,7 @@ check step-512-event-budget 2 "^dpsim: error: step fidelity would simulate about
 check max-events-fast-advice 2 "above the limit of 3 \(raise it with --max-events\)$" -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-events 3
 check option-max-memory-text 2 '^--max-memory: cannot parse "lots" as a size' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-memory lots
 check option-max-memory-zero 2 '^--max-memory: must be above 0 bytes, got "0B"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --max-memory 0B
-check max-memory-tp 2 'would hold about 871.63 MB for 65536 GPUs \(the full platform: .*above the limit of 100.00 MB \(raise it with --max-memory\)$' -- "$dpsim" predict "$s/llama3.1-70b-tp8-64xh100.yaml" --set cluster.nodes=8192 --max-memory 100MB
+check max-memory-tp 2 'would hold about 43.25 MB for 65536 GPUs \(the full platform: .*, on the direct engine\), above the limit of 20.00 MB \(raise it with --max-memory\)$' -- "$dpsim" predict "$s/llama3.1-70b-tp8-64xh100.yaml" --set cluster.nodes=8192 --max-memory 20MB
 check option-trace-ranks-negative 2 '^--trace-ranks: must be a whole number from 1 to 1048576, got "-5"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace-ranks -5
 check option-trace-ranks-zero 2 '^--trace-ranks: must be a whole number from 1 to 1048576, got "0"' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace-ranks 0
 check option-trace-empty 2 '^--trace: must not be empty \(give a file name\)' -- "$dpsim" predict "$s/llama3.1-8b-8xh100.yaml" --trace ""

@@ -114,3 +114,27 @@ TEST_CASE("Megatron-LM 2019 at 512 GPUs with its own DDP (one all-reduce after t
   CHECK(local.exposed_comm_s == Approx(local.comm_busy_s).epsilon(1e-6));  // nothing hidden
   CHECK(e_local < e_torch - 0.05);
 }
+
+TEST_CASE("a step whose calls lay flows is admitted on the flows it lays, counted exactly, and refused above it",
+          "[sim]") {
+  // Tensor 8 x data 64: the data groups' calls share the nodes' NICs, so the step runs on SimGrid's engine.
+  const Scenario s = shipped("megatron-8.3b-512xv100-tp8-dp64");
+  SimOptions o;
+  o.progress = false;
+  SimStats st;
+  const StepResult r = simulate(s, make_step_plan(s), o, &st);
+  REQUIRE(r.context.at("simulator").at("engine").get<std::string>().rfind("SimGrid", 0) == 0);
+  CHECK(st.flows > 0);
+  CHECK(st.estimated_events == static_cast<double>(st.events));  // one class: its count is the whole run's
+  // 32x the nodes: about 1.3e7 flows, minutes of SimGrid's engine; refused before it starts.
+  const Scenario big =
+      shipped("megatron-8.3b-512xv100-tp8-dp64", {{"cluster.nodes", "1024"}, {"parallelism.data", "auto"}});
+  CHECK_THROWS_WITH(simulate(big, make_step_plan(big), o),
+                    Catch::Contains("fast fidelity would simulate about 1.31e+07 events for 16384 GPUs") &&
+                        Catch::Contains("--max-events"));
+  o.max_memory_bytes = 100e6;  // SimGrid's 13.3 KB per GPU of the full platform: 218 MB at 16,384 GPUs
+  o.max_events = 1e8;
+  CHECK_THROWS_WITH(
+      simulate(big, make_step_plan(big), o),
+      Catch::Contains("would hold about 217.91 MB for 16384 GPUs") && Catch::Contains("on SimGrid's engine"));
+}

@@ -59,13 +59,15 @@ struct SimStats {
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options);
 
 // Activities (compute ops, flows, sleeps) a fast-fidelity run simulates, estimated before it starts: its ops and a
-// handful per bucket. A step-fidelity run counts, once its platform exists and before the engine runs, every call's
-// NCCL steps x the flows of a step (the algorithm the cost model picks for the call, on the call's groups), and is
+// handful per bucket. A run whose calls lay flows counts, once its platform exists and before the engine runs, every
+// flow they lay (step fidelity: every call's NCCL steps x the flows of a step, for the algorithm the cost model picks
+// for the call, on the call's groups; fast fidelity: the whole pattern of each call that is not probed), and is
 // refused above options.max_events with that count (SimStats::estimated_events).
 double estimated_fast_events(const StepPlan& plan);
-// The memory the simulation process holds for `plan`'s world on the full or the reduced platform (a run above
-// options.max_memory_bytes is refused with this estimate).
-double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform);
+// The memory the simulation process holds for `plan`'s world on the full or the reduced platform, on the direct
+// engine or on SimGrid's (a run above options.max_memory_bytes is refused with this estimate: with the direct
+// engine's before anything is built, with SimGrid's once the step is known to need it).
+double estimated_memory_bytes(const StepPlan& plan, bool reduced_platform, bool simgrid_engine);
 StepResult simulate(const Scenario& scenario, const StepPlan& plan, const SimOptions& options, SimStats* stats);
 
 // The same, in this process, without forking: SimGrid can run only once per process, so this is
