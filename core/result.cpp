@@ -1,6 +1,7 @@
 #include "dpsim/result.hpp"
 
 #include <unistd.h>
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 
@@ -317,6 +318,16 @@ StepResult read_result(const std::filesystem::path& file) {
   } catch (const InputError& e) {
     throw InputError(file.string(), 0, "", e.what());
   }
+}
+
+bool write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
 }
 
 void write_file_atomic(const std::filesystem::path& file, const std::string& text) {

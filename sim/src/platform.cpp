@@ -364,14 +364,4 @@ const std::vector<double>& Platform::link_capacities() const { return impl_->cap
 
 const std::vector<std::string>& Platform::duplex_link_names() const { return impl_->duplex_names; }
 
-std::string Platform::link_name(int link) const {
-  return impl_->duplex_names.at(static_cast<size_t>(link / 2)) + (link % 2 == 0 ? "_UP" : "_DOWN");
-}
-
-std::vector<std::string> Platform::route_names(int src, int dst) const {
-  std::vector<std::string> names;
-  for (int l : route_links(src, dst)) names.push_back(link_name(l));
-  return names;
-}
-
 }  // namespace dpsim::sim

@@ -75,9 +75,6 @@ class Platform final : public FlowSpace {
   std::vector<int> route_links(int src, int dst) const;
   const std::vector<double>& link_capacities() const;
   const std::vector<std::string>& duplex_link_names() const;  // [link / 2]
-  std::string link_name(int link) const;                      // "n0nic0_UP"
-  // The route as link names, for tests and debugging.
-  std::vector<std::string> route_names(int src, int dst) const;
 
   struct Impl;
 

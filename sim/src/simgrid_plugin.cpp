@@ -4,8 +4,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
-#include <array>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -16,11 +15,24 @@ namespace dpsim::sim {
 
 namespace {
 
-std::string executable_dir() {
-  std::array<char, 4096> buffer{};
-  const ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
-  if (n <= 0) return "";
-  return std::filesystem::path(std::string(buffer.data(), static_cast<size_t>(n))).parent_path().string();
+std::string executable_dir() {  // as app/helper.cpp finds its helpers
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : self.parent_path().string();
+}
+
+// Where make_simgrid_engine() looks, in its order (simgrid_plugin.hpp).
+std::vector<std::string> simgrid_plugin_candidates() {
+  if (const char* set = std::getenv("DPSIM_SIMGRID_PLUGIN"); set && *set) return {set};
+  std::vector<std::string> out;
+  const std::string dir = executable_dir();
+  if (!dir.empty()) {
+    out.push_back(dir + "/" + kSimgridPluginFile);
+    out.push_back(dir + "/../lib/dpsim/" + kSimgridPluginFile);
+  }
+  for (const char* built : {DPSIM_SIMGRID_PLUGIN_BUILD, DPSIM_SIMGRID_PLUGIN_INSTALL})
+    if (std::find(out.begin(), out.end(), built) == out.end()) out.push_back(built);
+  return out;
 }
 
 SimgridEngineFactory load_factory() {
@@ -43,19 +55,6 @@ SimgridEngineFactory load_factory() {
 }
 
 }  // namespace
-
-std::vector<std::string> simgrid_plugin_candidates() {
-  if (const char* set = std::getenv("DPSIM_SIMGRID_PLUGIN"); set && *set) return {set};
-  std::vector<std::string> out;
-  const std::string dir = executable_dir();
-  if (!dir.empty()) {
-    out.push_back(dir + "/" + kSimgridPluginFile);
-    out.push_back(dir + "/../lib/dpsim/" + kSimgridPluginFile);
-  }
-  for (const char* built : {DPSIM_SIMGRID_PLUGIN_BUILD, DPSIM_SIMGRID_PLUGIN_INSTALL})
-    if (std::find(out.begin(), out.end(), built) == out.end()) out.push_back(built);
-  return out;
-}
 
 std::unique_ptr<StepEngine> make_simgrid_engine(const Platform& platform) {
   static const SimgridEngineFactory factory = load_factory();

@@ -34,7 +34,4 @@ inline constexpr const char* kSimgridPluginFile = "libdpsim-simgrid.so";
 // at when none holds it, or what the loader said when it did not load.
 std::unique_ptr<StepEngine> make_simgrid_engine(const Platform& platform);
 
-// Where make_simgrid_engine() looks, in its order (tests, messages).
-std::vector<std::string> simgrid_plugin_candidates();
-
 }  // namespace dpsim::sim

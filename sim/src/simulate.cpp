@@ -20,16 +20,6 @@ namespace dpsim {
 
 namespace {
 
-void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 nlohmann::json timeline_to_json(const std::vector<TimelineEvent>& events) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& e : events) a.push_back({e.rank, e.track, e.name, e.start_s, e.end_s});

@@ -267,10 +267,10 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
     jsonl_bytes += r.text.size() + 1;
     progress.update(summary.ran, summary.failed);
   };
+  const auto stopping = [&] { return g_stop || !infrastructure.empty(); };
   // Hands the next point to an idle worker, or tells it to leave when none is left or the sweep stops.
   const auto hand_over = [&](PointWorker& w) {
-    const bool stopping = g_stop || !infrastructure.empty();
-    if (stopping || next >= todo.size()) {
+    if (stopping() || next >= todo.size()) {
       close_tasks(w);
       return;
     }
@@ -290,9 +290,8 @@ SweepSummary run_sweep(const SweepSpec& sweep, const SweepOptions& opt) {
     }
   };
   while (next < todo.size() || !workers.empty()) {
-    const bool stopping = g_stop || !infrastructure.empty();
-    if (stopping && workers.empty()) break;
-    while (!stopping && next < todo.size() && static_cast<int>(workers.size()) < std::max(1, opt.jobs)) {
+    if (stopping() && workers.empty()) break;
+    while (!stopping() && next < todo.size() && static_cast<int>(workers.size()) < std::max(1, opt.jobs)) {
       std::vector<const PointWorker*> others;
       for (const PointWorker& w : workers) others.push_back(&w);
       try {

@@ -11,21 +11,11 @@
 #include <fmt/format.h>
 
 #include "dpsim/error.hpp"
+#include "dpsim/result.hpp"
 
 namespace dpsim {
 
 namespace {
-
-bool write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // A point index from the parent; false at the pipe's end (or on an error reading it).
 bool read_index(int fd, int64_t& index) {
@@ -59,7 +49,7 @@ bool read_index(int fd, int64_t& index) {
       _exit(kInfrastructureStatus);
     }
     const std::string message = fmt::format("{}\n{}", body.size(), body);
-    if (!write_all(result_fd, message.data(), message.size())) _exit(kInfrastructureStatus);
+    if (!write_all(result_fd, message)) _exit(kInfrastructureStatus);
   }
   std::fflush(nullptr);
   _exit(0);
@@ -127,7 +117,7 @@ PointWorker start_worker(const SweepSpec& sweep, const std::vector<const PointWo
 
 bool send_point(PointWorker& w, int64_t index) {
   if (w.task_fd < 0) return false;
-  return write_all(w.task_fd, reinterpret_cast<const char*>(&index), sizeof index);
+  return write_all(w.task_fd, std::string_view(reinterpret_cast<const char*>(&index), sizeof index));
 }
 
 void close_tasks(PointWorker& w) {

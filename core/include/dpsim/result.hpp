@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -196,5 +197,9 @@ StepResult read_result(const std::filesystem::path& file);
 
 // Write text to `file` through a temporary file and a rename: never a half-written file.
 void write_file_atomic(const std::filesystem::path& file, const std::string& text);
+
+// Write the whole of `text` to the descriptor `fd` (a pipe to a parent or a child), through short writes and EINTR;
+// false on an error (the reader is gone, a full disk).
+bool write_all(int fd, std::string_view text);
 
 }  // namespace dpsim
