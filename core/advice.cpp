@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "dpsim/conv_layout.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/estimate.hpp"
@@ -377,6 +378,24 @@ std::string fused_elementwise_advice(const Scenario& s, const StepResult& r, con
       gain(r, f));
 }
 
+// Convolutions on tensor cores in channels_first (NCHW, PyTorch's default): cuDNN runs each call on transposed NHWC
+// copies (core/conv_layout.cpp); what channels_last gives.
+std::string channels_last_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  if (!transposes_convolutions(s.training)) return "";
+  bool convolutions = false;
+  for (const ExplicitLayer& l : s.model.layers) convolutions = convolutions || l.convolution;
+  if (!convolutions) return "";
+  Scenario last = s;
+  last.training.memory_format = MemoryFormat::channels_last;
+  const StepResult f = evaluated(last, evaluate);
+  if (!(f.samples_per_s > (1.0 + kWorthMentioningGain) * r.samples_per_s)) return "";
+  return fmt::format(
+      "Convolutions in channels_first (NCHW, PyTorch's default) on tensor cores: cuDNN transposes every call's "
+      "feature maps to NHWC and back. channels_last (model.to(memory_format=torch.channels_last) and the same for "
+      "each input; training.memory_format: channels_last) gives {}.",
+      gain(r, f));
+}
+
 }  // namespace
 
 const char* lower_bound_label(const StepResult& r) {
@@ -413,6 +432,8 @@ std::vector<std::string> advise(const Scenario& s, const StepResult& r, const Ev
   if (r.fits) {
     const std::string fused = fused_elementwise_advice(s, r, evaluate);
     if (!fused.empty()) out.push_back(fused);
+    const std::string layout = channels_last_advice(s, r, evaluate);
+    if (!layout.empty()) out.push_back(layout);
   }
   if (!r.buckets.empty()) {
     const auto& last = r.buckets.back();

@@ -243,7 +243,7 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   k.allow_only({"gemm_tiles", "kernel_launch", "gemm_fixed_time", "attention_backward_factor",
                 "attention_backward_time_factor", "cudnn_attention_backward_time_factor", "flash2_speedup_over_flash1",
                 "eager_attention_bytes_per_score", "eager_elementwise_bytes", "eager_elementwise_time_factor",
-                "native_kernel_time_factor", "cuda_context", "cublas_workspace"});
+                "native_kernel_time_factor", "cuda_context", "cublas_workspace", "nchw_convolution_transposes"});
   const YNode tiles = k.at("gemm_tiles");
   for (size_t i = 0; i < tiles.size(); ++i) {
     const YNode t = tiles[i];
@@ -263,6 +263,10 @@ void parse_kernels(const YNode& k, GpuSpec& spec) {
   spec.gelu_time_factor = pass_factors(native.at("gelu"));
   spec.flash2_speedup_over_flash1 = k.at("flash2_speedup_over_flash1").as_positive_number();
   spec.cuda_context_bytes = k.at("cuda_context").as_bytes();
+  const YNode nchw = k.at("nchw_convolution_transposes");
+  nchw.allow_only({"feature_map_passes_per_call"});
+  spec.nchw_transpose_passes_per_call = nchw.at("feature_map_passes_per_call").as_number();
+  if (spec.nchw_transpose_passes_per_call < 0) nchw.at("feature_map_passes_per_call").fail("must be >= 0 passes");
   const YNode cublas = k.at("cublas_workspace");
   // One size per architecture that PyTorch treats apart, "other" for the rest.
   std::vector<std::string> keys{"other"};

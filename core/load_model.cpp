@@ -132,7 +132,7 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
   for (size_t i = 0; i < n.size(); ++i) {
     const YNode l = n[i];
     l.allow_only({"name", "parameters", "tensors", "forward_flops_per_sample", "gemm", "memory",
-                  "activation_elements_per_sample"});
+                  "activation_elements_per_sample", "convolution"});
     ExplicitLayer layer;
     layer.name = l.at("name").as_string();
     layer.parameters = l.at("parameters").as_int(0, int64_t{1} << 50);
@@ -162,6 +162,11 @@ std::vector<ExplicitLayer> parse_layers(const YNode& n) {
         const double v = m->at(key).as_number();
         if (!(v >= 0 && v <= 100)) m->at(key).fail("must be between 0 and 100 passes");
       }
+    }
+    if (auto c = l.get("convolution"); c && c->as_bool()) {
+      if (!layer.gemm || layer.memory_elements_per_sample <= 0)
+        c->fail("a convolution needs its implicit GEMM (gemm) and its feature maps (memory.elements_per_sample)");
+      layer.convolution = true;
     }
     layers.push_back(std::move(layer));
   }

@@ -73,9 +73,25 @@ Dtype parse_compute_dtype(const YNode& v, const Training& t) {
 }
 
 Training parse_training(const YNode& n) {
-  n.allow_only({"micro_batch", "sequence_length", "gradient_accumulation", "param_dtype", "grad_dtype", "compute_dtype",
-                "optimizer", "optimizer_impl", "attention", "activation_checkpointing", "elementwise", "cross_entropy",
-                "activation_checkpointing_every", "activations", "tf32", "total_tokens", "total_samples", "trainable",
+  n.allow_only({"micro_batch",
+                "sequence_length",
+                "gradient_accumulation",
+                "param_dtype",
+                "grad_dtype",
+                "compute_dtype",
+                "optimizer",
+                "optimizer_impl",
+                "attention",
+                "activation_checkpointing",
+                "elementwise",
+                "cross_entropy",
+                "activation_checkpointing_every",
+                "activations",
+                "tf32",
+                "memory_format",
+                "total_tokens",
+                "total_samples",
+                "trainable",
                 "frozen_except"});
   Training t;
   t.micro_batch = n.at("micro_batch").as_int(1, 1 << 24);
@@ -126,6 +142,11 @@ Training parse_training(const YNode& n) {
     if (t.tf32 && t.compute() != Dtype::fp32)
       v->fail(fmt::format("TF32 applies to fp32 matmuls; they run in {}", to_string(t.compute())));
   }
+  if (auto v = n.get("memory_format"))
+    t.memory_format = v->as_enum<MemoryFormat>({{"channels_first", MemoryFormat::channels_first},
+                                                {"channels_last", MemoryFormat::channels_last},
+                                                {"nchw", MemoryFormat::channels_first},
+                                                {"nhwc", MemoryFormat::channels_last}});
   if (auto v = n.get("total_tokens")) t.total_tokens = v->as_positive_number();
   if (auto v = n.get("total_samples")) {
     if (t.total_tokens) v->fail("give training.total_tokens or training.total_samples, not both");

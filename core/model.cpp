@@ -33,6 +33,7 @@ std::vector<Op> layer_list_ops(const std::vector<ExplicitLayer>& layers, double 
     op.forward_bytes_per_sample = l.memory_elements_per_sample * l.forward_passes * act_bytes;
     op.backward_bytes_per_sample = l.memory_elements_per_sample * l.backward_passes * act_bytes;
     op.activation_bytes_per_sample = l.activation_elements_per_sample * act_bytes;
+    if (l.convolution) op.feature_map_bytes_per_sample = l.memory_elements_per_sample * act_bytes;
     ops.push_back(std::move(op));
   }
   return ops;

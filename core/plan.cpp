@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "dpsim/autocast.hpp"
+#include "dpsim/conv_layout.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/sharding.hpp"
 #include "dpsim/trainable.hpp"
@@ -479,7 +480,8 @@ StepPlan make_step_plan(const Scenario& s) {
   // The whole model's FLOPs and parameters, unsplit: the same ops when nothing splits them.
   const bool unsplit = split.degree == 1 && !split.sequence_parallel && !split.tied_head_copy;
   add_model_totals(unsplit ? local : model_ops({}), plan);
-  const auto ops = with_autocast_casts(std::move(local), s.training);
+  const auto ops = with_layout_transposes(with_autocast_casts(std::move(local), s.training), s.training,
+                                          s.topology.gpu.nchw_transpose_passes_per_call);
   const int grad_bytes = dtype_bytes(trainable_dtypes(s.training).grads);
   for (const auto& op : ops) plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
   mark_recomputation(s, ops, plan);

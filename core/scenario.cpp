@@ -60,6 +60,9 @@ const char* to_string(ActivationCheckpointing c) {
 }
 
 const char* to_string(ElementwiseImpl impl) { return impl == ElementwiseImpl::eager ? "eager" : "fused"; }
+const char* to_string(MemoryFormat format) {
+  return format == MemoryFormat::channels_first ? "channels_first" : "channels_last";
+}
 
 // training.cross_entropy, or by default what the parallelism implies: with tensor parallelism dpsim's model is
 // Megatron-LM's, whose loss is the vocab-parallel cross-entropy (fused); without it, PyTorch's own (torch).

@@ -186,6 +186,7 @@ class Layer:
         self.flops = 0.0
         self.gemm = None  # (m, n, k, batch) per sample
         self.memory = None  # (elements per sample, forward passes, backward passes)
+        self.convolution = False  # its memory elements are a convolution's input and output feature maps
         self.tensors = []  # parameter names, first used here
         self.saved_elements = 0.0
         self.kind = "elementwise"
@@ -278,6 +279,7 @@ class Counter:
         layer.flops = 2.0 * out_numel / self.batch * cin_g * kernel
         layer.gemm = (pixels, cout // groups, cin_g * kernel, groups)
         layer.memory = ((x.numel() + out_numel) / self.batch, *CONV_PASSES)
+        layer.convolution = True
 
     def _conv_out_numel(self, x, w, args):
         stride, padding, dilation = args[3], args[4], args[5]
@@ -451,6 +453,8 @@ def render(name, header, counter, order, params):
                          f"backward_passes: {_num(b)}}}")
         if l.saved_elements:
             lines.append(f"    activation_elements_per_sample: {_num(l.saved_elements)}")
+        if l.convolution:
+            lines.append("    convolution: true")
     lines.append("gradient_ready_order:")
     lines += [f"  - {json.dumps(n)}" for n in order]
     return "\n".join(lines) + "\n"

@@ -93,6 +93,9 @@ with tempfile.TemporaryDirectory() as tmp:
     imported = [(l.flops, l.gemm and {"m": l.gemm[0], "n": l.gemm[1], "k": l.gemm[2]}) for l in counter.layers]
     check([(l["forward_flops_per_sample"], l.get("gemm")) for l in hand] == imported,
           f"resnet-50.yaml: per-layer FLOPs and GEMMs = the import's ({sum(f for f, _ in imported):,.0f} FLOPs)")
+    convs = [l.convolution for l in counter.layers]
+    check([l.get("convolution", False) for l in hand] == convs and sum(convs) == 53,
+          f"resnet-50.yaml: its {sum(convs)} convolutions are the import's (convolution: true)")
     check(sum(l["parameters"] for l in hand) == sum(p.numel() for p in cpu.parameters()), "resnet-50.yaml: params")
 
     # A plain GPT block: the import's forward FLOPs against core's transformer (gpt2 family, one layer).

@@ -158,9 +158,12 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       {"nvlink_mesh", "ddp_throughput", 8, 0.1072, 0.2806},
       // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the
       // GPU's one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
-      {"nvswitch", "ddp_scaling", 2, 0.1091, 0.1845},
-      // (autocast: the AMP rows' weight casts, median 58.3% -> 57.7%)
-      {"nvswitch", "ddp_throughput", 4, 0.5766, 0.7299},
+      {"nvswitch", "ddp_scaling", 2, 0.1099, 0.1845},
+      // (autocast: the AMP rows' weight casts, median 58.3% -> 57.7%). training.memory_format: the TF32 rows run in
+      // DeepLearningExamples' default NCHW, whose tensor-core convolutions cuDNN transposes (AMP runs NHWC): TF32
+      // +67.5% / +73.0% -> +13.7% / +17.5%; median 57.7% -> 21.2%, worst 73.0% -> 47.8% (AMP 8 GPUs, the input
+      // pipeline)
+      {"nvswitch", "ddp_throughput", 4, 0.2120, 0.4781},
       // BERT-large strong scaling on 2..32 DGX A100 nodes (seq 128 / 512, AMP / TF32): within 5% except TF32 seq 512
       // at 16 and 32 nodes (+12%, +27%: the source loses 22% there, more than any all-reduce on 8x HDR explains)
       {"multinode", "ddp_strong_scaling", 20, 0.0102, 0.2631},

@@ -78,6 +78,8 @@ struct Op {
   // A biased linear's backward also sums dY over the tokens for its bias's gradient (PyTorch's addmm backward:
   // grad_bias = grad.sum(0), one reduce kernel reading dY), where its weight trains.
   double bias_grad_bytes_per_sample = 0;
+  // A layer list's convolution: its input and output feature maps (core/conv_layout.cpp transposes them).
+  double feature_map_bytes_per_sample = 0;
 };
 
 // Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations; a transformer's

@@ -45,7 +45,12 @@ enum class ElementwiseImpl { eager, fused };
 // gradient over its saved fp32 softmax; flash-attn's CrossEntropyLoss, llm-foundry's default, saves the 16-bit logits
 // and writes one 16-bit gradient). Unset: cross_entropy_impl().
 enum class CrossEntropyImpl { fused, torch };
+// How a layer list's 4-D activations are laid out (training.memory_format): channels_first, PyTorch's default
+// (torch.contiguous_format, NCHW), whose tensor-core convolutions cuDNN runs on transposed NHWC copies
+// (core/conv_layout.cpp); channels_last (model.to(memory_format=torch.channels_last)), which they run on as they are.
+enum class MemoryFormat { channels_first, channels_last };
 const char* to_string(ElementwiseImpl impl);
+const char* to_string(MemoryFormat format);
 enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
 enum class Protocol { automatic, ll, ll128, simple };
 // GPU architectures, in NCCL's order of compute capability (sm70, sm75, sm80/86, sm89, sm90, sm100/sm120).
@@ -151,6 +156,9 @@ struct GpuSpec {
   double eager_elementwise_time_factor = 1;  // those ops' time over their bytes' at memory_efficiency (kernels.)
   PassFactors layer_norm_time_factor;        // PyTorch's LayerNorm kernels: time / their bytes' (kernels.)
   PassFactors gelu_time_factor;              // and its GELU's (kernels.native_kernel_time_factor)
+  // Passes over a convolution's input and output feature maps that one cuDNN call's NCHW <-> NHWC transposes make
+  // (kernels.nchw_convolution_transposes; core/conv_layout.cpp).
+  double nchw_transpose_passes_per_call = 0;
   std::string source;  // where the catalog's figures come from (data/gpus.yaml "source"), may be empty
   double peak_flops_per_s(Dtype dtype) const;
 };
@@ -425,6 +433,8 @@ struct ExplicitLayer {
   double forward_passes = 0;
   double backward_passes = 0;
   double activation_elements_per_sample = 0;  // saved for backward (bytes = x the activation dtype)
+  // A 2-D convolution: its `memory` elements are its input and output feature maps (core/conv_layout.cpp).
+  bool convolution = false;
 };
 
 struct ModelSpec {
@@ -479,6 +489,7 @@ struct Training {
   int64_t activation_checkpointing_every = 1;
   bool activations = true;
   bool tf32 = false;  // fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
+  MemoryFormat memory_format = MemoryFormat::channels_first;
   // How much the whole run trains on (at most one of the two): time and cost to train (core/training_cost.cpp).
   std::optional<double> total_tokens;
   std::optional<double> total_samples;
