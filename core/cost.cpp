@@ -134,6 +134,7 @@ FabricSummary summarize_fabric(const Topology& t) {
   double nic_latency = 0;
   for (const auto& nic : t.nics) nic_latency = std::max(nic_latency, nic.link.latency_s);
   f.nic_ring_bytes_per_s = static_cast<double>(t.nics.size()) * slowest_nic(t);
+  f.nics_per_node = static_cast<int>(t.nics.size());
   f.uplink_ring_bytes_per_s = uplink_ring(t);
   f.inter_ring_bytes_per_s = std::min(f.nic_ring_bytes_per_s, f.uplink_ring_bytes_per_s);
   f.nic_latency_s = nic_latency;

@@ -100,6 +100,17 @@ int log2_floor(int n) {
   return k;
 }
 
+double tree_chunk_bytes(double channel_bytes, Protocol p, int nodes, int gpus_per_node, const NcclStepChunks& k) {
+  double chunk = k.tree_bytes.get(p);
+  if (p == Protocol::ll128 && chunk > 0) {
+    const double ppn = gpus_per_node;
+    const double nsteps = 1 + log2_floor(nodes) + k.tree_ll128_steps_per_gpu * ppn;
+    for (const NcclStepChunks::Halving& h : k.tree_ll128_halving)
+      while (std::floor(channel_bytes / chunk) < nsteps * h.steps / ppn && chunk > h.above_bytes) chunk /= 2;
+  }
+  return std::max(0.0, chunk);
+}
+
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
   const auto it = nccl.tree_correction.find(p);
   if (it == nccl.tree_correction.end() || bytes < 64) return 1.0;

@@ -37,6 +37,10 @@ int log2_floor(int n);  // NCCL's log2i
 // NCCL's per-size tree correction (tuning.cc treeCorrectionFactor), 1 outside the table.
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes);
 
+// The tree's chunk for a channel of `channel_bytes` (enqueue.cc calcCollChunking: buffer / NCCL_STEPS per protocol,
+// the LL128 chunk halved for small calls, data/nccl.yaml step_chunks); 0 where the model has no step_chunks.
+double tree_chunk_bytes(double channel_bytes, Protocol p, int nodes, int gpus_per_node, const NcclStepChunks& k);
+
 // NCCL's steps for `bytes` in chunks of `chunk` bytes: ceil(bytes / chunk), at least 1 (1 where chunk is 0: a model
 // without data/nccl.yaml step_chunks).
 int steps_of_chunks(double bytes, double chunk);

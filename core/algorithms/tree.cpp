@@ -22,6 +22,21 @@ std::string unavailable(const FabricSummary& f, const NcclModel&) {
                         "always beats, so dpsim runs it across 2 or more nodes only";
 }
 
+// The chunk pipeline's fill, which neither NCCL's latency term (each hop's latency) nor its bandwidth term (the
+// steady state) holds: a call's last chunk leaves the last GPU (hops - 1) chunk times after its first chunk would
+// have, each chunk crossing the node's chain and the tree's levels up (the reduce) and back down (the broadcast),
+// 2 (ppn - 1 + log2 nodes) hops, one chunk time each: the chunk NCCL cuts for this call (tree_chunk_bytes) over one
+// channel's share of the call's rate (one channel per NIC; algbw = busbw / 2). LL128 and Simple, which hand a chunk
+// on when it has arrived; LL forwards its 8-byte lines as their flags arrive, as on the ring (ring.cpp).
+double pipeline_fill(double bytes, Protocol p, double wire_busbw, const FabricSummary& f, const NcclModel& nccl) {
+  if (p == Protocol::ll || wire_busbw <= 0) return 0;
+  const int hops = 2 * (f.gpus_per_node - 1 + log2_floor(f.nodes));
+  const double channels = std::max(1, f.nics_per_node);
+  const double chunk =
+      std::min(bytes / channels, tree_chunk_bytes(bytes / channels, p, f.nodes, f.gpus_per_node, nccl.step_chunks));
+  return std::max(0, hops - 1) * chunk / (wire_busbw / 2 / channels);
+}
+
 AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   const auto intra = nccl.hw_latency(intra_fabric(f), Algorithm::tree, f.arch);
   const double inter_hop = inter_hop_latency(Algorithm::tree, p, f, nccl);
@@ -33,7 +48,9 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   // busbw as nccl-tests reports it: 2(n-1)/n * S over the time. NCCL chooses by its own model's bandwidth; the call
   // runs at the wire's (terms.cpp tree_busbw).
   const double sent = ring_bytes_sent_per_gpu(bytes, f.world);
-  return {true, latency, latency + sent / tree_busbw(p, bytes, f, nccl, TreeView::wire), 0,
+  const double wire = tree_busbw(p, bytes, f, nccl, TreeView::wire);
+  const double fill = pipeline_fill(bytes, p, wire, f, nccl);
+  return {true, latency, latency + fill + sent / wire, fill,
           latency + sent / tree_busbw(p, bytes, f, nccl, TreeView::nccl_tuner)};
 }
 
@@ -56,16 +73,9 @@ std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
 // The pipeline's fill is NCCL's latency term, one hop latency per level (tuning.cc:416); a step moves one chunk over
 // every chain and tree edge in both directions (flows / steps).
 int steps(const FlowSpace& p, const StepCall& call, const NcclModel& nccl) {
-  const NcclStepChunks& k = nccl.step_chunks;
-  double chunk = k.tree_bytes.get(call.protocol);
   const double channel_bytes = call.bytes * p.channel_share();
-  if (call.protocol == Protocol::ll128 && chunk > 0) {
-    const double ppn = p.gpus_per_node();
-    const double nsteps = 1 + log2_floor(p.nodes()) + k.tree_ll128_steps_per_gpu * ppn;
-    for (const NcclStepChunks::Halving& h : k.tree_ll128_halving)
-      while (std::floor(channel_bytes / chunk) < nsteps * h.steps / ppn && chunk > h.above_bytes) chunk /= 2;
-  }
-  return steps_of_chunks(channel_bytes, chunk);
+  return steps_of_chunks(
+      channel_bytes, tree_chunk_bytes(channel_bytes, call.protocol, p.nodes(), p.gpus_per_node(), nccl.step_chunks));
 }
 
 }  // namespace
