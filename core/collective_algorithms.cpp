@@ -12,10 +12,11 @@ const AlgorithmDescriptor& ring_algorithm();
 const AlgorithmDescriptor& tree_algorithm();
 const AlgorithmDescriptor& nvls_algorithm();
 const AlgorithmDescriptor& nvlstree_algorithm();
+const AlgorithmDescriptor& collnet_chain_algorithm();
 
 const std::vector<const AlgorithmDescriptor*>& collective_algorithms() {
   static const std::vector<const AlgorithmDescriptor*> registry{&ring_algorithm(), &tree_algorithm(), &nvls_algorithm(),
-                                                                &nvlstree_algorithm()};
+                                                                &nvlstree_algorithm(), &collnet_chain_algorithm()};
   return registry;
 }
 

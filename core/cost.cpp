@@ -135,6 +135,7 @@ FabricSummary summarize_fabric(const Topology& t) {
   for (const auto& nic : t.nics) nic_latency = std::max(nic_latency, nic.link.latency_s);
   f.nic_ring_bytes_per_s = static_cast<double>(t.nics.size()) * slowest_nic(t);
   f.nics_per_node = static_cast<int>(t.nics.size());
+  f.sharp = t.network.sharp;
   f.uplink_ring_bytes_per_s = uplink_ring(t);
   f.inter_ring_bytes_per_s = std::min(f.nic_ring_bytes_per_s, f.uplink_ring_bytes_per_s);
   f.nic_latency_s = nic_latency;
@@ -172,6 +173,8 @@ CollectiveCost cheapest(CollectiveKind kind, double bytes, const FabricSummary& 
   // descriptors say which kinds each runs, and those kinds run on the ring here.
   for (const AlgorithmDescriptor* d : collective_algorithms()) {
     if (requested.algorithm != Algorithm::automatic && requested.algorithm != d->id) continue;
+    // NCCL weighs the CollNet algorithms only with NCCL_COLLNET_ENABLE=1 (tuning.cc:504-506)
+    if (requested.algorithm == Algorithm::automatic && d->in_network && !requested.collnet) continue;
     if (!algorithm_available(d->id, kind, f, nccl)) continue;
     for (Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
       if (requested.protocol != Protocol::automatic && requested.protocol != p) continue;

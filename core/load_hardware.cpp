@@ -139,16 +139,22 @@ std::map<CpuVendor, std::array<double, 2>> parse_vendor_ll_caps(const YNode& n) 
 // data/nccl.yaml step_chunks: how NCCL cuts a call into steps (step fidelity).
 NcclStepChunks parse_step_chunks(const YNode& n) {
   n.allow_only({"tree", "tree_ll128_halving", "tree_ll128_steps_per_gpu", "nvls", "nvls_caps", "nvlstree_max",
-                "nvlstree_caps", "nvls_channels"});
+                "nvlstree_caps", "nvls_channels", "collnet_chain", "collnet_chain_halving"});
   NcclStepChunks c;
   const YNode tree = n.at("tree");
   tree.allow_only({"ll", "ll128", "simple"});
   c.tree_bytes = {tree.at("ll").as_bytes(), tree.at("ll128").as_bytes(), tree.at("simple").as_bytes()};
-  const YNode halving = n.at("tree_ll128_halving");
-  for (size_t i = 0; i < halving.size(); ++i) {
-    halving[i].allow_only({"steps", "above"});
-    c.tree_ll128_halving.push_back({halving[i].at("steps").as_positive_number(), halving[i].at("above").as_bytes()});
-  }
+  const auto halvings = [](const YNode& list) {
+    std::vector<NcclStepChunks::Halving> out;
+    for (size_t i = 0; i < list.size(); ++i) {
+      list[i].allow_only({"steps", "above"});
+      out.push_back({list[i].at("steps").as_positive_number(), list[i].at("above").as_bytes()});
+    }
+    return out;
+  };
+  c.tree_ll128_halving = halvings(n.at("tree_ll128_halving"));
+  c.collnet_chain_bytes = n.at("collnet_chain").as_bytes();
+  c.collnet_chain_halving = halvings(n.at("collnet_chain_halving"));
   c.tree_ll128_steps_per_gpu = n.at("tree_ll128_steps_per_gpu").as_positive_number();
   c.nvls_bytes = n.at("nvls").as_bytes();
   auto caps = [](const YNode& list) {
@@ -622,13 +628,14 @@ IntraNode parse_intra(const YNode& n, int gpus_per_node) {
 }
 
 Network parse_network(const YNode& n) {
-  n.allow_only({"kind", "transport", "link_latency", "oversubscription", "leaf_radix", "tuner_plugin"});
+  n.allow_only({"kind", "transport", "link_latency", "oversubscription", "leaf_radix", "tuner_plugin", "sharp"});
   Network net;
   net.kind = n.at("kind").as_enum<NetworkKind>({{"none", NetworkKind::none},
                                                 {"single_switch", NetworkKind::single_switch},
                                                 {"fat_tree", NetworkKind::fat_tree},
                                                 {"rail_optimized", NetworkKind::rail_optimized}});
   if (auto v = n.get("link_latency")) net.link_latency_s = v->as_seconds();
+  if (auto v = n.get("sharp")) net.sharp = v->as_bool();
   if (auto v = n.get("oversubscription")) {
     net.oversubscription = v->as_positive_number();
     if (net.oversubscription < 1) v->fail("must be >= 1 (1 = full bisection)");

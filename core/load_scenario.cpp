@@ -169,8 +169,9 @@ Ddp parse_ddp(const YNode& n) {
 }
 
 Collective parse_collective(const YNode& n) {
-  n.allow_only({"algorithm", "protocol", "nccl_release"});
+  n.allow_only({"algorithm", "protocol", "nccl_release", "collnet"});
   Collective c;
+  if (auto v = n.get("collnet")) c.collnet = v->as_bool();
   if (auto v = n.get("algorithm")) {
     c.algorithm = algorithm_value(*v, true);
   }

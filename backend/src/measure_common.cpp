@@ -167,6 +167,9 @@ std::vector<std::pair<std::string, std::string>> nccl_environment(const Collecti
   std::vector<std::pair<std::string, std::string>> env;
   if (c.algorithm != Algorithm::automatic)  // the registry's NCCL_ALGO name (core/algorithms/<name>.cpp)
     env.emplace_back("NCCL_ALGO", algorithm_descriptor(c.algorithm).nccl_algo);
+  // CollNet runs only with NCCL_COLLNET_ENABLE=1 (and the SHARP plugin the platform loads)
+  if (c.collnet || (c.algorithm != Algorithm::automatic && algorithm_descriptor(c.algorithm).in_network))
+    env.emplace_back("NCCL_COLLNET_ENABLE", "1");
   switch (c.protocol) {
     case Protocol::automatic: break;
     case Protocol::ll: env.emplace_back("NCCL_PROTO", "LL"); break;
@@ -180,15 +183,18 @@ std::vector<std::pair<std::string, std::string>> apply_nccl_environment(const Co
                                                                         std::vector<std::string>& notes) {
   std::vector<std::pair<std::string, std::string>> used;
   const auto pinned = nccl_environment(c);
-  for (const char* name : {"NCCL_ALGO", "NCCL_PROTO"}) {
-    const char* before = std::getenv(name);
+  std::vector<std::string> names{"NCCL_ALGO", "NCCL_PROTO"};
+  for (const auto& [key, v] : pinned)
+    if (key == "NCCL_COLLNET_ENABLE") names.push_back(key);  // recorded where the scenario asks for CollNet
+  for (const std::string& name : names) {
+    const char* before = std::getenv(name.c_str());
     std::string value = before ? before : "";
     for (const auto& [key, v] : pinned) {
       if (key != name) continue;
       if (before && value != v)
         notes.push_back(
             fmt::format("{}={} from the environment replaced by the scenario's collective: {}", name, value, v));
-      setenv(name, v.c_str(), 1);
+      setenv(name.c_str(), v.c_str(), 1);
       value = v;
     }
     used.emplace_back(name, value.empty() ? "NCCL's choice" : value);

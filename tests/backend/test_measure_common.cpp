@@ -188,6 +188,12 @@ TEST_CASE("scenario.collective pins NCCL_ALGO / NCCL_PROTO before the communicat
   CHECK(nccl_environment({Algorithm::ring, Protocol::simple}) == Env{{"NCCL_ALGO", "Ring"}, {"NCCL_PROTO", "Simple"}});
   CHECK(nccl_environment({Algorithm::tree, Protocol::ll}) == Env{{"NCCL_ALGO", "Tree"}, {"NCCL_PROTO", "LL"}});
   CHECK(nccl_environment({Algorithm::nvls, Protocol::ll128}) == Env{{"NCCL_ALGO", "NVLS"}, {"NCCL_PROTO", "LL128"}});
+  // CollNet: NCCL runs it only with NCCL_COLLNET_ENABLE=1, set for a forced collnet_chain and for collective.collnet
+  CHECK(nccl_environment({Algorithm::collnet_chain, Protocol::simple}) ==
+        Env{{"NCCL_ALGO", "CollnetChain"}, {"NCCL_COLLNET_ENABLE", "1"}, {"NCCL_PROTO", "Simple"}});
+  Collective collnet;
+  collnet.collnet = true;
+  CHECK(nccl_environment(collnet) == Env{{"NCCL_COLLNET_ENABLE", "1"}});
 
   unsetenv("NCCL_ALGO");
   setenv("NCCL_PROTO", "LL", 1);

@@ -219,3 +219,33 @@ TEST_CASE(
   CHECK(allreduce_cost(kHuge, cluster("h100-ib-cluster", 4), nccl, {Algorithm::nvlstree, Protocol::simple}).fill_s ==
         Approx(h200).epsilon(1e-6));
 }
+
+TEST_CASE("CollNetChain: latency 2 (ppn - 1) intraLat + interLat, Simple only, SHARP fabrics of 2+ nodes (:420-421)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary f = cluster("h100-ib-sharp", 8);
+  // hwLat NVLINK CollNetChain 2.8 us per chain hop both ways, NET 30 us once, the plugin's latency twice (Simple)
+  CHECK(latency(f, nccl, Algorithm::collnet_chain, Protocol::simple) ==
+        Approx(2 * 7 * 2.8e-6 + 30e-6 + 2 * nccl.net_plugin_latency("net")));
+  CHECK_THROWS_WITH(allreduce_cost(1e6, f, nccl, {Algorithm::collnet_chain, Protocol::ll}),
+                    Catch::Contains("not available"));
+  CHECK_THROWS_WITH(allreduce_cost(1e6, cluster("h100-ib-cluster", 8), nccl, {Algorithm::collnet_chain}),
+                    Catch::Contains("does not reduce in its switches"));
+  CHECK_THROWS_WITH(allreduce_cost(1e6, cluster("h100-ib-sharp", 1), nccl, {Algorithm::collnet_chain}),
+                    Catch::Contains("on one node"));
+}
+
+TEST_CASE(
+    "CollNetChain: the chain's 2 S per GPU and the network's S each way; NCCL weighs it only when enabled (:504)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  FabricSummary f = cluster("a100-hdr-rail", 8);
+  f.sharp = true;  // DGX A100 nodes on SHARP switches: the NVSwitch chain bounds it, above the ring's network rate
+  const double nvswitch = 300e9 * nccl.ring_efficiency_for("nvswitch", Arch::ampere);
+  CHECK(busbw(kHuge, f, nccl, Algorithm::collnet_chain, Protocol::simple) ==
+        Approx(2.0 * 63 / 64 * nvswitch / 2).epsilon(0.01));
+  CHECK(busbw(kHuge, f, nccl, Algorithm::collnet_chain, Protocol::simple) >
+        1.1 * busbw(kHuge, f, nccl, Algorithm::ring, Protocol::simple));
+  CHECK(allreduce_cost(kHuge, f, nccl, {}).algorithm != Algorithm::collnet_chain);  // NCCL_COLLNET_ENABLE unset
+  Collective enabled;
+  enabled.collnet = true;
+  CHECK(allreduce_cost(kHuge, f, nccl, enabled).algorithm == Algorithm::collnet_chain);
+}

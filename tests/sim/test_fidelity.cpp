@@ -84,13 +84,19 @@ Topology with_nvls(Topology t) {
   return t;
 }
 
+Topology with_sharp(Topology t) {
+  t.network.sharp = true;
+  return t;
+}
+
 }  // namespace
 
 // Each algorithm runs NCCL's steps (data/nccl.yaml step_chunks), not one round: the flows the engine ran are exactly
 // steps x the flows of one step, counted here by hand. Uncontended, step and fast agree within 0.1% (the rounds move
 // what the whole-call flows move, each round paced by the same bottleneck); the event estimate is exact for one rank
 // class.
-TEST_CASE("step fidelity runs the tree, NVLS and NVLSTree as NCCL's steps and agrees with fast", "[sim][fidelity]") {
+TEST_CASE("step fidelity runs the tree, NVLS, NVLSTree and CollNetChain as NCCL's steps and agrees with fast",
+          "[sim][fidelity]") {
   using dpsim::test::ib_cluster;
   using dpsim::test::nvswitch_node;
   struct Case {
@@ -109,6 +115,10 @@ TEST_CASE("step fidelity runs the tree, NVLS and NVLSTree as NCCL's steps and ag
       // 256 MiB over 16 NVLS channels: 16 MiB each, chunk 64 KiB (the tree's cap from 4 nodes): 32 steps of 4 x 16
       // NVLS flows and 2 trees x 3 edges x 8 channels each way.
       {with_nvls(ib_cluster(4)), Algorithm::nvlstree, 256ll << 20, 32, 64 + 96},
+      // CollNetChain on SHARP switches: 256 MiB over 8 NIC channels, 32 MiB each in 128 KiB chunks (256 KiB halved
+      // once: 128 chunks < the chain's 8 GPUs x 64) = 256 steps of the 4 chains (7 edges each way) and each node's
+      // 8 channels to the network: 56 + 32 flows.
+      {with_sharp(ib_cluster(4)), Algorithm::collnet_chain, 256ll << 20, 256, 56 + 32},
   };
   for (const Case& c : cases) {
     INFO(to_string(c.algorithm));

@@ -87,13 +87,19 @@ std::vector<validation::ReferencePoint> load_points() {
 //   NCCL_ALGO NVLSTree (nccl-tests#294, Crusoe): +10..+20% at 128 MiB-2 GiB. With coreweave's two H100 nodes (+12.1%,
 //   above) every multi-node H100 NVLSTree point is 10-20% above dpsim's NIC efficiency (ring_efficiency, fitted on
 //   the ring). 17 points.
-constexpr int kKnownMisses = 12 + 23 + 2 + 12 + 8 + 6 + 7 + 1 + 8 + 37;
+// - nccl-tests#309's H100 runs of 8 x 400G IB (NCCL 2.26.2 on 2 and 4 nodes, NVIDIA: "Your numbers look good to me!";
+//   another user's 2 nodes): NVLSTree's plateau (1-16 GiB) within +5..+8%, its 16-512 MiB +11..+35% (the NVLS fill,
+//   fitted on one node, is short of the multi-node ramp: ~100 us more at 64 MiB-1 GiB), tree/LL128 at 1-8 MiB
+//   -33..+75%. 25 points.
+// CoreWeave's 8 H100 nodes with SHARP (CollNetChain, not fitted) are within 10% (-0.3..-6.2%).
+constexpr int kKnownMisses = 12 + 23 + 2 + 12 + 8 + 6 + 7 + 1 + 8 + 37 + 25;
 bool multinode_sweep_known_miss(const validation::ReferencePoint& p) {
   for (const char* id :
        {"ar-dgx-a100-4node-32gpu-8xhdr-deepops-slurm-sweep", "ar-a100-azure-ndmv4-2node-1gpu-per-node-inplace-1G",
         "ar-a100-40gb-oci-2node-16gpu-roce-oke-sweep", "ar-a100-40gb-oci-2node-16gpu-sriov-vf-nccl2.14.3-1G-10G",
         "ar-a100-40gb-oci-bm-gpu4-8-2node-16gpu-10GiB-nccl2.21.5", "ar-h100-4node-32gpu-voltagepark-sweep",
-        "ar-h100-2node-16gpu-crusoe-nvlstree-128M-2G"})
+        "ar-h100-2node-16gpu-crusoe-nvlstree-128M-2G", "ar-h100-2node-16gpu-xe9680-ib400-nccl2262",
+        "ar-h100-4node-32gpu-xe9680-vm-ib400-nccl2262", "ar-h100-2node-16gpu-ib400-gjaion-default"})
     if (p.entry == id) return true;
   return p.entry == "ar-dgx-a100-2node-16gpu-8xhdr-deepops-k8s-ring-sweep" && p.bytes <= 4.0 * (1 << 20);
 }

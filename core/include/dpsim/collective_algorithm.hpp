@@ -86,6 +86,9 @@ struct AlgorithmDescriptor {
   // steps are its 2(n-1) or n-1 hops of S/n; the tree's and the NVLS family's NCCL's chunks (data/nccl.yaml
   // step_chunks).
   int (*steps)(const FlowSpace& space, const StepCall& call, const NcclModel& nccl) = nullptr;
+  // A CollNet algorithm (the network's switches reduce): NCCL's own choice weighs it only with NCCL_COLLNET_ENABLE=1
+  // (scenario collective.collnet); a scenario may still name it.
+  bool in_network = false;
 };
 
 // One step of `call` on `space`: the descriptor's flows for one payload byte, scaled by 1 / its steps.

@@ -29,6 +29,7 @@ struct FabricSummary {
   double inter_ring_bytes_per_s = 0;
   double nic_ring_bytes_per_s = 0;     // NICs x slowest NIC
   int nics_per_node = 0;               // the node's NICs: NCCL runs one channel per NIC across nodes
+  bool sharp = false;                  // the network reduces in its switches (network.sharp: NCCL's CollNet)
   double uplink_ring_bytes_per_s = 0;  // the narrowest uplink the ring crosses; infinity where it crosses none
   double intra_edge_latency_s = 0;     // slowest intra-node ring edge (NVSwitch: GPU -> switch -> GPU)
   // The node-to-node edge: 2 x the slowest NIC + the switch hops (NcclModel network_hops of `network_path`) x the

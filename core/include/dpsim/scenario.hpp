@@ -51,7 +51,7 @@ enum class CrossEntropyImpl { fused, torch };
 enum class MemoryFormat { channels_first, channels_last };
 const char* to_string(ElementwiseImpl impl);
 const char* to_string(MemoryFormat format);
-enum class Algorithm { automatic, ring, tree, nvls, nvlstree };
+enum class Algorithm { automatic, ring, tree, nvls, nvlstree, collnet_chain };
 enum class Protocol { automatic, ll, ll128, simple };
 // GPU architectures, in NCCL's order of compute capability (sm70, sm75, sm80/86, sm89, sm90, sm100/sm120).
 enum class Arch { volta, turing, ampere, ada, hopper, blackwell };
@@ -216,6 +216,8 @@ struct Network {
   const char* ring_class() const { return transport == NetTransport::efa ? "efa" : "net"; }
   // network.tuner_plugin: the NCCL tuner plugin the platform loads (data/tuner_plugins.yaml); null: NCCL's own tuner.
   std::shared_ptr<const TunerPlugin> tuner_plugin;
+  // network.sharp: the switches reduce in the network (InfiniBand SHARP, NCCL's CollNet through the SHARP plugin).
+  bool sharp = false;
 };
 
 struct Topology {
@@ -284,6 +286,10 @@ struct NcclStepChunks {
   };
   std::vector<Halving> tree_ll128_halving;
   double tree_ll128_steps_per_gpu = 0;
+  // CollNetChain: its chunk, halved while a channel's bytes / chunk < the chain's depth x `steps` and the chunk is
+  // above `above_bytes`, for each rule in turn.
+  double collnet_chain_bytes = 0;
+  std::vector<Halving> collnet_chain_halving;
   double nvls_bytes = 0;  // NVLS's chunk (0: one step)
   // Below `loops` loops of (heads x chunk) per channel, the chunk is at most `bytes` (each rule in turn).
   struct Cap {
@@ -574,6 +580,9 @@ struct ZeroOptimization {
 struct Collective {
   Algorithm algorithm = Algorithm::automatic;
   Protocol protocol = Protocol::automatic;
+  // collective.collnet: NCCL_COLLNET_ENABLE=1, NCCL's own choice then also weighs the CollNet algorithms
+  // (network.sharp).
+  bool collnet = false;
 };
 
 struct Scenario {
