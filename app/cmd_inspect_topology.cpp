@@ -36,6 +36,7 @@ struct TopologyArgs {
   std::string framework = "nccl-tests";
   std::string nccl_release;  // "": data/nccl.yaml's nccl_version
   bool json = false;
+  bool collnet = false;  // NCCL_COLLNET_ENABLE=1: NCCL's choice also weighs CollNet (a SHARP network)
 };
 
 double size_option(const std::string& text, const char* option) {
@@ -52,7 +53,8 @@ std::vector<std::pair<double, CollectiveCost>> sweep(const FabricSummary& f, con
                                                      const TopologyArgs& a) {
   const double lo = size_option(a.min_bytes, "--min-bytes"), hi = size_option(a.max_bytes, "--max-bytes");
   if (hi < lo) throw InputError("inspect topology: --max-bytes is smaller than --min-bytes");
-  const Collective want{algorithm_named(a.algorithm).value_or(Algorithm::automatic), Protocol::automatic};
+  Collective want{algorithm_named(a.algorithm).value_or(Algorithm::automatic), Protocol::automatic};
+  want.collnet = a.collnet;
   const CallLaunch launch = a.framework == "torch"                      ? CallLaunch::torch
                             : a.framework == "nccl-tests-single-thread" ? CallLaunch::single_thread
                                                                         : CallLaunch::nccl_tests;
@@ -259,6 +261,9 @@ void register_inspect_topology(CLI::App& inspect) {
   cmd->add_option("--nccl-release", a->nccl_release,
                   "NCCL release whose tuning tables to use (e.g. 2.18.5: the newest table of data/nccl.yaml releases "
                   "at or below it; default: its nccl_version)");
+  cmd->add_flag("--collnet", a->collnet,
+                "NCCL_COLLNET_ENABLE=1: NCCL's choice (auto) also weighs CollNetChain, on a topology whose network "
+                "reduces in its switches (network.sharp)");
   cmd->add_flag("--json", a->json, "Print JSON (keys as the table, plus the fabric summary)");
   cmd->callback([a] { run(*a); });
 }

@@ -52,6 +52,10 @@ check inspect-topology-nvls 0 "^2MiB +2097152 +nvls/simple" -- "$dpsim" inspect 
 check inspect-topology-a100 0 "^8GiB .*ring/simple .* 23[0-4]\.[0-9]{2}$" -- "$dpsim" inspect topology a100-8x-nvswitch --min-bytes 8GiB --max-bytes 8GiB
 check inspect-topology-nodes 0 "4 nodes x 8 = 32" -- "$dpsim" inspect topology h100-ib-rail --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
 # The Megatron-LM 2019 cluster: 32 DGX-2H of 16 V100 SXM3, the 8 EDR NICs bounding it at 100 GB/s per node.
+# IB SHARP: --collnet (NCCL_COLLNET_ENABLE=1) lets NCCL's choice weigh CollNetChain on a SHARP network, not otherwise
+check inspect-topology-collnet 0 "^64MiB +67108864 +collnet_chain/simple" -- "$dpsim" inspect topology h100-ib-sharp --nodes 8 --collnet --min-bytes 64MiB --max-bytes 64MiB
+check inspect-topology-no-collnet 0 "^64MiB +67108864 +nvlstree/simple" -- "$dpsim" inspect topology h100-ib-sharp --nodes 8 --min-bytes 64MiB --max-bytes 64MiB
+check inspect-topology-collnet-no-sharp 2 "collnet_chain: the topology's network does not reduce in its switches" -- "$dpsim" inspect topology h100-ib-cluster --nodes 8 --algorithm collnet_chain
 check inspect-topology-dgx2h 0 "32 nodes x 16 = 512 x Tesla V100-SXM3-32GB-H" -- "$dpsim" inspect topology dgx2h-v100 --min-bytes 1GiB --max-bytes 1GiB
 check inspect-topology-json 0 '"busbw_GBps"' -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 4 --json
 check inspect-topology-too-many 2 "--gpus-per-node 12: .* has 8 GPUs per node" -- "$dpsim" inspect topology pcie4-8x --gpus-per-node 12
