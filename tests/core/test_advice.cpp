@@ -187,3 +187,37 @@ TEST_CASE("a transformer on eager elementwise kernels gets what fused kernels wo
   CHECK(gpt2.find("RMSNorm") == std::string::npos);
   CHECK(mentions(lines("scenarios/gpt2-1.5b-16xh100-ib.yaml", "fused")).empty());
 }
+
+TEST_CASE("a SHARP network's CollNet left off gets what NCCL_COLLNET_ENABLE gives; channels_first convolutions too") {
+  const auto advice_of = [](const std::string& file, const std::vector<Override>& overrides) {
+    const Scenario s = load_scenario(src(file), overrides);
+    return advise(s, evaluate(s), with_plan);
+  };
+  const auto starting = [](const std::vector<std::string>& advice, const std::string& start) {
+    for (const auto& line : advice)
+      if (line.rfind(start, 0) == 0) return line;
+    return std::string();
+  };
+  // GPT-2 124M, one sequence per GPU on 64 H100 nodes with SHARP: communication-bound, CollNetChain helps.
+  const std::vector<Override> sharp{
+      {"cluster.topology", "h100-ib-sharp"}, {"cluster.nodes", "64"}, {"training.micro_batch", "1"}};
+  const std::string off = starting(advice_of("scenarios/gpt2-124m-4xrtx4090.yaml", sharp), "The network reduces");
+  REQUIRE_FALSE(off.empty());
+  CHECK(off.find("collective.collnet: true") != std::string::npos);
+  std::vector<Override> on = sharp;
+  on.push_back({"collective.collnet", "true"});
+  CHECK(starting(advice_of("scenarios/gpt2-124m-4xrtx4090.yaml", on), "The network reduces").empty());
+  // The same without SHARP: nothing to say.
+  std::vector<Override> plain = sharp;
+  plain[0].value = "h100-ib-cluster";
+  CHECK(starting(advice_of("scenarios/gpt2-124m-4xrtx4090.yaml", plain), "The network reduces").empty());
+  // ResNet-50 in fp16 (tensor cores) and PyTorch's default layout: channels_last's gain; in channels_last, none.
+  const std::vector<Override> fp16{{"training.param_dtype", "fp16"}, {"training.grad_dtype", "fp16"}};
+  const std::string nchw =
+      starting(advice_of("scenarios/resnet50-8xv100.yaml", fp16), "Convolutions in channels_first");
+  REQUIRE_FALSE(nchw.empty());
+  CHECK(nchw.find("training.memory_format: channels_last") != std::string::npos);
+  std::vector<Override> nhwc = fp16;
+  nhwc.push_back({"training.memory_format", "channels_last"});
+  CHECK(starting(advice_of("scenarios/resnet50-8xv100.yaml", nhwc), "Convolutions in channels_first").empty());
+}
