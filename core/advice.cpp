@@ -357,14 +357,22 @@ std::string efa_advice(const Scenario& s, const StepResult& r, const Evaluate& e
       gain(r, evaluated(slower, evaluate)));
 }
 
+// A variant of the scenario, evaluated, where it gains at least kWorthMentioningGain over `r`; nothing otherwise.
+std::optional<StepResult> worth_mentioning(const Scenario& variant, const StepResult& r, const Evaluate& evaluate) {
+  StepResult f = evaluated(variant, evaluate);
+  if (!(f.samples_per_s > (1.0 + kWorthMentioningGain) * r.samples_per_s)) return std::nullopt;
+  return f;
+}
+
 // A transformer on eager kernels (training.elementwise eager): what one fused kernel per memory-bound op gives. The
 // Llama family's ops are unfused chains; the other families' are PyTorch's own LayerNorm and GELU kernels.
 std::string fused_elementwise_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   if (!s.model.transformer || s.training.elementwise != ElementwiseImpl::eager) return "";
   Scenario fused = s;
   fused.training.elementwise = ElementwiseImpl::fused;
-  const StepResult f = evaluated(fused, evaluate);
-  if (!(f.samples_per_s > (1.0 + kWorthMentioningGain) * r.samples_per_s)) return "";
+  const auto gained = worth_mentioning(fused, r, evaluate);
+  if (!gained) return "";
+  const StepResult& f = *gained;
   if (s.model.transformer->family != ModelFamily::llama)
     return fmt::format(
         "Eager elementwise kernels (training.elementwise: eager; PyTorch's own LayerNorm and GELU as Hugging Face and "
@@ -387,13 +395,13 @@ std::string channels_last_advice(const Scenario& s, const StepResult& r, const E
   if (!convolutions) return "";
   Scenario last = s;
   last.training.memory_format = MemoryFormat::channels_last;
-  const StepResult f = evaluated(last, evaluate);
-  if (!(f.samples_per_s > (1.0 + kWorthMentioningGain) * r.samples_per_s)) return "";
+  const auto f = worth_mentioning(last, r, evaluate);
+  if (!f) return "";
   return fmt::format(
       "Convolutions in channels_first (NCHW, PyTorch's default) on tensor cores: cuDNN transposes every call's "
       "feature maps to NHWC and back. channels_last (model.to(memory_format=torch.channels_last) and the same for "
       "each input; training.memory_format: channels_last) gives {}.",
-      gain(r, f));
+      gain(r, *f));
 }
 
 // A SHARP network whose CollNet the scenario leaves off (NCCL_COLLNET_ENABLE unset): what NCCL's choice gives when it
@@ -404,12 +412,12 @@ std::string collnet_advice(const Scenario& s, const StepResult& r, const Evaluat
     return "";
   Scenario with = s;
   with.collective.collnet = true;
-  const StepResult f = evaluated(with, evaluate);
-  if (!(f.samples_per_s > (1.0 + kWorthMentioningGain) * r.samples_per_s)) return "";
+  const auto f = worth_mentioning(with, r, evaluate);
+  if (!f) return "";
   return fmt::format(
       "The network reduces in its switches (SHARP) but NCCL does not use it unless asked: NCCL_COLLNET_ENABLE=1 with "
       "the SHARP plugin (collective.collnet: true, NCCL's CollNetChain where it is faster) gives {}.",
-      gain(r, f));
+      gain(r, *f));
 }
 
 }  // namespace

@@ -175,6 +175,14 @@ int parent(int v, int n, int tree) {
 
 }  // namespace
 
+void append_intra_node_chain(const FlowSpace& p, std::vector<Flow>& out) {
+  for (int v = 0; v < p.simulated_nodes(); ++v)
+    for (int x = 0; x + 1 < p.gpus_per_node(); ++x) {
+      out.push_back({p.gpu(v, x), p.gpu(v, x + 1), 1.0});
+      out.push_back({p.gpu(v, x + 1), p.gpu(v, x), 1.0});
+    }
+}
+
 void append_inter_node_double_tree(const FlowSpace& p, std::vector<Flow>& out) {
   const int n = p.nodes();
   if (n < 2) return;

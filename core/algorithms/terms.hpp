@@ -60,6 +60,10 @@ std::vector<Flow> nvls_flows(const FlowSpace& space, CollectiveKind kind);
 int nvls_steps(const FlowSpace& space, const StepCall& call, double chunk, const std::vector<NcclStepChunks::Cap>& caps,
                const NcclModel& nccl);
 
+// Flows of a chain of each node's GPUs, 0 - 1 - ... - g-1, per payload byte: S each way on every edge (the tree and
+// CollNetChain reduce up it and broadcast back down, pipelined).
+void append_intra_node_chain(const FlowSpace& space, std::vector<Flow>& out);
+
 // Flows of NCCL's double binary tree across nodes, per payload byte: each tree moves half the data up for the
 // reduce and down for the broadcast, pipelined, so both directions run at once.
 void append_inter_node_double_tree(const FlowSpace& space, std::vector<Flow>& out);

@@ -56,11 +56,7 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
 
 std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
   std::vector<Flow> out;
-  for (int v = 0; v < p.simulated_nodes(); ++v)
-    for (int x = 0; x + 1 < p.gpus_per_node(); ++x) {
-      out.push_back({p.gpu(v, x), p.gpu(v, x + 1), 1.0});
-      out.push_back({p.gpu(v, x + 1), p.gpu(v, x), 1.0});
-    }
+  append_intra_node_chain(p, out);
   append_inter_node_double_tree(p, out);
   return out;
 }
