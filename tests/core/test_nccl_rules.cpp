@@ -249,3 +249,28 @@ TEST_CASE(
   enabled.collnet = true;
   CHECK(allreduce_cost(kHuge, f, nccl, enabled).algorithm == Algorithm::collnet_chain);
 }
+
+TEST_CASE("the tree's chunk pipeline: (hops - 1) chunks of NCCL's LL128 size, one channel per NIC (enqueue.cc:2286)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const auto fill_in_chunks = [&](const FabricSummary& f, double bytes, Protocol p) {
+    const CollectiveCost c = allreduce_cost(bytes, f, nccl, {Algorithm::tree, p});
+    // the wire's bus bandwidth: the call's bytes over what is neither latency nor fill; a channel's algbw is its
+    // half over the node's NICs
+    const double wire = 2.0 * (f.world - 1) / f.world * bytes / (c.time_s - c.latency_s - c.fill_s);
+    return c.fill_s * (wire / 2 / f.nics_per_node);  // the fill, in bytes a channel moves meanwhile
+  };
+  // 4 DGX A100 nodes, 8 MiB: 1 MiB per channel; LL128's 576,000 B chunk halves while 1 MiB / chunk < (1 + 2 + 0.8)
+  // x 64 / 8 and chunk > 131,072 (to 72,000), and not below (1 MiB / 72,000 >= 3.8 x 16 / 8): 2 (7 + 2) = 18 hops.
+  const FabricSummary dgx = cluster("a100-hdr-rail", 4);
+  CHECK(fill_in_chunks(dgx, 8.0 * (1 << 20), Protocol::ll128) == Approx(17 * 72000.0));
+  // 1 MiB: 128 KiB per channel; the first rule stops at 72,000, the second halves to 18,000 (128 KiB / 18,000 >= 7.6)
+  CHECK(fill_in_chunks(dgx, 1.0 * (1 << 20), Protocol::ll128) == Approx(17 * 18000.0));
+  // Simple: NCCL's 512 KiB tree chunk, no halving
+  CHECK(fill_in_chunks(dgx, 256.0 * (1 << 20), Protocol::simple) == Approx(17 * 524288.0));
+  // LL forwards its lines as their flags arrive: no fill
+  CHECK(allreduce_cost(1 << 20, dgx, nccl, {Algorithm::tree, Protocol::ll}).fill_s == 0);
+  // One GPU per node on 2 nodes (its one NIC): no chain, one level up and down, 2 hops; 2 MiB on one channel, the
+  // chunk halved to 72,000 by the first rule ((1 + 1 + 0.1) x 64) and to 36,000 by the second (2 MiB / 72,000 < 33.6)
+  const FabricSummary one = cluster("h100-ib-cluster", 2, 1);
+  CHECK(fill_in_chunks(one, 2.0 * (1 << 20), Protocol::ll128) == Approx(1 * 36000.0));
+}
