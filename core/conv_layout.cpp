@@ -30,10 +30,11 @@ std::vector<Op> with_layout_transposes(std::vector<Op> ops, const Training& trai
   std::vector<Op> out;
   out.reserve(2 * ops.size());
   for (Op& op : ops) {
-    const bool conv = op.feature_map_bytes_per_sample > 0;
-    Op t = conv ? transposes(op, passes_per_call) : Op{};
     out.push_back(std::move(op));
-    if (conv) out.push_back(std::move(t));
+    if (out.back().feature_map_bytes_per_sample > 0) {
+      Op t = transposes(out.back(), passes_per_call);
+      out.push_back(std::move(t));
+    }
   }
   return out;
 }

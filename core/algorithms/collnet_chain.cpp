@@ -11,7 +11,6 @@
 // Flows: the chain inside each node (both directions, S each) and each node's S out and S in over its NICs, laid
 // as to the next node: the switches' reduction has no flow of its own in dpsim, but each NIC carries what it does.
 #include <algorithm>
-#include <cmath>
 
 #include "terms.hpp"
 
@@ -61,11 +60,8 @@ std::vector<Flow> flows(const FlowSpace& p, CollectiveKind) {
 int steps(const FlowSpace& p, const StepCall& call, const NcclModel& nccl) {
   const NcclStepChunks& k = nccl.step_chunks;
   const double channel_bytes = call.bytes * p.channel_share();
-  double chunk = k.collnet_chain_bytes;
-  for (const NcclStepChunks::Halving& h : k.collnet_chain_halving)
-    while (chunk > 0 && std::floor(channel_bytes / chunk) < p.gpus_per_node() * h.steps && chunk > h.above_bytes)
-      chunk /= 2;
-  return steps_of_chunks(channel_bytes, chunk);
+  return steps_of_chunks(
+      channel_bytes, halved_chunk(k.collnet_chain_bytes, channel_bytes, p.gpus_per_node(), k.collnet_chain_halving));
 }
 
 }  // namespace

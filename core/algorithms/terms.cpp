@@ -100,15 +100,21 @@ int log2_floor(int n) {
   return k;
 }
 
+double halved_chunk(double chunk, double channel_bytes, double depth,
+                    const std::vector<NcclStepChunks::Halving>& rules) {
+  if (chunk <= 0) return 0;
+  for (const NcclStepChunks::Halving& h : rules)
+    while (std::floor(channel_bytes / chunk) < depth * h.steps && chunk > h.above_bytes) chunk /= 2;
+  return chunk;
+}
+
 double tree_chunk_bytes(double channel_bytes, Protocol p, int nodes, int gpus_per_node, const NcclStepChunks& k) {
-  double chunk = k.tree_bytes.get(p);
-  if (p == Protocol::ll128 && chunk > 0) {
-    const double ppn = gpus_per_node;
-    const double nsteps = 1 + log2_floor(nodes) + k.tree_ll128_steps_per_gpu * ppn;
-    for (const NcclStepChunks::Halving& h : k.tree_ll128_halving)
-      while (std::floor(channel_bytes / chunk) < nsteps * h.steps / ppn && chunk > h.above_bytes) chunk /= 2;
-  }
-  return std::max(0.0, chunk);
+  const double chunk = k.tree_bytes.get(p);
+  if (p != Protocol::ll128) return std::max(0.0, chunk);
+  // enqueue.cc:2286-2294: nstepsLL128 = 1 + log2i(nNodes) + 0.1 ppn, the rules' steps per GPU of the node
+  const double ppn = gpus_per_node;
+  const double nsteps = 1 + log2_floor(nodes) + k.tree_ll128_steps_per_gpu * ppn;
+  return halved_chunk(chunk, channel_bytes, nsteps / ppn, k.tree_ll128_halving);
 }
 
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {

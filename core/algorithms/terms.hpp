@@ -37,6 +37,11 @@ int log2_floor(int n);  // NCCL's log2i
 // NCCL's per-size tree correction (tuning.cc treeCorrectionFactor), 1 outside the table.
 double tree_correction(const NcclModel& nccl, Protocol p, double bytes);
 
+// NCCL's halving of a chunk for small calls (enqueue.cc calcCollChunking): for each rule in turn, halve while a
+// channel's bytes / chunk < `depth` x the rule's steps and the chunk is above the rule's bytes.
+double halved_chunk(double chunk, double channel_bytes, double depth,
+                    const std::vector<NcclStepChunks::Halving>& rules);
+
 // The tree's chunk for a channel of `channel_bytes` (enqueue.cc calcCollChunking: buffer / NCCL_STEPS per protocol,
 // the LL128 chunk halved for small calls, data/nccl.yaml step_chunks); 0 where the model has no step_chunks.
 double tree_chunk_bytes(double channel_bytes, Protocol p, int nodes, int gpus_per_node, const NcclStepChunks& k);
