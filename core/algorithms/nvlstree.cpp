@@ -20,6 +20,24 @@ std::string unavailable(const FabricSummary& f, const NcclModel& nccl) {
   return nvls_domain_unavailable(f, nccl);
 }
 
+// The chunk pipeline's fill, which neither NCCL's latency term nor its bandwidth term holds (as the tree's, tree.cpp):
+// NCCL runs channels x heads pipelines at once (a loop moves one chunk per head on each channel, enqueue.cc:2276-2285),
+// each at that share of the call's algbw. A chunk crosses the NVSwitch on its way in (the GPUs' scatter, the head's
+// reduce), each tree level up (the heads' reduce warps send it on, all_reduce.h RunWorkColl NCCL_ALGO_NVLS_TREE), each
+// level back down (the bcast warps) and the switch again (multicast, gather): 2 (1 + log2 nodes) hops of one chunk time
+// each (Simple hands a chunk on when it has arrived), so the last chunk leaves (hops - 1) chunk times after the first
+// would have. The chunk is NCCL's for the call (nvlstree_chunk_bytes), at most a pipeline's share of the call.
+double pipeline_fill(double bytes, double algbw, const FabricSummary& f, const NcclModel& nccl) {
+  const NcclStepChunks& k = nccl.step_chunks;
+  const int channels = k.nvls_channels_for(f.arch, true);
+  const int heads = nvlstree_heads(f, nccl.nvls_fill.max_heads);
+  const double pipelines = static_cast<double>(channels) * heads;
+  const double chunk = std::min(bytes / pipelines, nvlstree_chunk_bytes(bytes / channels, f.nodes, heads, k));
+  if (!(chunk > 0) || !(algbw > 0)) return 0;
+  const int hops = 2 * (1 + log2_floor(f.nodes));
+  return (hops - 1) * chunk / (algbw / pipelines);
+}
+
 AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   if (p != Protocol::simple) return {};
   const auto intra = nccl.hw_latency(Fabric::nvlink, Algorithm::nvlstree, f.arch);
@@ -30,21 +48,24 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   // The network side as algorithm bandwidth: the ring's bus bandwidth over its 2(n-1)/n bytes per byte, relieved as
   // the tree is on two nodes.
   const double net_algbw = inter_ring_busbw(f, nccl) * tree_network_relief(f) / ring_bytes_sent_per_gpu(1.0, f.world);
-  // The fitted fill as it is: NVLSTree's heads are the node's NIC-attached GPUs of the NVLS graph, which dpsim does not
-  // count (on 8-GPU nodes with 8 NICs they are the fitted call's 8).
-  return nvls_call(latency, std::min(nvls_intra_algbw(f, nccl), net_algbw), bytes, nccl.nvls_fill);
+  const double algbw = std::min(nvls_intra_algbw(f, nccl), net_algbw);
+  const double fill = pipeline_fill(bytes, algbw, f, nccl);
+  // NCCL chooses by latency + S / bandwidth, which has no fill (tuning.cc ncclTopoGetAlgoTime)
+  return {true, latency, latency + fill + bytes / algbw, fill, latency + bytes / algbw};
 }
 
-// NCCL's NVLSTree steps: chunk = min(NCCL_NVLS_CHUNKSIZE, the tree's cap: 64 KiB from 4 nodes) (enqueue.cc:2281,
-// transport/nvls.cc:227-229), smaller for small calls (:2282-2285). A step is one loop of all_reduce.h's NVLSTree
-// kernel (RunWorkColl NCCL_ALGO_NVLS_TREE, :526-635): scatter to the switch, each head's reduce of its chunk sent up
-// the inter-node tree, the tree's result received from above, multicast and gathered; the warps run at once
-// (pipelined), so a step moves its chunk over the NVSwitch and every tree edge (nvls_flows / steps).
+// NCCL's NVLSTree steps: its chunk for the call (nvlstree_chunk_bytes) per head and channel. A step is one loop of
+// all_reduce.h's NVLSTree kernel (RunWorkColl NCCL_ALGO_NVLS_TREE, :526-635): scatter to the switch, each head's
+// reduce of its chunk sent up the inter-node tree, the tree's result received from above, multicast and gathered; the
+// warps run at once (pipelined), so a step moves its chunk over the NVSwitch and every tree edge (nvls_flows / steps).
+// The steps count every GPU as a head (the simulated space does not say which GPUs have a NIC); the cost's fill counts
+// NCCL's heads (nvlstree_heads), the same on nodes with a NIC per GPU.
 int steps(const FlowSpace& p, const StepCall& call, const NcclModel& nccl) {
   const NcclStepChunks& k = nccl.step_chunks;
-  const double chunk =
-      p.nodes() >= k.nvlstree_max_from_nodes ? std::min(k.nvls_bytes, k.nvlstree_max_bytes) : k.nvls_bytes;
-  return nvls_steps(p, call, chunk, k.nvlstree_caps, nccl);
+  const int heads = p.gpus_per_node();
+  const double channel_bytes = call.bytes / k.nvls_channels_for(call.arch, p.nodes() > 1);
+  const double chunk = nvlstree_chunk_bytes(channel_bytes, p.nodes(), heads, k);
+  return chunk > 0 ? steps_of_chunks(channel_bytes, heads * chunk) : 1;
 }
 
 }  // namespace

@@ -162,11 +162,28 @@ std::vector<Flow> nvls_flows(const FlowSpace& p, CollectiveKind) {
 int nvls_steps(const FlowSpace& p, const StepCall& call, double chunk, const std::vector<NcclStepChunks::Cap>& caps,
                const NcclModel& nccl) {
   if (!(chunk > 0)) return 1;
-  const double heads = p.gpus_per_node();  // graph/connect.cc:261: every GPU of the node is a head
+  const int heads = p.gpus_per_node();  // graph/connect.cc:261: every GPU of the node is a head
   const double channel_bytes = call.bytes / nccl.step_chunks.nvls_channels_for(call.arch, p.nodes() > 1);
+  chunk = capped_nvls_chunk(chunk, channel_bytes, heads, caps);
+  return steps_of_chunks(channel_bytes, heads * chunk);  // enqueue.cc:2361-2362: nLoops, one step each
+}
+
+double capped_nvls_chunk(double chunk, double channel_bytes, int heads, const std::vector<NcclStepChunks::Cap>& caps) {
   for (const NcclStepChunks::Cap& cap : caps)
     if (channel_bytes < cap.loops * heads * chunk && chunk > cap.bytes) chunk = cap.bytes;
-  return steps_of_chunks(channel_bytes, heads * chunk);  // enqueue.cc:2361-2362: nLoops, one step each
+  return chunk;
+}
+
+double nvlstree_chunk_bytes(double channel_bytes, int nodes, int heads, const NcclStepChunks& k) {
+  if (!(k.nvls_bytes > 0)) return 0;
+  const double chunk = nodes >= k.nvlstree_max_from_nodes ? std::min(k.nvls_bytes, k.nvlstree_max_bytes) : k.nvls_bytes;
+  return capped_nvls_chunk(chunk, channel_bytes, heads, k.nvlstree_caps);
+}
+
+int nvlstree_heads(const FabricSummary& f, int max_heads) {
+  int heads = f.nics_per_node > 0 ? std::min(f.gpus_per_node, f.nics_per_node) : f.gpus_per_node;
+  if (max_heads > 0) heads = std::min(heads, max_heads);
+  return std::max(1, heads);
 }
 
 namespace {

@@ -64,6 +64,17 @@ std::vector<Flow> nvls_flows(const FlowSpace& space, CollectiveKind kind);
 // lowered by `caps` for small calls.
 int nvls_steps(const FlowSpace& space, const StepCall& call, double chunk, const std::vector<NcclStepChunks::Cap>& caps,
                const NcclModel& nccl);
+// An NVLS-family chunk lowered for a small call (enqueue.cc:2270-2274 NVLS, :2282-2285 NVLSTree): for each cap in
+// turn, below `loops` loops of (heads x chunk) per channel the chunk is at most the cap's bytes.
+double capped_nvls_chunk(double chunk, double channel_bytes, int heads, const std::vector<NcclStepChunks::Cap>& caps);
+// NVLSTree's chunk for a channel of `channel_bytes` on `nodes` nodes with `heads` heads per node: min(NVLS's chunk,
+// the tree's cap from step_chunks.nvlstree_max.from_nodes nodes on) (enqueue.cc:2281, transport/nvls.cc:227-229),
+// capped for small calls; 0 where the model has no step_chunks.
+double nvlstree_chunk_bytes(double channel_bytes, int nodes, int heads, const NcclStepChunks& k);
+// NCCL's NVLSTree heads per node: a head per NIC:GPU pair of the NVLS graph (graph/search.cc:754-770, "NVLS search
+// only tries to find NIC:GPU combinations to compute the heads"), at most the node's GPUs and NCCL_MAX_NVLS_ARITY
+// (`max_heads`, data/nccl.yaml nvls_fill.loop.max_heads). A topology that states no NICs: one per GPU.
+int nvlstree_heads(const FabricSummary& f, int max_heads);
 
 // Flows of a chain of each node's GPUs, 0 - 1 - ... - g-1, per payload byte: S each way on every edge (the tree and
 // CollNetChain reduce up it and broadcast back down, pipelined).

@@ -215,9 +215,35 @@ TEST_CASE(
   CHECK(fill(cluster("gb200-nvl72", 1)) == Approx(6 * h200).epsilon(1e-6));
   // 5 H100s: 16 x 5 heads
   CHECK(fill(cluster("h100-8x-nvswitch", 1, 5)) == Approx(5.0 / 8 * h200).epsilon(1e-6));
-  // NVLSTree keeps the fitted fill (its heads are the NVLS graph's NIC-attached GPUs, not counted)
-  CHECK(allreduce_cost(kHuge, cluster("h100-ib-cluster", 4), nccl, {Algorithm::nvlstree, Protocol::simple}).fill_s ==
-        Approx(h200).epsilon(1e-6));
+}
+
+TEST_CASE("NVLSTree's chunk pipeline: (hops - 1) chunks, channels x heads at once (enqueue.cc:2276-2285, search.cc)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  // the fill in chunk bytes one pipeline moves meanwhile: NCCL runs channels x heads pipelines, each at that share
+  // of the call's algbw (the call's bytes over what is neither latency nor fill)
+  const auto fill_in_chunks = [&](const FabricSummary& f, double bytes, double pipelines) {
+    const CollectiveCost c = allreduce_cost(bytes, f, nccl, {Algorithm::nvlstree, Protocol::simple});
+    const double algbw = bytes / (c.time_s - c.latency_s - c.fill_s);
+    return c.fill_s * algbw / pipelines;
+  };
+  // 2 H100 nodes, a NIC per GPU: 16 Hopper NVLS channels x 8 heads; NVLS, one tree level up and down, NVLS again: 4
+  // hops. 256 MiB: 16 MiB per channel, not below 16 loops of 8 heads x 128 KiB: NCCL_NVLS_CHUNKSIZE's 128 KiB
+  const FabricSummary two = cluster("h100-ib-cluster", 2);
+  CHECK(fill_in_chunks(two, 256.0 * (1 << 20), 128) == Approx(3 * 131072.0));
+  // 8 MiB: 512 KiB per channel, below 4 loops of 8 x 128 KiB: 64 KiB, and not below 1 loop of 8 x 64 KiB
+  CHECK(fill_in_chunks(two, 8.0 * (1 << 20), 128) == Approx(3 * 65536.0));
+  // 4 MiB: 256 KiB per channel, below 1 loop of 8 x 64 KiB: 32 KiB, each pipeline's whole share
+  CHECK(fill_in_chunks(two, 4.0 * (1 << 20), 128) == Approx(3 * 32768.0));
+  // 4 nodes: the tree's cap of 64 KiB (transport/nvls.cc:227-229), two levels up and down: 6 hops
+  CHECK(fill_in_chunks(cluster("h100-ib-cluster", 4), 256.0 * (1 << 20), 128) == Approx(5 * 65536.0));
+  // 20 GB200 NVL72 racks: 32 Blackwell NVLS channels across nodes x min(72 NICs, NCCL_MAX_NVLS_ARITY 32) heads;
+  // log2i(20) = 4 levels: 10 hops
+  CHECK(fill_in_chunks(cluster("gb200-nvl72", 20), kHuge, 32 * 32) == Approx(9 * 65536.0));
+  // NCCL chooses by latency + S / bandwidth, without the fill (tuning.cc ncclTopoGetAlgoTime)
+  const FabricSummary four = cluster("h100-ib-cluster", 4);
+  const CollectiveCost c = allreduce_cost(32.0 * (1 << 20), four, nccl, {Algorithm::automatic, Protocol::automatic});
+  CHECK(c.algorithm == Algorithm::nvlstree);
+  CHECK(allreduce_cost(32.0 * (1 << 20), four, nccl, {Algorithm::tree, Protocol::ll128}).time_s < c.time_s);
 }
 
 TEST_CASE("CollNetChain: latency 2 (ppn - 1) intraLat + interLat, Simple only, SHARP fabrics of 2+ nodes (:420-421)") {
