@@ -22,20 +22,22 @@ std::string unavailable(const FabricSummary& f, const NcclModel& nccl) {
 
 // The chunk pipeline's fill, which neither NCCL's latency term nor its bandwidth term holds (as the tree's, tree.cpp):
 // NCCL runs channels x heads pipelines at once (a loop moves one chunk per head on each channel, enqueue.cc:2276-2285),
-// each at that share of the call's algbw. A chunk crosses the NVSwitch on its way in (the GPUs' scatter, the head's
+// each at that share of a side's algbw. A chunk crosses the NVSwitch on its way in (the GPUs' scatter, the head's
 // reduce), each tree level up (the heads' reduce warps send it on, all_reduce.h RunWorkColl NCCL_ALGO_NVLS_TREE), each
-// level back down (the bcast warps) and the switch again (multicast, gather): 2 (1 + log2 nodes) hops of one chunk time
-// each (Simple hands a chunk on when it has arrived), so the last chunk leaves (hops - 1) chunk times after the first
-// would have. The chunk is NCCL's for the call (nvlstree_chunk_bytes), at most a pipeline's share of the call.
-double pipeline_fill(double bytes, double algbw, const FabricSummary& f, const NcclModel& nccl) {
+// level back down (the bcast warps) and the switch again (multicast, gather): 2 NVLS hops and 2 log2(nodes) network
+// hops, each taking a chunk at its side's rate (Simple hands a chunk on when it has arrived). The first chunk takes
+// the sum of the hops, each later one the slowest hop, which S / algbw counts: the fill is the sum less the slowest.
+// The chunk is NCCL's for the call (nvlstree_chunk_bytes), at most a pipeline's share of the call.
+double pipeline_fill(double bytes, double nvls_algbw, double net_algbw, const FabricSummary& f, const NcclModel& nccl) {
   const NcclStepChunks& k = nccl.step_chunks;
   const int channels = k.nvls_channels_for(f.arch, true);
   const int heads = nvlstree_heads(f, nccl.nvls_fill.max_heads);
   const double pipelines = static_cast<double>(channels) * heads;
   const double chunk = std::min(bytes / pipelines, nvlstree_chunk_bytes(bytes / channels, f.nodes, heads, k));
-  if (!(chunk > 0) || !(algbw > 0)) return 0;
-  const int hops = 2 * (1 + log2_floor(f.nodes));
-  return (hops - 1) * chunk / (algbw / pipelines);
+  if (!(chunk > 0) || !(nvls_algbw > 0) || !(net_algbw > 0)) return 0;
+  const double nvls_hop = chunk * pipelines / nvls_algbw, net_hop = chunk * pipelines / net_algbw;
+  const int levels = log2_floor(f.nodes);
+  return 2 * nvls_hop + 2 * levels * net_hop - std::max(nvls_hop, net_hop);
 }
 
 AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
@@ -48,8 +50,8 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   // The network side as algorithm bandwidth: the ring's bus bandwidth over its 2(n-1)/n bytes per byte, relieved as
   // the tree is on two nodes.
   const double net_algbw = inter_ring_busbw(f, nccl) * tree_network_relief(f) / ring_bytes_sent_per_gpu(1.0, f.world);
-  const double algbw = std::min(nvls_intra_algbw(f, nccl), net_algbw);
-  const double fill = pipeline_fill(bytes, algbw, f, nccl);
+  const double nvls_algbw = nvls_intra_algbw(f, nccl), algbw = std::min(nvls_algbw, net_algbw);
+  const double fill = pipeline_fill(bytes, nvls_algbw, net_algbw, f, nccl);
   // NCCL chooses by latency + S / bandwidth, which has no fill (tuning.cc ncclTopoGetAlgoTime)
   return {true, latency, latency + fill + bytes / algbw, fill, latency + bytes / algbw};
 }

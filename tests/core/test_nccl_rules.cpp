@@ -1,6 +1,7 @@
 // NCCL's tuning rules, one test each, with the src/graph/tuning.cc line (NCCL 2.30.7, data/nccl.yaml) it follows.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "../source_dir.hpp"
@@ -217,29 +218,39 @@ TEST_CASE(
   CHECK(fill(cluster("h100-8x-nvswitch", 1, 5)) == Approx(5.0 / 8 * h200).epsilon(1e-6));
 }
 
-TEST_CASE("NVLSTree's chunk pipeline: (hops - 1) chunks, channels x heads at once (enqueue.cc:2276-2285, search.cc)") {
+TEST_CASE("NVLSTree's chunk pipeline: NVLS and network hops of a chunk, channels x heads at once (enqueue.cc:2276)") {
   const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
-  // the fill in chunk bytes one pipeline moves meanwhile: NCCL runs channels x heads pipelines, each at that share
-  // of the call's algbw (the call's bytes over what is neither latency nor fill)
-  const auto fill_in_chunks = [&](const FabricSummary& f, double bytes, double pipelines) {
-    const CollectiveCost c = allreduce_cost(bytes, f, nccl, {Algorithm::nvlstree, Protocol::simple});
-    const double algbw = bytes / (c.time_s - c.latency_s - c.fill_s);
-    return c.fill_s * algbw / pipelines;
+  // 8 H100s per node: NVLS at 0.587 x 450 GB/s algbw; the network's algbw is the 8 x 400G NICs at the ring's
+  // efficiency over the ring's 2(n-1)/n bytes per byte (on two nodes relieved by the same factor)
+  const double nvls = 0.587 * 450e9, net = 400e9 * nccl.ring_efficiency.at("net");
+  // 16 Hopper NVLS channels x `heads` pipelines, each hop a chunk at its side's share; the first chunk takes every
+  // hop (2 NVLS, 2 x levels network), each later one the slowest, which S / algbw holds
+  const auto expected = [&](double chunk, double heads, int levels, double net_algbw) {
+    const double p = 16 * heads, nvls_hop = chunk * p / nvls, net_hop = chunk * p / net_algbw;
+    return 2 * nvls_hop + 2 * levels * net_hop - std::max(nvls_hop, net_hop);
   };
-  // 2 H100 nodes, a NIC per GPU: 16 Hopper NVLS channels x 8 heads; NVLS, one tree level up and down, NVLS again: 4
-  // hops. 256 MiB: 16 MiB per channel, not below 16 loops of 8 heads x 128 KiB: NCCL_NVLS_CHUNKSIZE's 128 KiB
-  const FabricSummary two = cluster("h100-ib-cluster", 2);
-  CHECK(fill_in_chunks(two, 256.0 * (1 << 20), 128) == Approx(3 * 131072.0));
-  // 8 MiB: 512 KiB per channel, below 4 loops of 8 x 128 KiB: 64 KiB, and not below 1 loop of 8 x 64 KiB
-  CHECK(fill_in_chunks(two, 8.0 * (1 << 20), 128) == Approx(3 * 65536.0));
+  const auto fill = [&](const FabricSummary& f, double bytes) {
+    return allreduce_cost(bytes, f, nccl, {Algorithm::nvlstree, Protocol::simple}).fill_s;
+  };
+  FabricSummary two = cluster("h100-ib-cluster", 2);
+  // 256 MiB: 16 MiB per channel, not below 16 loops of 8 heads x 128 KiB: NCCL_NVLS_CHUNKSIZE's 128 KiB
+  CHECK(fill(two, 256.0 * (1 << 20)) == Approx(expected(131072, 8, 1, net)));
+  // 8 MiB: 512 KiB per channel, below 4 loops of 8 x 128 KiB: 64 KiB, not below 1 loop of 8 x 64 KiB
+  CHECK(fill(two, 8.0 * (1 << 20)) == Approx(expected(65536, 8, 1, net)));
   // 4 MiB: 256 KiB per channel, below 1 loop of 8 x 64 KiB: 32 KiB, each pipeline's whole share
-  CHECK(fill_in_chunks(two, 4.0 * (1 << 20), 128) == Approx(3 * 32768.0));
-  // 4 nodes: the tree's cap of 64 KiB (transport/nvls.cc:227-229), two levels up and down: 6 hops
-  CHECK(fill_in_chunks(cluster("h100-ib-cluster", 4), 256.0 * (1 << 20), 128) == Approx(5 * 65536.0));
-  // 20 GB200 NVL72 racks: 32 Blackwell NVLS channels across nodes x min(72 NICs, NCCL_MAX_NVLS_ARITY 32) heads;
-  // log2i(20) = 4 levels: 10 hops
-  CHECK(fill_in_chunks(cluster("gb200-nvl72", 20), kHuge, 32 * 32) == Approx(9 * 65536.0));
-  // NCCL chooses by latency + S / bandwidth, without the fill (tuning.cc ncclTopoGetAlgoTime)
+  CHECK(fill(two, 4.0 * (1 << 20)) == Approx(expected(32768, 8, 1, net)));
+  // 4 nodes: the tree's cap of 64 KiB (transport/nvls.cc:227-229), two levels; the network is the slowest side
+  CHECK(fill(cluster("h100-ib-cluster", 4), 256.0 * (1 << 20)) == Approx(expected(65536, 8, 2, net * 32 / 62)));
+  // a head per NIC-attached GPU (search.cc:754-770): 4 NICs, 4 heads; at most NCCL_MAX_NVLS_ARITY 32 heads
+  FabricSummary four_nics = two;
+  four_nics.nics_per_node = 4;
+  CHECK(fill(four_nics, 256.0 * (1 << 20)) == Approx(expected(131072, 4, 1, net)));
+  FabricSummary wide = two;
+  wide.gpus_per_node = wide.nics_per_node = 64;
+  wide.world = 128;
+  CHECK(fill(wide, 256.0 * (1 << 20)) == Approx(expected(131072, 32, 1, net)));
+  // NCCL chooses by latency + S / bandwidth, without the fill (tuning.cc ncclTopoGetAlgoTime): on 4 nodes at 32 MiB
+  // it takes NVLSTree although the tree with LL128 takes less time with the fills
   const FabricSummary four = cluster("h100-ib-cluster", 4);
   const CollectiveCost c = allreduce_cost(32.0 * (1 << 20), four, nccl, {Algorithm::automatic, Protocol::automatic});
   CHECK(c.algorithm == Algorithm::nvlstree);

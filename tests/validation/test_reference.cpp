@@ -132,9 +132,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // -12..-35%: their NCCL ran the tree where dpsim's picks it too, slower than dpsim says with the fill and faster
       // than without). nccl-tests#309's H100 runs (2 and 4 nodes): NVLSTree's 16-512 MiB +11..+35% and tree/LL128 at
       // 1-8 MiB -33..+75%: 10.1% -> 15.3% (65 numbers), worst +74.7%. NVLSTree's chunk-pipeline fill
-      // (core/algorithms/nvlstree.cpp, not fitted): its 16-512 MiB on 2 and 4 H100 nodes from +11..+47% to -7..+32%
-      // (the 2-node runs within 8% from 32 MiB), 2-32 MiB -10..-31%: 15.3% -> 10.1%
-      {"multinode", "allreduce_busbw_mid", 65, 0.1006, 0.7473},
+      // (core/algorithms/nvlstree.cpp, not fitted): its 16-512 MiB on 2 and 4 H100 nodes from +11..+47% to -24..+33%
+      // (the 2-node runs within 10% from 16 MiB), 4-32 MiB -11..-27%: 15.3% -> 8.3%
+      {"multinode", "allreduce_busbw_mid", 65, 0.0834, 0.7473},
       // issue 17's Blackwell file: 2x 8 B200 +3.8%, 2x 8 H100 +12.1% (coreweave/nccl-tests#92), and 20 GB200 NVL72
       // racks
       // +159..+408% (#48: the run's algorithm is not stated; its curve is near dpsim's ring, dpsim picks NVLSTree)
@@ -142,8 +142,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // whose NCCL ran the tree above the ring's line rate -14..-20%; H100 NVLSTree on 2 and 4 nodes +10..+47%: median
       // 159% (7 numbers) -> 8.4% (47); nccl-tests#309's H100 NVLSTree plateaus on 2 and 4 nodes +5..+8% and CoreWeave's
       // 8 H100 nodes with SHARP (CollNetChain) -0.3..-6.2%: 6.0% (72). NVLSTree's chunk-pipeline fill: the H100
-      // NVLSTree runs' 256 MiB-1 GiB +8..+47% -> +2..+32%, the 20 GB200 racks +159..+408% -> +128..+166%: 4.5%
-      {"multinode", "allreduce_busbw_large", 72, 0.0452, 1.6596},
+      // NVLSTree runs' 256 MiB-1 GiB +8..+47% -> +4..+33%, the 20 GB200 racks +159..+408% -> +148..+292% (NVLS is
+      // their slowest hop; 72 NICs a rack make the network hops short): 5.1%
+      {"multinode", "allreduce_busbw_large", 72, 0.0505, 2.9145},
       // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 16.6 us (issue 17: with one GPU per node NCCL prices the
       // ring's network steps at the tree's NET row, tuning.cc:386; 12 us before), measured ~19-20 us (-13..-20%);
       // 2 H20 nodes, NCCL_ALGO=NVLSTree (nccl#1244, NCCL 2.21.5), 4..512 B: with 2.21.5's tables (NET NVLSTree 14 us,
@@ -164,8 +165,8 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // the
       // 2-node 32 MiB +42% -> +3%; large 95.8% -> 82.5% worst (a 512 MiB tree point); mid 74.6% -> 48.1%
       // NVLSTree's chunk-pipeline fill: the 2-instance sweep's 128-512 MiB +14..+17% -> -4..+7%, the 32-instance
-      // NVLSTree sizes +44/+83% -> +35/+62%: large 7.2% -> 6.4%, worst 82.5% -> 61.8%
-      {"multinode_efa", "allreduce_busbw_large", 31, 0.0643, 0.6181},
+      // NVLSTree sizes +44/+83% -> +35/+63%: large 7.2% -> 6.4%, worst 82.5% -> 63.0%
+      {"multinode_efa", "allreduce_busbw_large", 31, 0.0643, 0.6298},
       {"multinode_efa", "allreduce_busbw_mid", 15, 0.4810, 0.6320},
       // DDP on the V100 mesh: 8-GPU speedups (BERT-large, ResNet-50 FP32 within 3%; AMP +15%: the measured loss is
       // outside DDP), ResNet-50 step time on 1..8 V100 (within 3.2%: issue 15's per-shape GEMMs), ResNet-50
@@ -225,14 +226,14 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 6);
-  CHECK(t[0].value == Approx(0.0516).margin(0.001));  // busbw >= 1 MiB median (343 numbers): target 5%, MISSED since
+  CHECK(t[0].value == Approx(0.0513).margin(0.001));  // busbw >= 1 MiB median (343 numbers): target 5%, MISSED since
                                                       // issue 17's multi-node sweeps (6.5% before NVLSTree's chunk-
                                                       // pipeline fill; 5.8% over 294 with the A100 and first H100
                                                       // ones; 4.8% over the 221 before them; 4.5% over 207 before
                                                       // the DGX-2 V100 sweep; 4.3% over 196 before issue 17's
                                                       // Blackwell file; 3.1% over the 159 before issue 17's boxes)
   CHECK_FALSE(t[0].met);
-  CHECK(t[1].value == Approx(1.6596).margin(0.001));  // worst: target 15%, missed (20 GB200 NVL72 racks: +166%;
+  CHECK(t[1].value == Approx(2.9145).margin(0.001));  // worst: target 15%, missed (20 GB200 NVL72 racks: +292%;
                                                       // H100 PCIe NVLink-bridge pair: +129%; A100 per-call floors at
                                                       // 1-16 MiB: +119%)
   CHECK_FALSE(t[1].met);
