@@ -48,12 +48,14 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   const double latency = base_latency(nccl, Algorithm::nvlstree, p) + intra->get(p) +
                          edge_excess_latency(f, nccl, false) + 2.0 * log2_floor(f.nodes) * inter_hop;
   // The network side as algorithm bandwidth: the ring's bus bandwidth over its 2(n-1)/n bytes per byte, relieved as
-  // the tree is on two nodes.
-  const double net_algbw = inter_ring_busbw(f, nccl) * tree_network_relief(f) / ring_bytes_sent_per_gpu(1.0, f.world);
+  // NCCL's double tree relieves it (on 2 and 3 nodes). NCCL's own model relieves it on 2 nodes only (:320).
+  const double ring_net_algbw = inter_ring_busbw(f, nccl) / ring_bytes_sent_per_gpu(1.0, f.world);
+  const double net_algbw = ring_net_algbw * tree_network_relief(f);
   const double nvls_algbw = nvls_intra_algbw(f, nccl), algbw = std::min(nvls_algbw, net_algbw);
+  const double tuner_algbw = std::min(nvls_algbw, f.nodes <= 2 ? net_algbw : ring_net_algbw);
   const double fill = pipeline_fill(bytes, nvls_algbw, net_algbw, f, nccl);
   // NCCL chooses by latency + S / bandwidth, which has no fill (tuning.cc ncclTopoGetAlgoTime)
-  return {true, latency, latency + fill + bytes / algbw, fill, latency + bytes / algbw};
+  return {true, latency, latency + fill + bytes / algbw, fill, latency + bytes / tuner_algbw};
 }
 
 // NCCL's NVLSTree steps: its chunk for the call (nvlstree_chunk_bytes) per head and channel. A step is one loop of

@@ -59,11 +59,42 @@ double ll_call_busbw(double busbw, double bytes, const FabricSummary& f, const N
   return std::min(busbw, call_busbw);
 }
 
-// A double binary tree's network traffic per node, relative to the ring's: on two nodes each node sends S once
-// (half the data up one tree, the other half down the other), the ring 2(n-1)/n S; on more nodes an interior node
-// of one tree and leaf of the other sends about as much as the ring.
+namespace {
+
+// Links of rank r in NCCL's binary tree over n ranks (trees.cc ncclGetBtree): the root 0 has one child, its lowest
+// power of two >= n halved; another rank with lowest set bit b has a parent ((r ^ b) | 2b, or r ^ b where that is
+// out of range) and up to two children, r - b/2 and r + b/2, the second's offset halved until it is in range.
+int btree_links(int n, int r) {
+  int bit = 1;
+  while (bit < n && !(bit & r)) bit <<= 1;
+  if (r == 0) return n > 1 ? 1 : 0;
+  int links = 1;  // the parent
+  int low = bit >> 1;
+  if (low == 0) return links;
+  ++links;  // r - low is always in range
+  while (low > 0 && r + low >= n) low >>= 1;
+  return links + (low > 0 ? 1 : 0);
+}
+
+// Rank r's links in the double tree's second tree (ncclGetDtree): the first one mirrored (r -> n-1-r) on an even
+// count of ranks, shifted by one (r -> r-1) on an odd one.
+int second_tree_links(int n, int r) { return btree_links(n, n % 2 == 1 ? (r - 1 + n) % n : n - 1 - r); }
+
+}  // namespace
+
+double tree_node_network_bytes(int nodes) {
+  // A node is interior in at most one of the two trees (parent and two children: 3 halves) and a leaf of the other
+  // (its parent: 1 half), so no node sends more than 2: the search stops there.
+  const double most = 2.0;
+  double worst = 0;
+  for (int r = 0; r < nodes && worst < most; ++r)
+    worst = std::max(worst, 0.5 * (btree_links(nodes, r) + second_tree_links(nodes, r)));
+  return worst;
+}
+
 double tree_network_relief(const FabricSummary& f) {
-  return f.nodes == 2 ? ring_bytes_sent_per_gpu(1.0, f.world) : 1.0;
+  if (f.nodes < 2) return 1.0;
+  return ring_bytes_sent_per_gpu(1.0, f.world) / tree_node_network_bytes(f.nodes);
 }
 
 double tree_busbw(Protocol p, double bytes, const FabricSummary& f, const NcclModel& nccl, TreeView view) {

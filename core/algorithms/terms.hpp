@@ -21,7 +21,12 @@ double protocol_busbw(double busbw, Protocol p, const FabricSummary& f, const Nc
 // A ring/LL call of `bytes` on the channels and threads NCCL gives a call that size (data/nccl.yaml
 // ll_call_channels): at most `busbw`, less for calls too small to fill every channel.
 double ll_call_busbw(double busbw, double bytes, const FabricSummary& f, const NcclModel& nccl);
-// How much less network traffic per node a double binary tree carries than the ring (2(n-1)/n on two nodes, else 1).
+// The most bytes one node sends over the network per payload byte in NCCL's double binary tree over `nodes` nodes
+// (src/graph/trees.cc ncclGetDtree): each tree carries half the data, and a node sends its half to its parent (the
+// reduce) and to each child (the broadcast). 1 on 2 nodes, 1.5 on 3, 2 from 4 on.
+double tree_node_network_bytes(int nodes);
+// How much less network traffic per node the double binary tree carries than the ring: the ring's 2(n-1)/n over
+// tree_node_network_bytes (2(n-1)/n on 2 nodes, about 1.2 on 3, (n-1)/n from 4 on; 1 on one node).
 double tree_network_relief(const FabricSummary& f);
 // The tree all-reduce's bus bandwidth for `bytes` with protocol p, with NCCL's per-size correction. Two views:
 // nccl_tuner, what NCCL's tuning model believes and chooses the algorithm by (tuning.cc:331-335: x0.92 for every

@@ -144,6 +144,7 @@ double bytes_in_text(const std::string& text) {  // "(1e9 bytes)" -> 1e9
 std::string algorithm_from(const std::string& key, const std::string& fallback) {
   if (key.find("nvls_disabled") != std::string::npos || key.rfind("ring", 0) == 0) return "ring";
   if (key.rfind("nvls", 0) == 0) return "nvls";
+  if (key.rfind("tree", 0) == 0) return "tree";
   if (key.find("default") != std::string::npos) return "auto";
   return fallback;
 }
