@@ -61,24 +61,40 @@ double ll_call_busbw(double busbw, double bytes, const FabricSummary& f, const N
 
 namespace {
 
-// Links of rank r in NCCL's binary tree over n ranks (trees.cc ncclGetBtree): the root 0 has one child, its lowest
-// power of two >= n halved; another rank with lowest set bit b has a parent ((r ^ b) | 2b, or r ^ b where that is
-// out of range) and up to two children, r - b/2 and r + b/2, the second's offset halved until it is in range.
-int btree_links(int n, int r) {
+// Rank r in NCCL's binary tree over n ranks (trees.cc ncclGetBtree): the root 0 has one child, its lowest power of
+// two >= n halved; another rank with lowest set bit b has the parent (r ^ b) | 2b, or r ^ b where that is out of
+// range, and up to two children, r - b/2 and r + b/2, the second's offset halved until it is in range.
+struct BtreeNode {
+  int parent = -1;
+  int children = 0;
+};
+BtreeNode btree_node(int n, int r) {
   int bit = 1;
   while (bit < n && !(bit & r)) bit <<= 1;
-  if (r == 0) return n > 1 ? 1 : 0;
-  int links = 1;  // the parent
+  if (r == 0) return {-1, n > 1 ? 1 : 0};
+  BtreeNode node;
+  node.parent = ((r ^ bit) | (bit << 1)) < n ? ((r ^ bit) | (bit << 1)) : (r ^ bit);
   int low = bit >> 1;
-  if (low == 0) return links;
-  ++links;  // r - low is always in range
+  if (low == 0) return node;
+  node.children = 1;  // r - low is always in range
   while (low > 0 && r + low >= n) low >>= 1;
-  return links + (low > 0 ? 1 : 0);
+  node.children += low > 0 ? 1 : 0;
+  return node;
 }
 
-// Rank r's links in the double tree's second tree (ncclGetDtree): the first one mirrored (r -> n-1-r) on an even
-// count of ranks, shifted by one (r -> r-1) on an odd one.
-int second_tree_links(int n, int r) { return btree_links(n, n % 2 == 1 ? (r - 1 + n) % n : n - 1 - r); }
+// The double tree's second tree (ncclGetDtree) numbers the ranks anew: mirrored (r -> n-1-r) on an even count,
+// shifted by one (r -> r-1) on an odd one; `from_second` maps back.
+int to_second(int n, int r) { return n % 2 == 1 ? (r - 1 + n) % n : n - 1 - r; }
+int from_second(int n, int r) { return n % 2 == 1 ? (r + 1) % n : n - 1 - r; }
+
+// Rank v's parent in tree 0 or 1 of NCCL's double tree; -1 at a root.
+int dtree_parent(int n, int v, int tree) {
+  if (tree == 0) return btree_node(n, v).parent;
+  const int u = btree_node(n, to_second(n, v)).parent;
+  return u < 0 ? -1 : from_second(n, u);
+}
+
+int links(const BtreeNode& b) { return (b.parent >= 0 ? 1 : 0) + b.children; }
 
 }  // namespace
 
@@ -88,7 +104,7 @@ double tree_node_network_bytes(int nodes) {
   const double most = 2.0;
   double worst = 0;
   for (int r = 0; r < nodes && worst < most; ++r)
-    worst = std::max(worst, 0.5 * (btree_links(nodes, r) + second_tree_links(nodes, r)));
+    worst = std::max(worst, 0.5 * (links(btree_node(nodes, r)) + links(btree_node(nodes, to_second(nodes, r)))));
   return worst;
 }
 
@@ -217,18 +233,6 @@ int nvlstree_heads(const FabricSummary& f, int max_heads) {
   return std::max(1, heads);
 }
 
-namespace {
-
-// Binary tree over 0..n-1 in heap order; the second tree mirrors the ranks (NCCL's ncclGetDtree uses a mirrored or
-// shifted copy so that most nodes are interior in only one tree).
-int parent(int v, int n, int tree) {
-  if (tree == 0) return v == 0 ? -1 : (v - 1) / 2;
-  const int u = n - 1 - v;
-  return u == 0 ? -1 : n - 1 - (u - 1) / 2;
-}
-
-}  // namespace
-
 void append_intra_node_chain(const FlowSpace& p, std::vector<Flow>& out) {
   for (int v = 0; v < p.simulated_nodes(); ++v)
     for (int x = 0; x + 1 < p.gpus_per_node(); ++x) {
@@ -243,7 +247,7 @@ void append_inter_node_double_tree(const FlowSpace& p, std::vector<Flow>& out) {
   const double half = 0.5 * p.channel_share();
   for (int tree = 0; tree < 2; ++tree)
     for (int v = 0; v < n; ++v) {
-      const int u = parent(v, n, tree);
+      const int u = dtree_parent(n, v, tree);
       if (u < 0) continue;
       for (int c = 0; c < p.channels(); ++c) {
         out.push_back({p.channel(v, c), p.channel(u, c), half});  // reduce

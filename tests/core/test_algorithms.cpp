@@ -136,6 +136,19 @@ TEST_CASE("tree flows: the double binary tree moves half the data per tree each 
   for (const Flow& f : algorithm_descriptor(Algorithm::tree).flows(nodes, CollectiveKind::all_reduce)) up += f.bytes;
   // Two trees over 4 nodes have 3 edges each, every edge half the data in both directions.
   CHECK(up == Approx(2 * 3 * 2 * 0.5));
+  // NCCL's trees (trees.cc): 0 -> 2 -> {1, 3} and its mirror 3 -> 1 -> {2, 0}; nodes 1 and 2 are interior in one
+  // tree and a leaf of the other, sending 2 S (tree_node_network_bytes), nodes 0 and 3 S
+  const auto sent = sent_by(algorithm_descriptor(Algorithm::tree).flows(nodes, CollectiveKind::all_reduce));
+  CHECK(sent.at(nodes.channel(0, 0)) == Approx(1.0));
+  CHECK(sent.at(nodes.channel(1, 0)) == Approx(2.0));
+  CHECK(sent.at(nodes.channel(2, 0)) == Approx(2.0));
+  CHECK(sent.at(nodes.channel(3, 0)) == Approx(1.0));
+  // 3 nodes: 0 -> 2 -> 1 and, shifted by one, 1 -> 0 -> 2: nodes 0 and 2 send 1.5 S, node 1 S
+  const TestSpace three(3, 1, 1);
+  const auto sent3 = sent_by(algorithm_descriptor(Algorithm::tree).flows(three, CollectiveKind::all_reduce));
+  CHECK(sent3.at(three.channel(0, 0)) == Approx(1.5));
+  CHECK(sent3.at(three.channel(1, 0)) == Approx(1.0));
+  CHECK(sent3.at(three.channel(2, 0)) == Approx(1.5));
 }
 
 namespace {
