@@ -93,7 +93,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // fitted to the H200 2.30.7 sweep's 32-512 KiB): the held-out DGX H100 sweep's 1-128 KiB from +8..+25% to
       // -6..+7% (4 KiB stays +29%), the H200 torch.distributed sweep's 32-128 KiB from +23..+27% to +13..+16%
       // The DGX-2 V100 sweep (-g 12: floor 12 x 4.2 = 50.4 us against the log's ~61 us): 1..512 KiB +24..+51%
-      {"nvswitch", "allreduce_busbw_small", 56, 0.1233, 0.5052},
+      // Scored against what a log row's two printed decimals allow (busbw +-0.005 GB/s; 0.03 is 0.025-0.035): 12.3% ->
+      // 9.6%
+      {"nvswitch", "allreduce_busbw_small", 56, 0.0958, 0.5046},
       // V100 NVLink mesh (HGX-1 sweep, OCI 1 GiB point): plateau within 2.3% (ring_efficiency.nvlink_mesh comes from
       // the OCI point); 8..128 MiB within 12%; 1..4 MiB under the log's ~48 us per-call floor (+19..+45%). Issue 17's
       // NVLink-bridged pairs reach 0.4-0.7 of their bridge: 2x H100 PCIe +121..+129%, 2x A100 NV12 +29%, 2x RTX 2080 Ti
@@ -104,26 +106,30 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // log's 48.5 us (+33..+79% busbw, -31% time; NCCL of 2019 launched with cudaLaunchCooperativeKernelMultiDevice,
       // replaced since by plain launches, sjeaugey in nccl#787: not modelled);
       // the 2x RTX 2080 Ti bridge (-g 2) stays +140..+239%: 198.4% -> 57.3%
-      {"nvlink_mesh", "allreduce_busbw_small", 17, 0.5730, 2.3872},
+      // (the printed decimals' +-0.005 GB/s: 57.3% -> 56.9%)
+      {"nvlink_mesh", "allreduce_busbw_small", 17, 0.5693, 2.3813},
       {"nvlink_mesh", "allreduce_latency", 5, 0.3069, 0.3132},
       // PCIe (4x RTX 4090): the data/nccl.yaml efficiency comes from this entry (within 0.9%). With issue 17's boxes:
       // 4x A100 PCIe with 8-10 GB/s P2P (+23..+78%), 8x RTX PRO 6000 on PCIe Gen5 (+10..+86%), 8x RTX 5090 (+46% /
       // -36%). 2x RTX 2080 Ti without P2P is unmapped: NCCL stages through host memory, a path dpsim lacks.
       {"pcie", "allreduce_busbw_large", 10, 0.2538, 0.8592},
-      {"pcie", "allreduce_busbw_mid", 8, 0.5101, 0.7823},
+      {"pcie", "allreduce_busbw_mid", 8, 0.5087, 0.7803},
       // < 1 MiB: 4x A100 PCIe, -g 4 (one thread: floor 4 x 4.2 us = 16.8 us against the log's ~23 us, weak P2P beyond
       // it): busbw 53.5% -> 46.3%, time 45.6% -> 27.5% (issue 17)
       // NCCL's LL128 default only where the ranks talk over NVLink (tuning.cc 2.30.7:531): PCIe-only nodes run
       // Simple/LL
       // at 128-512 KiB, median 46.3% -> 40.7%
-      {"pcie", "allreduce_busbw_small", 13, 0.4066, 0.6456},
+      // (the printed decimals' +-0.005 GB/s: 40.7% -> 35.4%)
+      {"pcie", "allreduce_busbw_small", 13, 0.3545, 0.6354},
       {"pcie", "allreduce_latency", 4, 0.2749, 0.2830},
       // Every class < 1 MiB (issue 17): busbw 50.3% -> 27.1% -> 26.9% (ll_call_channels), time 44.2% -> 16.0%
       // With the DGX-2 V100 sweep: 26.9% -> 26.0% (86 numbers), time 16.0% -> 16.8% (its 8..128 B at -16..-17%)
       // With the multi-node A100 and H100 sweeps (allreduce-multinode-a100.yaml, -hopper.yaml): 26.0% -> 28.0% (98
       // numbers: their 32-512 KiB ring/LL and tree/LL +13..+131%), time 16.8% -> 16.7%; with nccl-tests#309's H100
       // runs 25.6% (123 numbers), time 16.4% (47)
-      {"all", "allreduce_busbw_small", 123, 0.2561, 2.3872},
+      // Every log row's busbw scored against its two printed decimals (+-0.005 GB/s): 25.6% -> 21.6% (multi-node 24.3%
+      // -> 22.9%)
+      {"all", "allreduce_busbw_small", 123, 0.2163, 2.3813},
       {"all", "allreduce_latency", 47, 0.1636, 0.7795},
       // Multi-node: 1 GPU per node tree sweep (H100, 2 MiB..32 MiB), 3 A100 nodes x 4 HDR at 128 MB (NCCL's ring
       // latency still charged on the NIC plateau), 2 DGX A100 x 8 HDR (192 GB/s)

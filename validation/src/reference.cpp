@@ -159,6 +159,9 @@ Topology topology_named(const std::string& name, const Context& ctx) {
   return load_topology(resolve_topology(name, ctx.root / "scenarios"));
 }
 
+// Half the last printed digit of a log row's busbw in GB/s (two decimals, as nccl-tests prints it).
+constexpr double kPrintedBusbwHalfDigit = 0.005;
+
 struct RawPoint {
   std::string label;
   std::string kind_hint;  // "busbw" | "latency" | "time"
@@ -240,7 +243,10 @@ void allreduce_entry(const json& e, const std::string& file, const Topology& bas
       r.algorithm = default_alg;
       if (row.contains("busbw_GBps") && row["busbw_GBps"].is_number() && row["busbw_GBps"].get<double>() > 0) {
         r.kind_hint = "busbw";
-        r.value = {row["busbw_GBps"].get<double>(), row["busbw_GBps"].get<double>()};
+        // A log row's busbw is printed to two decimals (nccl-tests: "8729.8  245.99  461.24"), so it stands for
+        // anything within half the last digit: 0.03 GB/s for 0.025-0.035, which matters for the smallest calls.
+        const double busbw = row["busbw_GBps"].get<double>();
+        r.value = {std::max(0.0, busbw - kPrintedBusbwHalfDigit), busbw + kPrintedBusbwHalfDigit};
       } else if (row.contains("oop_time_us") && row["oop_time_us"].is_number()) {
         r.kind_hint = "latency";
         r.value = {row["oop_time_us"].get<double>() * 1e-6, row["oop_time_us"].get<double>() * 1e-6};
