@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/terms.hpp"
 #include "dpsim/conv_layout.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/error.hpp"
@@ -255,6 +256,28 @@ std::string bound_note(const StepResult& r) {
                      100.0 * none.scaling_efficiency);
 }
 
+std::optional<StepResult> worth_mentioning(const Scenario& variant, const StepResult& r, const Evaluate& evaluate);
+
+// Plain DDP across 2 or 3 nodes with NCCL's own choice: NCCL prices the tree at the ring's network bandwidth x 0.92
+// (tuning.cc), but its double binary tree sends S (2 nodes) or 1.5 S (3 nodes) per node where the ring sends
+// 2(n-1)/n S, so a forced tree can beat the ring NCCL runs (nccl#1801: 1.19-1.23x on 3 GB200 partitions). What
+// NCCL_ALGO=Tree gives, where it is worth mentioning.
+std::string forced_tree_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  const Parallelism& p = s.parallelism;
+  if (s.collective.algorithm != Algorithm::automatic || s.topology.nodes < 2 || s.topology.nodes > 3 ||
+      p.sharding != Sharding::none || p.tensor > 1 || p.pipeline > 1 || s.zero_optimization)
+    return "";
+  Scenario tree = s;
+  tree.collective.algorithm = Algorithm::tree;
+  const auto f = worth_mentioning(tree, r, evaluate);
+  if (!f) return "";
+  return fmt::format(
+      "NCCL's own model prices its tree at the ring's network bandwidth, but on {} nodes the double binary tree sends "
+      "{:g} S per node where the ring sends {:.2f} S: NCCL_ALGO=Tree (collective.algorithm: tree) gives {}.",
+      s.topology.nodes, algorithms::tree_node_network_bytes(s.topology.nodes),
+      ring_bytes_sent_per_gpu(1.0, s.world_size()), gain(r, *f));
+}
+
 std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::vector<std::string> out;
   out.push_back(fmt::format("Communication-bound: exposed communication is {:.0f}% of the step ({}){}; {}.",
@@ -278,6 +301,8 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
                               format_bytes(bigger_buckets.ddp.bucket_cap_bytes),
                               gain(r, evaluated(bigger_buckets, evaluate))));
   }
+  const std::string tree = forced_tree_advice(s, r, evaluate);
+  if (!tree.empty()) out.push_back(tree);
   Scenario faster = s;
   std::string what;
   if (s.topology.nodes > 1) {

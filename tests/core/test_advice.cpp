@@ -221,3 +221,28 @@ TEST_CASE("a SHARP network's CollNet left off gets what NCCL_COLLNET_ENABLE give
   nhwc.push_back({"training.memory_format", "channels_last"});
   CHECK(starting(advice_of("scenarios/resnet50-8xv100.yaml", nhwc), "Convolutions in channels_first").empty());
 }
+
+TEST_CASE("plain DDP on 2-3 nodes gets what a forced tree gives where its double tree beats NCCL's ring") {
+  const auto advice_of = [](const std::vector<Override>& overrides) {
+    const Scenario s = load_scenario(src("scenarios/gpt2-1.5b-64xa100-hdr.yaml"), overrides);
+    for (const auto& line : advise(s, evaluate(s), with_plan))
+      if (line.rfind("NCCL's own model prices its tree", 0) == 0) return line;
+    return std::string();
+  };
+  // GPT-2 1.5B, one 512-token sequence per GPU, 200 MiB buckets, on 3 GB200 partitions of 4 (no NVLS with 4 GPUs):
+  // communication-bound on the network; the tree sends 1.5 S per node, the ring 1.83 S.
+  const std::vector<Override> three{{"cluster.topology", "gb200-nvl72"}, {"cluster.nodes", "3"},
+                                    {"cluster.gpus_per_node", "4"},      {"training.micro_batch", "1"},
+                                    {"training.sequence_length", "512"}, {"ddp.bucket_cap", "200MiB"}};
+  const std::string line = advice_of(three);
+  REQUIRE_FALSE(line.empty());
+  CHECK(line.find("1.5 S per node where the ring sends 1.83 S") != std::string::npos);
+  CHECK(line.find("collective.algorithm: tree") != std::string::npos);
+  // Already forced, or on 4 nodes (2 S per node, more than the ring's): nothing to say.
+  std::vector<Override> forced = three;
+  forced.push_back({"collective.algorithm", "tree"});
+  CHECK(advice_of(forced).empty());
+  std::vector<Override> four = three;
+  four[1].value = "4";
+  CHECK(advice_of(four).empty());
+}
