@@ -448,7 +448,7 @@ CalibrationReport apply_entries(Scenario& s, const Calibration& c) {
     report.applied.push_back(fmt::format("memory_efficiency {:.3f}", c.memory_efficiency));
   }
   if (c.overlap_slowdown > 0) {
-    s.nccl.overlap_slowdown = c.overlap_slowdown;
+    s.nccl.set_overlap_slowdown_everywhere(c.overlap_slowdown);
     report.applied.push_back(fmt::format("overlap_slowdown {:.3f}", c.overlap_slowdown));
   }
   for (const auto& f : c.fits) {

@@ -36,7 +36,6 @@ ComputeModel compute_model(const Scenario& s) {
   m.gemm_efficiency = g.gemm_efficiency;
   m.memory_bandwidth_bytes_per_s = g.memory_bandwidth_bytes_per_s;
   m.memory_efficiency = g.memory_efficiency;
-  m.overlap_slowdown = s.nccl.overlap_slowdown;
   m.gemm_efficiency_by_shape = g.gemm_efficiency_by_shape;
   m.sm_count = g.sm_count;
   m.gemm_tiles = g.gemm_tiles;

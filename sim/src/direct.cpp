@@ -9,7 +9,7 @@ namespace dpsim::sim {
 
 void Blocking::await_suspend(std::coroutine_handle<> h) { engine->block(*this, h); }
 
-DirectEngine::DirectEngine(std::vector<std::array<double, 2>> host_speeds) {
+DirectEngine::DirectEngine(std::vector<PstateSpeeds> host_speeds) {
   for (const auto& s : host_speeds) hosts_.push_back(Host{s, 0, {}, 0, 0, 0});
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // The direct engine: where a step lays no flows (fast fidelity's probed calls: each call is a sleep of its computed
 // time), it runs the stream coroutines itself: an event queue in virtual time, a compute host per rank class whose
-// speed drops while a collective runs beside it (SimGrid's pstate 1), semaphores handed over in FIFO order, and
-// SimGrid's turn order. It gives the times SimGrid's engine gives (the goldens, to 1e-9) without SimGrid: no process
-// that runs only such steps loads it.
+// speed drops while a collective runs beside it (its pstates, dpsim/overlap.hpp), semaphores handed over in FIFO order,
+// and SimGrid's turn order. It gives the times SimGrid's engine gives (the goldens, to 1e-9) without SimGrid: no
+// process that runs only such steps loads it.
 #include <queue>
 
 #include "engine.hpp"
@@ -12,8 +12,8 @@ namespace dpsim::sim {
 
 class DirectEngine final : public StepEngine {
  public:
-  // Each compute host's speed (ops per second) in pstate 0 and 1.
-  explicit DirectEngine(std::vector<std::array<double, 2>> host_speeds);
+  // Each compute host's speed (ops per second) at each pstate.
+  explicit DirectEngine(std::vector<PstateSpeeds> host_speeds);
 
   std::string name() const override { return "dpsim direct (no flows laid)"; }
   double now() const override { return now_; }
@@ -46,7 +46,7 @@ class DirectEngine final : public StepEngine {
     bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
   };
   struct Host {
-    std::array<double, 2> speed{};
+    PstateSpeeds speed{};
     int pstate = 0;
     std::coroutine_handle<> running;  // the op's coroutine, or none
     double left_ops = 0, since = 0;

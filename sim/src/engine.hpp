@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dpsim/error.hpp"
+#include "dpsim/overlap.hpp"
 
 namespace dpsim::sim {
 
@@ -95,11 +96,12 @@ struct Blocking {
   void await_resume() const noexcept {}
 };
 
-// A rank class's compute host: its name and its speed (ops per second) alone (pstate 0) and beside a collective
-// (pstate 1: scenario.nccl.overlap_slowdown).
+// A rank class's compute host: its name and its speed (ops per second) at each pstate: alone (0) and beside a
+// collective of each overlap level (dpsim/overlap.hpp: ring/tree/CollNet, NVLS, NVLSTree).
+using PstateSpeeds = std::array<double, kOverlapLevels>;
 struct ComputeHost {
   std::string name;
-  std::array<double, 2> speeds{};
+  PstateSpeeds speeds{};
 };
 
 // A flow to lay on the platform: from network host `src` to `dst` (Platform's indices), `bytes` whole bytes.

@@ -128,11 +128,14 @@ void Platform::add_hosts() {
     for (int v = 0; v < nodes_; ++v)
       for (int c = 0; c < channels_; ++c) add_host(fmt::format("n{}ch{}", v, c), {HostKind::channel, v, c});
   }
-  // The compute timeline of a rank (all ranks are identical): pstate 0 alone, pstate 1 beside a collective.
-  const double slow = m.scenario->nccl.overlap_slowdown > 0 ? m.scenario->nccl.overlap_slowdown : 1.0;
+  // The compute timeline of a rank (all ranks are identical): pstate 0 alone, the others beside a collective of
+  // each overlap level (dpsim/overlap.hpp).
+  const auto slowdowns = overlap_slowdowns(m.scenario->nccl, m.scenario->topology.gpu);
+  PstateSpeeds speeds{};
+  for (int level = 0; level < kOverlapLevels; ++level)
+    speeds[static_cast<size_t>(level)] = kComputeOpsPerSecond / slowdowns[static_cast<size_t>(level)];
   for (int k = 0; k < timelines_; ++k) {
-    compute_hosts_.push_back({k == 0 ? std::string("compute") : fmt::format("compute{}", k),
-                              {kComputeOpsPerSecond, kComputeOpsPerSecond / slow}});
+    compute_hosts_.push_back({k == 0 ? std::string("compute") : fmt::format("compute{}", k), speeds});
     m.hosts.push_back({HostKind::compute, 0, k});
   }
 }

@@ -125,7 +125,8 @@ class SimgridEngine final : public StepEngine {
     zone_->route = spec.route;
     for (const std::string& name : spec.hosts) hosts_.push_back(zone_->get_iface()->create_host(name, 1.0));
     for (const ComputeHost& h : spec.compute_hosts)
-      compute_hosts_.push_back(zone_->get_iface()->create_host(h.name, std::vector<double>{h.speeds[0], h.speeds[1]}));
+      compute_hosts_.push_back(
+          zone_->get_iface()->create_host(h.name, std::vector<double>(h.speeds.begin(), h.speeds.end())));
     for (size_t k = 0; k < spec.duplex_links.size(); ++k) {
       auto* sd = zone_->get_iface()->create_split_duplex_link(spec.duplex_links[k], spec.duplex_bytes_per_s[k]);
       sd->seal();

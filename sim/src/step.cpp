@@ -69,6 +69,7 @@ struct CallRun {
   CollectiveKind kind = CollectiveKind::all_reduce;
   CollectiveCost cost;
   const AlgorithmDescriptor* algorithm = nullptr;
+  int overlap_level = 1;  // what it does to the compute beside it (dpsim/overlap.hpp)
   // Every group of the call's kind runs it at once (all ranks run the program): the class's list for the kind (one per
   // kind, not per call: 16,384 tensor groups x 8,380 calls were 1 GB at 131,072 GPUs), or none (sends between stages).
   const std::vector<const FlowSpace*>* spaces = &kNoSpaces;
@@ -110,9 +111,10 @@ struct Run final : StepExecutor {
   std::map<std::tuple<Algorithm, CollectiveKind, GroupKind>, double> seconds_per_byte;  // fast fidelity, per wire byte
   std::vector<std::vector<Instr>> queues;                                               // per stream, in issue order
   EventMap<EventState> events_;
-  std::map<std::pair<int, int>, double> marks;  // (mark, index) -> time
-  bool synced_backward_done = false;            // collectives started before it slow the backward beside them
-  int active_collectives = 0;                   // running now, on any comm stream
+  std::map<std::pair<int, int>, double> marks;           // (mark, index) -> time
+  bool synced_backward_done = false;                     // collectives started before it slow the backward beside them
+  std::array<int, kOverlapLevels> active_collectives{};  // running now on a comm stream, per overlap level
+  std::array<double, kOverlapLevels> slowdowns{};        // of the compute beside each level (overlap_slowdowns)
   double t0 = 0, comm_end = 0, optimizer_start = -1, step_end = 0;
   double forward_sum = 0, backward_sum = 0;
   std::array<double, 2> blocking_s{0, 0};             // tensor collectives on the compute stream: forward, backward
@@ -320,6 +322,16 @@ struct Run final : StepExecutor {
     if (model_bw_s > platform_s) co_await sleep_for(model_bw_s - platform_s);
   }
 
+  // The pstate of the compute now: the overlap level of the running collectives that slows it most (0: none).
+  int beside() const {
+    int level = 0;
+    for (int k = 1; k < kOverlapLevels; ++k)
+      if (active_collectives[static_cast<size_t>(k)] > 0 &&
+          (level == 0 || slowdowns[static_cast<size_t>(k)] > slowdowns[static_cast<size_t>(level)]))
+        level = k;
+    return level;
+  }
+
   Task do_collective(const Instr& in) {
     CallRun& c = calls[static_cast<size_t>(in.comm)];
     const CommCall& call = rank->comms[static_cast<size_t>(in.comm)];
@@ -329,10 +341,17 @@ struct Run final : StepExecutor {
     c.stream = in.stream;
     const bool blocking = in.stream == StepProgram::kCompute;  // tensor/pipeline parallelism's: nothing beside it
     if (c.moves) {
-      if (!blocking) ++active_collectives;
-      if (!blocking && !synced_backward_done) co_await set_pstate(1);  // the collective slows the compute beside it
+      // The collective slows the compute beside it; with several at once, the one that slows it most (beside()).
+      const auto level = static_cast<size_t>(c.overlap_level);
+      if (!blocking) ++active_collectives[level];
+      if (!blocking && !synced_backward_done) co_await set_pstate(beside());
       co_await run_collective(c, call.bytes);
-      if (!blocking && --active_collectives == 0) co_await set_pstate(0);
+      if (!blocking) {
+        const int was = beside();
+        --active_collectives[level];
+        const int left = beside();
+        if (left == 0 || (left != was && !synced_backward_done)) co_await set_pstate(left);
+      }
     }
     c.end = now();
     if (blocking && between_stages(call))
@@ -693,6 +712,7 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
       run.backward_sum += run.op_s.backward[o];
     }
     CallCosts costs(scenario, program, rank);
+    run.slowdowns = overlap_slowdowns(scenario.nccl, scenario.topology.gpu);
     run.calls.reserve(rank.comms.size());
     for (const CommCall& call : rank.comms) {
       CallRun c;
@@ -700,7 +720,8 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
       c.moves = costs.moves(call);  // a group of one rank moves nothing
       if (c.moves) {
         c.cost = costs.cost(call);
-        c.algorithm = &algorithm_descriptor(c.cost.algorithm);             // the cost chose it where it runs
+        c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
+        c.overlap_level = overlap_level(c.cost.algorithm);
         if (!between_stages(call)) c.spaces = run.spaces_for(call.group);  // sends are timed, not laid
         const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
         if (!(eff > 0))
@@ -732,7 +753,7 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
 
   std::unique_ptr<StepEngine> engine;
   if (direct) {
-    std::vector<std::array<double, 2>> speeds;
+    std::vector<PstateSpeeds> speeds;
     for (const ComputeHost& h : platform.compute_hosts()) speeds.push_back(h.speeds);
     engine = std::make_unique<DirectEngine>(std::move(speeds));
   } else if (simgrid) {
@@ -754,11 +775,14 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
     one_class_result(run, program, r);
   }
   // The engine that ran the step. The network model is the sharing of SimGrid's flows and of the fluid probes alike.
-  r.context["simulator"] = {{"engine", engine->name()},
-                            {"network_model", "CM02, crosstraffic 0, TCP-gamma 0"},
-                            {"fidelity", to_string(options.fidelity)},
-                            {"overlap", options.overlap},
-                            {"overlap_slowdown", scenario.nccl.overlap_slowdown}};
+  r.context["simulator"] = {
+      {"engine", engine->name()},
+      {"network_model", "CM02, crosstraffic 0, TCP-gamma 0"},
+      {"fidelity", to_string(options.fidelity)},
+      {"overlap", options.overlap},
+      {"overlap_slowdown", scenario.nccl.overlap_slowdown},
+      {"overlap_slowdown_by_algorithm",
+       {{"ring_tree_collnet", run.slowdowns[1]}, {"nvls", run.slowdowns[2]}, {"nvlstree", run.slowdowns[3]}}}};
 
   if (stats) {
     stats->simulate_wall_s = sim_wall;

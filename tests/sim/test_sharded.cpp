@@ -20,7 +20,7 @@ namespace {
 Scenario llama8b(const std::string& sharding, std::vector<Override> more = {}) {
   more.push_back({"parallelism.sharding", sharding});
   Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-8xh100.yaml", more);
-  s.nccl.overlap_slowdown = 1;  // the closed form has no slowdown of compute beside collectives
+  s.nccl.set_overlap_slowdown_everywhere(1);  // the closed form has no slowdown of compute beside collectives
   return s;
 }
 
@@ -93,7 +93,7 @@ Scenario deepspeed(const std::string& stage, std::vector<Override> more = {}) {
   more.push_back({"zero_optimization.stage", stage});
   Scenario s = load_scenario(
       std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-deepspeed-zero2-8xh100.yaml", more);
-  s.nccl.overlap_slowdown = 1;
+  s.nccl.set_overlap_slowdown_everywhere(1);
   return s;
 }
 
@@ -173,7 +173,7 @@ TEST_CASE("HSDP on two nodes: the simulator equals the estimate's walk; one shar
     knobs.push_back({"cluster.nodes", "2"});
     Scenario s =
         load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml", knobs);
-    s.nccl.overlap_slowdown = 1;
+    s.nccl.set_overlap_slowdown_everywhere(1);
     return s;
   };
   const Scenario hybrid = two_nodes({{"parallelism.sharding", "hybrid_shard"}});
@@ -213,7 +213,7 @@ TEST_CASE(
   Scenario s = load_scenario(
       std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-1024xh100-ib.yaml",
       {{"cluster.nodes", "4"}, {"parallelism.sharding", "hybrid_shard"}, {"parallelism.shard_group", "16"}});
-  s.nccl.overlap_slowdown = 1;
+  s.nccl.set_overlap_slowdown_everywhere(1);
   const StepPlan plan = make_step_plan(s);
   REQUIRE(plan.sharded.replicas == 2);
   const StepResult sim = predict(s, plan);
@@ -223,4 +223,21 @@ TEST_CASE(
   CHECK(sim.step_time_s >= est.result.step_time_s * (1 - 1e-9));
   REQUIRE(sim.comm.size() == est.result.comm.size());
   for (size_t i = 0; i < sim.comm.size(); ++i) CHECK(sim.comm[i].end_s >= est.result.comm[i].end_s * (1 - 1e-9));
+}
+
+TEST_CASE("the compute beside NVLS slows by NVLS's SMs, beside a ring by the measured average", "[sim]") {
+  // Llama 3.1 8B DDP on 8 H100: every bucket runs NVLS (16 channels of 132 SMs)
+  const Scenario s = load_scenario(std::filesystem::path(DPSIM_SOURCE_DIR) / "scenarios/llama3.1-8b-8xh100.yaml");
+  const StepResult nvls = predict(s, make_step_plan(s));
+  for (const auto& b : nvls.buckets) REQUIRE(b.algorithm == "nvls");
+  // the same step with the NVLS level set to what it is: 132 / 116 everywhere changes nothing
+  Scenario same = s;
+  same.nccl.set_overlap_slowdown_everywhere(132.0 / 116);
+  CHECK(predict(same, make_step_plan(same)).step_time_s == Approx(nvls.step_time_s).epsilon(1e-9));
+  // the ring's measured average beside every call: the backward overlapped with the buckets takes longer
+  Scenario ring_like = s;
+  ring_like.nccl.set_overlap_slowdown_everywhere(s.nccl.overlap_slowdown);
+  const StepResult slower = predict(ring_like, make_step_plan(ring_like));
+  CHECK(slower.backward_s > nvls.backward_s);
+  CHECK(slower.step_time_s > nvls.step_time_s);
 }

@@ -19,7 +19,6 @@ struct ComputeModel {
   double gemm_efficiency = 0;  // the best-shape ceiling (MAMF)
   double memory_bandwidth_bytes_per_s = 0;
   double memory_efficiency = 0;
-  double overlap_slowdown = 1;  // multiply compute time while a collective runs beside it
   std::map<std::array<int64_t, 4>, double> gemm_efficiency_by_shape{};  // calibrated; see GpuSpec
   int sm_count = 0;                                                     // 0: no quantization
   std::vector<std::array<int64_t, 2>> gemm_tiles{};                     // empty: no quantization

@@ -374,7 +374,9 @@ struct NcclModel {
   std::map<Arch, std::map<std::string, double>> ring_efficiency_by_arch;
   double ring_efficiency_for(const std::string& fabric_class, Arch arch) const;
   void set_ring_efficiency(const std::string& fabric_class, double efficiency);  // all architectures
-  double overlap_slowdown = 1;  // compute slowdown while a collective runs
+  double overlap_slowdown = 1;               // compute slowdown beside a ring/tree/CollNet call (dpsim/overlap.hpp)
+  bool overlap_slowdown_calibrated = false;  // overlap_slowdown is every algorithm's (measured on the machine)
+  void set_overlap_slowdown_everywhere(double slowdown);  // a calibration's, or 1 for none
 };
 
 // ---- model ------------------------------------------------------------------------------------
