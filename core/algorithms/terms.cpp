@@ -73,7 +73,8 @@ BtreeNode btree_node(int n, int r) {
   while (bit < n && !(bit & r)) bit <<= 1;
   if (r == 0) return {-1, n > 1 ? 1 : 0};
   BtreeNode node;
-  node.parent = ((r ^ bit) | (bit << 1)) < n ? ((r ^ bit) | (bit << 1)) : (r ^ bit);
+  const int up = (r ^ bit) | (bit << 1);
+  node.parent = up < n ? up : (r ^ bit);
   int low = bit >> 1;
   if (low == 0) return node;
   node.children = 1;  // r - low is always in range
