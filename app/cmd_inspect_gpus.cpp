@@ -30,6 +30,7 @@ nlohmann::json to_json(const std::vector<GpuSpec>& gpus) {
                     {"peak_bf16_flops_per_s", optional_rate(g.peak_bf16_flops_per_s)},
                     {"peak_fp16_flops_per_s", g.peak_fp16_flops_per_s},
                     {"peak_tf32_flops_per_s", optional_rate(g.peak_tf32_flops_per_s)},
+                    {"peak_fp8_flops_per_s", optional_rate(g.peak_fp8_flops_per_s)},
                     {"peak_fp32_flops_per_s", g.peak_fp32_flops_per_s},
                     {"memory_bandwidth_bytes_per_s", g.memory_bandwidth_bytes_per_s},
                     {"gemm_efficiency", g.gemm_efficiency},
@@ -41,11 +42,11 @@ nlohmann::json to_json(const std::vector<GpuSpec>& gpus) {
 
 std::string to_text(const std::vector<GpuSpec>& gpus) {
   std::vector<std::vector<std::string>> rows{
-      {"key (cluster.gpu)", "name", "arch", "memory", "bf16", "fp16", "tf32", "fp32", "memory bandwidth"}};
+      {"key (cluster.gpu)", "name", "arch", "memory", "bf16", "fp16", "tf32", "fp32", "fp8", "memory bandwidth"}};
   for (const auto& g : gpus) {
     rows.push_back({g.key, g.name, to_string(g.arch), gpu_memory_label(g), tflops(g.peak_bf16_flops_per_s),
                     tflops(g.peak_fp16_flops_per_s), tflops(g.peak_tf32_flops_per_s), tflops(g.peak_fp32_flops_per_s),
-                    format_bandwidth(g.memory_bandwidth_bytes_per_s)});
+                    tflops(g.peak_fp8_flops_per_s), format_bandwidth(g.memory_bandwidth_bytes_per_s)});
   }
   std::string out =
       fmt::format("GPUs in {} (peaks in TFLOPS, dense: no 2:4 sparsity; '-': no such unit; GB = 1e9 bytes)\n",
@@ -61,7 +62,8 @@ void register_inspect_gpus(CLI::App& inspect) {
   auto json_out = std::make_shared<bool>(false);
   auto* cmd = inspect.add_subcommand("gpus", "The GPU catalog: keys for cluster.gpu, memory, peak rates, sources");
   cmd->add_flag("--json", *json_out,
-                "Print JSON: {file, gpus: [{key, name, arch, memory_bytes, memory_as_written, peak_*_flops_per_s, "
+                "Print JSON: {file, gpus: [{key, name, arch, memory_bytes, memory_as_written, peak_*_flops_per_s (fp8: "
+                "null where the catalog gives no FP8 rate), "
                 "memory_bandwidth_bytes_per_s, gemm_efficiency, memory_efficiency, source}]}");
   cmd->callback([json_out] {
     const auto gpus = load_gpu_catalog();

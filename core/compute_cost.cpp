@@ -46,6 +46,14 @@ ComputeModel compute_model(const Scenario& s) {
   m.gelu_time_factor = g.gelu_time_factor;
   m.kernel_launch_s = g.kernel_launch_s;
   m.gemm_fixed_time_s = g.gemm_fixed_time_s;
+  if (s.training.fp8 && g.peak_fp8_flops_per_s > 0) {
+    ComputeModel f = m;
+    f.peak_flops_per_s = g.peak_fp8_flops_per_s;
+    f.gemm_efficiency = g.fp8_gemm_efficiency > 0 ? g.fp8_gemm_efficiency : g.gemm_efficiency;
+    f.gemm_efficiency_by_shape.clear();  // calibrated in 16 bits
+    f.element_bytes = 1;
+    m.fp8_gemms = std::make_shared<const ComputeModel>(std::move(f));
+  }
   return m;
 }
 
@@ -169,6 +177,11 @@ double elementwise_seconds(const PlanOp& op, bool backward, const ComputeModel& 
   return own * eager_time_factor(op.eager_kernel, backward, m) + memory_seconds(copy, m);
 }
 
+// The model a matmul's GEMMs run under: FP8's where the op runs in FP8 (training.fp8).
+const ComputeModel& gemm_model(const PlanOp& op, const ComputeModel& m) {
+  return op.fp8 && m.fp8_gemms ? *m.fp8_gemms : m;
+}
+
 // Kernels an op launches: one per GEMM (at least one) forward, twice that backward (dX and dW).
 double forward_kernels(const PlanOp& op) { return static_cast<double>(std::max<size_t>(1, op.gemms.size())); }
 
@@ -225,10 +238,11 @@ double gemm_seconds(const GemmShape& g, const ComputeModel& m) {
 double forward_seconds(const PlanOp& op, const ComputeModel& m) {
   double t = 0;
   switch (op.kind) {
-    case OpKind::matmul: t = gemms_seconds(op, op.forward_flops, op.forward_bytes, false, m); break;
+    case OpKind::matmul: t = gemms_seconds(op, op.forward_flops, op.forward_bytes, false, gemm_model(op, m)); break;
     case OpKind::attention: t = attention_forward_seconds(op, m) + memory_seconds(op.forward_bytes, m); break;
     case OpKind::elementwise:
     case OpKind::embedding:
+      if (op.forward_bytes <= 0 && op.forward_flops <= 0) return 0;  // nothing to do forward: no kernel
       t = std::max(op.forward_flops / (m.peak_flops_per_s * m.gemm_efficiency), elementwise_seconds(op, false, m));
       break;
   }
@@ -243,7 +257,7 @@ double backward_seconds(const PlanOp& op, const ComputeModel& m) {
   switch (op.kind) {
     case OpKind::matmul:
       kernels = forward_kernels(op) * ((op.input_grad ? 1 : 0) + (op.weight_grad ? 1 : 0));
-      t = gemms_seconds(op, op.backward_flops, op.backward_bytes - op.grad_copy_bytes, true, m) +
+      t = gemms_seconds(op, op.backward_flops, op.backward_bytes - op.grad_copy_bytes, true, gemm_model(op, m)) +
           memory_seconds(op.grad_copy_bytes + (op.weight_grad ? op.bias_grad_bytes : 0.0), m);
       break;
     case OpKind::attention: t = attention_backward_seconds(op, m) + memory_seconds(op.backward_bytes, m); break;

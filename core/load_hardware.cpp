@@ -332,9 +332,25 @@ std::vector<AttentionRateCurve> parse_attention_rates(const YNode& list) {
 }
 
 GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) {
-  g.allow_only({"name", "arch", "peak_bf16", "peak_fp16", "peak_fp32", "peak_tf32", "memory", "memory_bandwidth",
-                "gemm_efficiency", "memory_efficiency", "sm_count", "attention_efficiency",
-                "cudnn_attention_efficiency", "flash1_fwd_bwd", "flash1_fwd_bwd_scale", "source", "form_factor",
+  g.allow_only({"name",
+                "arch",
+                "peak_bf16",
+                "peak_fp16",
+                "peak_fp32",
+                "peak_tf32",
+                "peak_fp8",
+                "fp8_gemm_efficiency",
+                "memory",
+                "memory_bandwidth",
+                "gemm_efficiency",
+                "memory_efficiency",
+                "sm_count",
+                "attention_efficiency",
+                "cudnn_attention_efficiency",
+                "flash1_fwd_bwd",
+                "flash1_fwd_bwd_scale",
+                "source",
+                "form_factor",
                 "notes"});
   GpuSpec spec;
   spec.key = key;
@@ -344,6 +360,11 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) 
   spec.peak_fp16_flops_per_s = g.at("peak_fp16").as_flops();
   spec.peak_fp32_flops_per_s = g.at("peak_fp32").as_flops();
   if (auto v = g.get("peak_tf32")) spec.peak_tf32_flops_per_s = v->as_flops();
+  if (auto v = g.get("peak_fp8")) spec.peak_fp8_flops_per_s = v->as_flops();
+  if (auto v = g.get("fp8_gemm_efficiency")) {
+    if (!(spec.peak_fp8_flops_per_s > 0)) v->fail("needs peak_fp8 (the rate it is a fraction of)");
+    spec.fp8_gemm_efficiency = fraction(*v);
+  }
   spec.memory_bytes = g.at("memory").as_bytes();
   spec.memory_as_written = g.at("memory").as_string();
   spec.memory_bandwidth_bytes_per_s = g.at("memory_bandwidth").as_bandwidth();

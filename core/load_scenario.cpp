@@ -88,6 +88,7 @@ Training parse_training(const YNode& n) {
                 "activation_checkpointing_every",
                 "activations",
                 "tf32",
+                "fp8",
                 "memory_format",
                 "total_tokens",
                 "total_samples",
@@ -141,6 +142,18 @@ Training parse_training(const YNode& n) {
     t.tf32 = v->as_bool();
     if (t.tf32 && t.compute() != Dtype::fp32)
       v->fail(fmt::format("TF32 applies to fp32 matmuls; they run in {}", to_string(t.compute())));
+  }
+  if (auto v = n.get("fp8")) {
+    t.fp8 = v->as_bool();
+    if (t.fp8 && dtype_bytes(t.compute()) != 2)
+      v->fail(
+          fmt::format("FP8 GEMMs run inside a 16-bit compute dtype (Transformer Engine's fp8_autocast within "
+                      "bf16 or fp16); the matmuls here run in {}",
+                      to_string(t.compute())));
+    if (t.fp8 && t.autocast())
+      v->fail(
+          "FP8 with autocast's fp32 weights (compute_dtype on fp32 parameters) is not modelled: give 16-bit "
+          "parameters (param_dtype bf16), as Megatron-LM runs Transformer Engine");
   }
   if (auto v = n.get("memory_format"))
     t.memory_format = v->as_enum<MemoryFormat>({{"channels_first", MemoryFormat::channels_first},
@@ -599,6 +612,12 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
         .at("tf32")
         .fail(fmt::format("{} has no TF32 tensor cores (data/gpus/{}.yaml has no peak_tf32)", s.topology.gpu.name,
                           s.topology.gpu.key));
+  if (s.training.fp8 && !(s.topology.gpu.peak_fp8_flops_per_s > 0))
+    root.at("training")
+        .at("fp8")
+        .fail(fmt::format("{} has no FP8 tensor-core rate in data/gpus/{}.yaml (peak_fp8: FP8 tensor cores came with "
+                          "Hopper and Ada; the catalog gives the rate where a source states it)",
+                          s.topology.gpu.name, s.topology.gpu.key));
   // flash-attn v1.0.3.post0 README: "FlashAttention currently supports: 1. Turing, Ampere, Ada, or Hopper GPUs".
   if (s.training.attention == AttentionImpl::flash1 && s.topology.gpu.arch == Arch::volta)
     root.at("training")

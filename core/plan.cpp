@@ -10,6 +10,7 @@
 #include "dpsim/autocast.hpp"
 #include "dpsim/conv_layout.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/fp8.hpp"
 #include "dpsim/sharding.hpp"
 #include "dpsim/trainable.hpp"
 #include "load_internal.hpp"
@@ -114,6 +115,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.bias_grad_bytes = op.bias_grad_bytes_per_sample * mb;
   p.input_grad = op.input_grad;
   p.weight_grad = op.weight_grad;
+  p.fp8 = op.fp8;
   for (const TensorComm& c : op.tensor_comms)
     p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb});
   for (GemmShape g : op.gemms) {
@@ -480,8 +482,9 @@ StepPlan make_step_plan(const Scenario& s) {
   // The whole model's FLOPs and parameters, unsplit: the same ops when nothing splits them.
   const bool unsplit = split.degree == 1 && !split.sequence_parallel && !split.tied_head_copy;
   add_model_totals(unsplit ? local : model_ops({}), plan);
-  const auto ops = with_layout_transposes(with_autocast_casts(std::move(local), s.training), s.training,
-                                          s.topology.gpu.nchw_transpose_passes_per_call);
+  const auto ops = with_fp8_casts(with_layout_transposes(with_autocast_casts(std::move(local), s.training), s.training,
+                                                         s.topology.gpu.nchw_transpose_passes_per_call),
+                                  s.training);
   const int grad_bytes = dtype_bytes(trainable_dtypes(s.training).grads);
   for (const auto& op : ops) plan.ops.push_back(to_plan_op(op, s.training.micro_batch));
   mark_recomputation(s, ops, plan);

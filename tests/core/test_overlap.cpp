@@ -36,8 +36,8 @@ TEST_CASE("NVLS slows the compute beside it by the SMs its channels hold; rings 
   CHECK(overlap_slowdowns(nccl, unknown)[overlap_level(Algorithm::nvls)] == ring);
   NcclModel calibrated = nccl;
   calibrated.set_overlap_slowdown_everywhere(1.07);
-  for (double s : {overlap_slowdowns(calibrated, load_gpu("H100-SXM"))[1],
-                   overlap_slowdowns(calibrated, load_gpu("H100-SXM"))[2],
-                   overlap_slowdowns(calibrated, load_gpu("B200"))[3]})
+  for (double s :
+       {overlap_slowdowns(calibrated, load_gpu("H100-SXM"))[1], overlap_slowdowns(calibrated, load_gpu("H100-SXM"))[2],
+        overlap_slowdowns(calibrated, load_gpu("B200"))[3]})
     CHECK(s == 1.07);
 }

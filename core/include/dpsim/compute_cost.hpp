@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct ComputeModel {
   AttentionImpl attention = AttentionImpl::flash;
   double kernel_launch_s = 0;
   double gemm_fixed_time_s = 0;  // per GEMM kernel, beyond its tiles' work (data/gpus.yaml kernels.gemm_fixed_time)
+  // training.fp8: the model an FP8 matmul's GEMMs run under (the GPU's FP8 peak and efficiency, one-byte operands, no
+  // calibrated 16-bit shapes); null otherwise.
+  std::shared_ptr<const ComputeModel> fp8_gemms;
 };
 
 ComputeModel compute_model(const Scenario& scenario);

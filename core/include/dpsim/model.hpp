@@ -80,6 +80,7 @@ struct Op {
   double bias_grad_bytes_per_sample = 0;
   // A layer list's convolution: its input and output feature maps (core/conv_layout.cpp transposes them).
   double feature_map_bytes_per_sample = 0;
+  bool fp8 = false;  // a matmul whose GEMMs run in FP8 (training.fp8, core/fp8.cpp)
 };
 
 // Ops in forward order. `sequence_length` sets attention cost; dtype sets bytes of activations; a transformer's

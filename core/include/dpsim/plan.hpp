@@ -38,6 +38,7 @@ struct PlanOp {
   EagerKernel eager_kernel = EagerKernel::none;  // elementwise: eager PyTorch's kernels (model.hpp Op)
   bool input_grad = true;                        // its backward computes dX (model.hpp Op)
   bool weight_grad = true;                       // and dW
+  bool fp8 = false;                              // matmul: its GEMMs in FP8 (model.hpp Op)
 };
 
 struct Grad {

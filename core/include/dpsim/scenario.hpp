@@ -126,6 +126,8 @@ struct GpuSpec {
   double peak_fp16_flops_per_s = 0;
   double peak_fp32_flops_per_s = 0;
   double peak_tf32_flops_per_s = 0;  // TF32 tensor cores (fp32 matmuls with allow_tf32); 0: none
+  double peak_fp8_flops_per_s = 0;   // dense FP8 tensor cores (training.fp8); 0: none, or no source states it
+  double fp8_gemm_efficiency = 0;    // achieved / FP8 peak for large FP8 GEMMs; 0: gemm_efficiency
   double memory_bytes = 0;           // the whole capacity: nothing is reserved for CUDA, NCCL or the allocator
   std::string memory_as_written;     // as data/gpus.yaml states it, e.g. "80GiB"
   double memory_bandwidth_bytes_per_s = 0;
@@ -497,6 +499,8 @@ struct Training {
   int64_t activation_checkpointing_every = 1;
   bool activations = true;
   bool tf32 = false;  // fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
+  // The linear layers' GEMMs in FP8, as Transformer Engine runs them inside a 16-bit compute dtype (core/fp8.cpp)
+  bool fp8 = false;
   MemoryFormat memory_format = MemoryFormat::channels_first;
   // How much the whole run trains on (at most one of the two): time and cost to train (core/training_cost.cpp).
   std::optional<double> total_tokens;
