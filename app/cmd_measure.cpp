@@ -102,6 +102,13 @@ void run_measure(const MeasureArgs& a) {
                     "(training.compute_dtype {}) is predicted, not measured",
                     a.scenario, to_string(s.training.param_dtype), to_string(s.training.compute())));
 
+  if (s.training.fp8)
+    throw InputError(
+        fmt::format("{}: training.fp8: the GPU backend runs its GEMMs with cuBLASLt in "
+                    "training.param_dtype ({}); FP8 GEMMs and Transformer Engine's casts are predicted, "
+                    "not measured",
+                    a.scenario, to_string(s.training.param_dtype)));
+
   // The walker issues each bucket's reduction as the backward completes it; a step that reduces after the whole
   // backward waits for an event (backward_done) the backend does not run.
   if (!plan.overlap_grad_reduce)

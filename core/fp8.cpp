@@ -16,17 +16,20 @@ double cast_bytes(Dtype from) { return dtype_bytes(from) + 2 * kFp8CopyBytes; }
 
 double input_elements_per_sample(const Op& op) {
   double n = 0;
-  for (const GemmShape& g : op.gemms) n += static_cast<double>(g.m) * static_cast<double>(g.k) * static_cast<double>(g.batch);
+  for (const GemmShape& g : op.gemms)
+    n += static_cast<double>(g.m) * static_cast<double>(g.k) * static_cast<double>(g.batch);
   return n;
 }
 double output_elements_per_sample(const Op& op) {
   double n = 0;
-  for (const GemmShape& g : op.gemms) n += static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.batch);
+  for (const GemmShape& g : op.gemms)
+    n += static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.batch);
   return n;
 }
 double weight_elements(const Op& op) {
   double n = 0;
-  for (const GemmShape& g : op.gemms) n += static_cast<double>(g.k) * static_cast<double>(g.n) * static_cast<double>(g.batch);
+  for (const GemmShape& g : op.gemms)
+    n += static_cast<double>(g.k) * static_cast<double>(g.n) * static_cast<double>(g.batch);
   return n;
 }
 

@@ -161,6 +161,12 @@ check topology-did-you-mean 2 'no topology named "h100-nvswitch-8x" \(did you me
 check memory-capacity-label 0 "total .* of 85\.52 GB \(81559 MiB\), all of NVIDIA H100 80GB HBM3's memory" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 check memory-runtime 0 "NCCL \(1 communicator\) +688\.00 MB" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml"
 check measure-refuses-autocast 2 "autocast \\(training.compute_dtype bf16\\) is predicted, not measured" -- "$dpsim" measure --dry-run "$s/gpt2-124m-autocast-4xrtx4090.yaml"
+# training.fp8 is predicted, not measured: the backend's GEMMs are cuBLASLt's in param_dtype
+fp8dir=$(mktemp -d)
+sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dtype: bf16\n  fp8: true|' "$s/llama3.1-8b-8xh100.yaml" >"$fp8dir/fp8.yaml"
+check measure-refuses-fp8 2 "training.fp8: the GPU backend runs its GEMMs with cuBLASLt in training.param_dtype \\(bf16\\)" -- "$dpsim" measure --dry-run "$fp8dir/fp8.yaml"
+check predict-fp8 0 "step time" -- "$dpsim" predict "$fp8dir/fp8.yaml" --no-advice
+rm -rf "$fp8dir"
 check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4
 check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect topology aws-p5-efa --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
 # A pipeline is measured like any scenario (each rank its stage's program): here it reaches the GPU backend, which

@@ -37,8 +37,8 @@ TEST_CASE("training.fp8: FP8 GEMMs for the linear layers, casts around each, the
   // reaches first)
   CHECK(p.ops[static_cast<size_t>(proj - 1)].name == "layers.0.self_attn.q_proj.fp8_casts");
   CHECK(p.ops[static_cast<size_t>(proj + 1)].name == "layers.0.self_attn.q_proj.fp8_grad_cast");
-  // the micro-batch's tokens x 4,096 in, 4,096 x 4,096 weights, tokens x 4,096 out: read 2 bytes, write the FP8 copy and its
-  // transpose (1 + 1) per element
+  // the micro-batch's tokens x 4,096 in, 4,096 x 4,096 weights, tokens x 4,096 out: read 2 bytes, write the FP8 copy
+  // and its transpose (1 + 1) per element
   const double tokens = static_cast<double>(s.training.sequence_length * s.training.micro_batch), d = 4096;
   CHECK(p.ops[static_cast<size_t>(proj - 1)].forward_bytes == Approx((tokens * d + d * d) * 4));
   CHECK(p.ops[static_cast<size_t>(proj - 1)].backward_bytes == 0);
