@@ -256,7 +256,8 @@ std::string bound_note(const StepResult& r) {
                      100.0 * none.scaling_efficiency);
 }
 
-std::optional<StepResult> worth_mentioning(const Scenario& variant, const StepResult& r, const Evaluate& evaluate);
+std::string mention_gain(const Scenario& variant, const StepResult& r, const Evaluate& evaluate,
+                         const std::string& sentence);
 
 // Plain DDP across 2 or 3 nodes with NCCL's own choice: NCCL prices the tree at the ring's network bandwidth x 0.92
 // (tuning.cc), but its double binary tree sends S (2 nodes) or 1.5 S (3 nodes) per node where the ring sends
@@ -269,13 +270,12 @@ std::string forced_tree_advice(const Scenario& s, const StepResult& r, const Eva
     return "";
   Scenario tree = s;
   tree.collective.algorithm = Algorithm::tree;
-  const auto f = worth_mentioning(tree, r, evaluate);
-  if (!f) return "";
-  return fmt::format(
-      "NCCL's own model prices its tree at the ring's network bandwidth, but on {} nodes the double binary tree sends "
-      "{:g} S per node where the ring sends {:.2f} S: NCCL_ALGO=Tree (collective.algorithm: tree) gives {}.",
-      s.topology.nodes, algorithms::tree_node_network_bytes(s.topology.nodes),
-      ring_bytes_sent_per_gpu(1.0, s.world_size()), gain(r, *f));
+  return mention_gain(tree, r, evaluate,
+                      fmt::format("NCCL's own model prices its tree at the ring's network bandwidth, but on {} nodes "
+                                  "the double binary tree sends {:g} S per node where the ring sends {:.2f} S: "
+                                  "NCCL_ALGO=Tree (collective.algorithm: tree) gives {{}}.",
+                                  s.topology.nodes, algorithms::tree_node_network_bytes(s.topology.nodes),
+                                  ring_bytes_sent_per_gpu(1.0, s.world_size())));
 }
 
 std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
@@ -382,11 +382,19 @@ std::string efa_advice(const Scenario& s, const StepResult& r, const Evaluate& e
       gain(r, evaluated(slower, evaluate)));
 }
 
-// A variant of the scenario, evaluated, where it gains at least kWorthMentioningGain over `r`; nothing otherwise.
-std::optional<StepResult> worth_mentioning(const Scenario& variant, const StepResult& r, const Evaluate& evaluate) {
-  StepResult f = evaluated(variant, evaluate);
+// What a variant of the scenario gains over `r` (gain()), evaluated, where it is at least kWorthMentioningGain;
+// nothing otherwise.
+std::optional<std::string> worth_mentioning(const Scenario& variant, const StepResult& r, const Evaluate& evaluate) {
+  const StepResult f = evaluated(variant, evaluate);
   if (!(f.samples_per_s > (1.0 + kWorthMentioningGain) * r.samples_per_s)) return std::nullopt;
-  return f;
+  return gain(r, f);
+}
+
+// `sentence` with its one {} the gain of `variant`, where that is worth mentioning; "" otherwise.
+std::string mention_gain(const Scenario& variant, const StepResult& r, const Evaluate& evaluate,
+                         const std::string& sentence) {
+  const auto g = worth_mentioning(variant, r, evaluate);
+  return g ? fmt::format(fmt::runtime(sentence), *g) : std::string();
 }
 
 // A transformer on eager kernels (training.elementwise eager): what one fused kernel per memory-bound op gives. The
@@ -397,18 +405,17 @@ std::string fused_elementwise_advice(const Scenario& s, const StepResult& r, con
   fused.training.elementwise = ElementwiseImpl::fused;
   const auto gained = worth_mentioning(fused, r, evaluate);
   if (!gained) return "";
-  const StepResult& f = *gained;
   if (s.model.transformer->family != ModelFamily::llama)
     return fmt::format(
         "Eager elementwise kernels (training.elementwise: eager; PyTorch's own LayerNorm and GELU as Hugging Face and "
         "llm-foundry run them, measured at 0.3-0.7 of the copy rate): fused ones (apex's FusedLayerNorm and a fused "
         "bias-GELU, as Megatron-LM runs them, or torch.compile; training.elementwise: fused) give {}.",
-        gain(r, f));
+        *gained);
   return fmt::format(
       "Eager elementwise kernels (training.elementwise: eager, as torchtitan and Hugging Face run them: RMSNorm "
       "through fp32, the rotary embedding, SwiGLU, the key/value copies): one fused kernel per op (torch.compile, or "
       "Transformer Engine's as Megatron-LM runs them; training.elementwise: fused) gives {}.",
-      gain(r, f));
+      *gained);
 }
 
 // Convolutions on tensor cores in channels_first (NCHW, PyTorch's default): cuDNN runs each call on transposed NHWC
@@ -420,13 +427,11 @@ std::string channels_last_advice(const Scenario& s, const StepResult& r, const E
   if (!convolutions) return "";
   Scenario last = s;
   last.training.memory_format = MemoryFormat::channels_last;
-  const auto f = worth_mentioning(last, r, evaluate);
-  if (!f) return "";
-  return fmt::format(
-      "Convolutions in channels_first (NCHW, PyTorch's default) on tensor cores: cuDNN transposes every call's "
-      "feature maps to NHWC and back. channels_last (model.to(memory_format=torch.channels_last) and the same for "
-      "each input; training.memory_format: channels_last) gives {}.",
-      gain(r, *f));
+  return mention_gain(last, r, evaluate,
+                      "Convolutions in channels_first (NCHW, PyTorch's default) on tensor cores: cuDNN transposes "
+                      "every call's feature maps to NHWC and back. channels_last (model.to(memory_format="
+                      "torch.channels_last) and the same for each input; training.memory_format: channels_last) "
+                      "gives {}.");
 }
 
 // A SHARP network whose CollNet the scenario leaves off (NCCL_COLLNET_ENABLE unset): what NCCL's choice gives when it
@@ -437,12 +442,10 @@ std::string collnet_advice(const Scenario& s, const StepResult& r, const Evaluat
     return "";
   Scenario with = s;
   with.collective.collnet = true;
-  const auto f = worth_mentioning(with, r, evaluate);
-  if (!f) return "";
-  return fmt::format(
-      "The network reduces in its switches (SHARP) but NCCL does not use it unless asked: NCCL_COLLNET_ENABLE=1 with "
-      "the SHARP plugin (collective.collnet: true, NCCL's CollNetChain where it is faster) gives {}.",
-      gain(r, *f));
+  return mention_gain(with, r, evaluate,
+                      "The network reduces in its switches (SHARP) but NCCL does not use it unless asked: "
+                      "NCCL_COLLNET_ENABLE=1 with the SHARP plugin (collective.collnet: true, NCCL's CollNetChain "
+                      "where it is faster) gives {}.");
 }
 
 }  // namespace
