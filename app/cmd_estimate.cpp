@@ -63,14 +63,15 @@ void add_compute_by_kind(Section& comp, const ComputeByKind& c, const ComputeMod
   const auto share = [&](double seconds) {
     return fmt::format("{} ({:.0f}%)", format_seconds(seconds), 100 * seconds / total);
   };
-  const auto flops = [&](const char* label, double seconds, double executed) {
+  const auto flops = [&](const char* label, double seconds, double executed, const char* peak) {
     if (!(seconds > 0)) return;
     const double rate = executed / seconds;
-    comp.add(label, fmt::format("{}, {:.0f} TFLOP/s executed ({:.0f}% of peak)", share(seconds), rate / 1e12,
-                                100 * rate / cm.peak_flops_per_s));
+    comp.add(label, fmt::format("{}, {:.0f} TFLOP/s executed ({:.0f}% of {})", share(seconds), rate / 1e12,
+                                100 * rate / cm.peak_flops_per_s, peak));
   };
-  flops("time in GEMMs", c.gemm_s, c.gemm_flops);
-  flops("time in attention", c.attention_s, c.attention_flops);
+  // Under training.fp8 the linear layers' GEMMs run against the FP8 peak: their share is still of the 16-bit one.
+  flops("time in GEMMs", c.gemm_s, c.gemm_flops, cm.fp8_gemms ? "the 16-bit peak, most of them in FP8" : "peak");
+  flops("time in attention", c.attention_s, c.attention_flops, "peak");
   if (c.memory_bound_s > 0)
     comp.add("time in memory-bound ops",
              fmt::format("{}, {} at {:.2f} TB/s", share(c.memory_bound_s), format_bytes(c.memory_bound_bytes),
@@ -93,6 +94,10 @@ std::string render(const Scenario& s, const Estimate& e) {
   comp.add("GEMMs",
            fmt::format("at most x {:.2f} of peak, per shape (tile and wave quantization, {:.1f} us per kernel)",
                        cm.gemm_efficiency, cm.gemm_fixed_time_s * 1e6));
+  if (cm.fp8_gemms)
+    comp.add("FP8 GEMMs (training.fp8)",
+             fmt::format("the linear layers' at {:.0f} TFLOP/s fp8 peak x {:.2f}, with their casts",
+                         cm.fp8_gemms->peak_flops_per_s / 1e12, cm.fp8_gemms->gemm_efficiency));
   comp.add("attention", fmt::format("{}: x {:.2f} of peak", to_string(s.training.attention), cm.attention_efficiency));
   if (e.result.compute_by_kind) add_compute_by_kind(comp, *e.result.compute_by_kind, cm);
   comp.add("forward + backward + optimizer", format_seconds(e.compute_s));

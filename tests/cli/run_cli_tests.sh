@@ -166,6 +166,7 @@ fp8dir=$(mktemp -d)
 sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dtype: bf16\n  fp8: true|' "$s/llama3.1-8b-8xh100.yaml" >"$fp8dir/fp8.yaml"
 check measure-refuses-fp8 2 "training.fp8: the GPU backend runs its GEMMs with cuBLASLt in training.param_dtype \\(bf16\\)" -- "$dpsim" measure --dry-run "$fp8dir/fp8.yaml"
 check predict-fp8 0 "step time" -- "$dpsim" predict "$fp8dir/fp8.yaml" --no-advice
+check estimate-fp8 0 "FP8 GEMMs \\(training.fp8\\) +the linear layers' at 1979 TFLOP/s fp8 peak x 0\\.73, with their casts" -- "$dpsim" estimate "$fp8dir/fp8.yaml"
 rm -rf "$fp8dir"
 check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4
 check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect topology aws-p5-efa --nodes 4 --min-bytes 1GiB --max-bytes 1GiB
