@@ -14,23 +14,22 @@ namespace {
 constexpr double kFp8CopyBytes = 1;
 double cast_bytes(Dtype from) { return dtype_bytes(from) + 2 * kFp8CopyBytes; }
 
-double input_elements_per_sample(const Op& op) {
+// The elements of one operand of each of the matmul's GEMMs, summed: X (m x k, per sample), Y (m x n, per sample) or
+// W (k x n).
+template <class Operand>
+double elements(const Op& op, Operand operand) {
   double n = 0;
-  for (const GemmShape& g : op.gemms)
-    n += static_cast<double>(g.m) * static_cast<double>(g.k) * static_cast<double>(g.batch);
+  for (const GemmShape& g : op.gemms) n += operand(g) * static_cast<double>(g.batch);
   return n;
+}
+double input_elements_per_sample(const Op& op) {
+  return elements(op, [](const GemmShape& g) { return static_cast<double>(g.m) * static_cast<double>(g.k); });
 }
 double output_elements_per_sample(const Op& op) {
-  double n = 0;
-  for (const GemmShape& g : op.gemms)
-    n += static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.batch);
-  return n;
+  return elements(op, [](const GemmShape& g) { return static_cast<double>(g.m) * static_cast<double>(g.n); });
 }
 double weight_elements(const Op& op) {
-  double n = 0;
-  for (const GemmShape& g : op.gemms)
-    n += static_cast<double>(g.k) * static_cast<double>(g.n) * static_cast<double>(g.batch);
-  return n;
+  return elements(op, [](const GemmShape& g) { return static_cast<double>(g.k) * static_cast<double>(g.n); });
 }
 
 // Before the matmul, the forward's casts of its input (per sample) and weight (once per micro-batch); nothing to do in
