@@ -144,27 +144,22 @@ NcclStepChunks parse_step_chunks(const YNode& n) {
   const YNode tree = n.at("tree");
   tree.allow_only({"ll", "ll128", "simple"});
   c.tree_bytes = {tree.at("ll").as_bytes(), tree.at("ll128").as_bytes(), tree.at("simple").as_bytes()};
-  const auto halvings = [](const YNode& list) {
-    std::vector<NcclStepChunks::Halving> out;
+  // A list of {number key: N, bytes key: SIZE} rules (the halvings' {steps, above}, the caps' {loops, chunk}).
+  const auto rules = [](const YNode& list, const char* number, const char* bytes, auto element) {
+    std::vector<decltype(element)> out;
     for (size_t i = 0; i < list.size(); ++i) {
-      list[i].allow_only({"steps", "above"});
-      out.push_back({list[i].at("steps").as_positive_number(), list[i].at("above").as_bytes()});
+      list[i].allow_only({number, bytes});
+      out.push_back({list[i].at(number).as_positive_number(), list[i].at(bytes).as_bytes()});
     }
     return out;
   };
+  const auto halvings = [&](const YNode& list) { return rules(list, "steps", "above", NcclStepChunks::Halving{}); };
   c.tree_ll128_halving = halvings(n.at("tree_ll128_halving"));
   c.collnet_chain_bytes = n.at("collnet_chain").as_bytes();
   c.collnet_chain_halving = halvings(n.at("collnet_chain_halving"));
   c.tree_ll128_steps_per_gpu = n.at("tree_ll128_steps_per_gpu").as_positive_number();
   c.nvls_bytes = n.at("nvls").as_bytes();
-  auto caps = [](const YNode& list) {
-    std::vector<NcclStepChunks::Cap> out;
-    for (size_t i = 0; i < list.size(); ++i) {
-      list[i].allow_only({"loops", "chunk"});
-      out.push_back({list[i].at("loops").as_positive_number(), list[i].at("chunk").as_bytes()});
-    }
-    return out;
-  };
+  const auto caps = [&](const YNode& list) { return rules(list, "loops", "chunk", NcclStepChunks::Cap{}); };
   c.nvls_caps = caps(n.at("nvls_caps"));
   c.nvlstree_caps = caps(n.at("nvlstree_caps"));
   const YNode tree_max = n.at("nvlstree_max");
