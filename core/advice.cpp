@@ -294,6 +294,13 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
     other.zero_optimization->overlap_comm = !overlap;
     out.push_back(fmt::format("zero_optimization.overlap_comm {} -> {}: {}.", overlap, !overlap,
                               gain(r, evaluated(other, evaluate))));
+  } else if (!s.ddp.overlap_grad_reduce) {  // DDP buckets reduced after the backward (Megatron's local DDP)
+    Scenario overlapped = s;
+    overlapped.ddp = Ddp{};  // PyTorch DDP's hooks and buckets
+    out.push_back(
+        fmt::format("ddp.overlap_grad_reduce false -> true (the buckets reduced during the backward, PyTorch DDP's {} "
+                    "buckets): {}.",
+                    format_bytes(overlapped.ddp.bucket_cap_bytes), gain(r, evaluated(overlapped, evaluate))));
   } else if (!r.buckets.empty()) {  // DDP and zero1 reduce in DDP's buckets; FSDP per unit
     Scenario bigger_buckets = s;
     bigger_buckets.ddp.bucket_cap_bytes *= 4;

@@ -246,3 +246,28 @@ TEST_CASE("plain DDP on 2-3 nodes gets what a forced tree gives where its double
   four[1].value = "4";
   CHECK(advice_of(four).empty());
 }
+
+TEST_CASE("late reduction (Megatron's local DDP) gets what overlapping the buckets during the backward gives") {
+  const auto advice_of = [](const std::vector<Override>& overrides) {
+    // GPT-2 1.5B, four 512-token sequences per GPU on 8 A100 nodes over HDR, one bucket after the backward:
+    // communication-bound, with a backward long enough to hide most of the all-reduce.
+    std::vector<Override> all{{"training.micro_batch", "4"}, {"training.sequence_length", "512"}};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    const Scenario s = load_scenario(src("scenarios/gpt2-1.5b-64xa100-hdr.yaml"), all);
+    return advise(s, evaluate(s), with_plan);
+  };
+  const auto line_starting = [](const std::vector<std::string>& lines, const std::string& start) {
+    for (const auto& line : lines)
+      if (line.rfind(start, 0) == 0) return line;
+    return std::string();
+  };
+  const std::vector<std::string> late =
+      advice_of({{"ddp.overlap_grad_reduce", "false"}, {"ddp.bucket_cap", "1TiB"}, {"ddp.first_bucket", "1TiB"}});
+  REQUIRE_THAT(late.at(0), Catch::StartsWith("Communication-bound"));
+  const std::string overlap = line_starting(late, "ddp.overlap_grad_reduce false -> true");
+  REQUIRE_FALSE(overlap.empty());
+  CHECK(overlap.find("PyTorch DDP's 26.21 MB buckets): +") != std::string::npos);  // a gain, 25 MiB buckets
+  // Overlapped already: not offered again.
+  const std::vector<std::string> overlapped = advice_of({});
+  CHECK(line_starting(overlapped, "ddp.overlap_grad_reduce").empty());
+}

@@ -489,3 +489,25 @@ TEST_CASE("reference set: a predict block with closed_form is estimated, the oth
   CHECK(by.at("narayanan21-t1-gpt39.1b-g512") == "simulate");  // 2 stages x 12 micro-batches: simulated
   CHECK(by.at("narayanan21-t1-gpt1.7b-g32") == "simulate");
 }
+
+TEST_CASE("a published range reads with the source's digits: a log's printed 0.03 GB/s as 0.025-0.035 GB/s") {
+  ReferenceReport r;
+  ReferencePoint p;
+  p.entry = "log";
+  p.label = "1KiB";
+  p.kind = "allreduce_busbw_small";
+  p.unit = "GB/s";
+  p.predicted = 0.04;
+  p.published = 0.03;
+  p.published_low = 0.03 - 0.005;  // 0.024999999999999998 in binary
+  p.published_high = 0.03 + 0.005;
+  r.points.push_back(p);
+  p.label = "16GiB";
+  p.published_low = 365;
+  p.published_high = 370;
+  r.points.push_back(p);
+  const std::string text = render_reference(r);
+  CHECK(text.find("0.025-0.035 GB/s") != std::string::npos);
+  CHECK(text.find("365-370 GB/s") != std::string::npos);
+  CHECK(text.find("0.0249999") == std::string::npos);
+}

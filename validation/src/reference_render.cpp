@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -30,6 +31,22 @@ std::string value_text(double v, const std::string& unit) {
   return fmt::format("{:.2f} GB/s", v);
 }
 
+// A range's bound with the fewest decimals (at most 4) that give it back: a log's printed 0.03 GB/s, scored as
+// 0.025-0.035, reads so and not as 0.024999999999999998-0.034999999999999996.
+std::string bound_text(double v) {
+  for (int decimals = 0; decimals < 4; ++decimals) {
+    const std::string s = fmt::format("{:.{}f}", v, decimals);
+    if (std::abs(std::stod(s) - v) <= 1e-9 * std::max(1.0, std::abs(v))) return s;
+  }
+  return fmt::format("{:.4f}", v);
+}
+
+std::string range_text(double low, double high, const std::string& unit) {
+  if (unit == "s") return format_seconds(low) + "-" + format_seconds(high);
+  if (unit == "x") return fmt::format("{}-{}x", bound_text(low), bound_text(high));
+  return fmt::format("{}-{} {}", bound_text(low), bound_text(high), unit);
+}
+
 // The report's tables, once, for the terminal and for Markdown.
 struct Tables {
   std::vector<std::vector<std::string>> points{
@@ -43,7 +60,7 @@ Tables tables(const ReferenceReport& r) {
   Tables t;
   for (const auto& p : r.points)
     t.points.push_back({p.entry, p.label, p.cls, p.kind, value_text(p.predicted, p.unit),
-                        p.published_low != p.published_high ? fmt::format("{}-{}", p.published_low, p.published_high)
+                        p.published_low != p.published_high ? range_text(p.published_low, p.published_high, p.unit)
                                                             : value_text(p.published, p.unit),
                         percent(p.rel_error), p.predicted_by});
   for (const auto& row : summarize(r))
