@@ -238,7 +238,7 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
-  REQUIRE(t.size() == 6);
+  REQUIRE(t.size() == 7);
   CHECK(t[0].value == Approx(0.0514).margin(0.001));  // busbw >= 1 MiB median (347 numbers): target 5%, MISSED since
                                                       // issue 17's multi-node sweeps (6.5% before NVLSTree's chunk-
                                                       // pipeline fill; 5.8% over 294 with the A100 and first H100
@@ -333,13 +333,76 @@ TEST_CASE("reference set: a published run dpsim predicts not to fit in memory mi
   CHECK_FALSE(r.memory[1].fits);
   CHECK(r.memory[1].label == "huge");
   CHECK(r.memory[1].needed_bytes > r.memory[1].gpu_bytes);
-  const TargetCheck memory = check_targets(r).back();
+  const TargetCheck memory = check_targets(r).at(5);
   CHECK(memory.value == 0.5);
   CHECK_FALSE(memory.met);
   const std::string text = render_reference(r);
   CHECK(text.find("t (ddp.yaml, huge) ran, but dpsim predicts") != std::string::npos);
   CHECK(text.find("predicted not to fit in GPU memory (2 configurations): 50.0% (target <= 0%) MISSED") !=
         std::string::npos);
+}
+
+namespace {
+// One memory_outcome entry: kScenario with `set`, published as `outcome`.
+std::filesystem::path one_memory_entry(const std::string& name, const std::string& outcome, const std::string& set) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dpsim-ref-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "memory.yaml") << "- id: m\n"
+                                        "  kind: memory_outcome\n"
+                                        "  measured:\n"
+                                        "    outcome: "
+                                     << outcome
+                                     << "\n"
+                                        "  scenario:\n"
+                                        "    topology: v100-8x-nvlink-mesh\n"
+                                        "    predict:\n      scenario: "
+                                     << kScenario << "\n      set: " << set << "\n";
+  return dir;
+}
+const std::string kHuge = "{training.micro_batch: 4096, training.activations: true}";
+}  // namespace
+
+TEST_CASE("reference set: a configuration published as out of memory must be predicted not to fit") {
+  SECTION("predicted not to fit: agrees, the target is met") {
+    const ReferenceReport r = score_reference(one_memory_entry("oom-agrees", "out_of_memory", kHuge));
+    REQUIRE(r.memory.size() == 1);
+    CHECK(r.memory[0].published_oom);
+    CHECK_FALSE(r.memory[0].fits);
+    CHECK(r.memory[0].agrees());
+    CHECK(r.points.empty());  // nothing timed
+    const TargetCheck oom = check_targets(r).back();
+    CHECK(oom.points == 1);
+    CHECK(oom.met);
+    CHECK(check_targets(r).at(5).points == 0);  // no run published as running
+    CHECK(render_reference(r).find("ran out of memory, but") == std::string::npos);
+  }
+  SECTION("predicted to fit: the target is missed and the run named") {
+    const ReferenceReport r = score_reference(one_memory_entry("oom-wrong", "out_of_memory", "{}"));
+    REQUIRE(r.memory.size() == 1);
+    CHECK(r.memory[0].fits);
+    CHECK_FALSE(r.memory[0].agrees());
+    const TargetCheck oom = check_targets(r).back();
+    CHECK(oom.value == 1.0);
+    CHECK_FALSE(oom.met);
+    const std::string text = render_reference(r);
+    CHECK(text.find("m (memory.yaml, out of memory) ran out of memory, but dpsim predicts") != std::string::npos);
+    CHECK(text.find("published out-of-memory reports predicted to fit (1 configurations): 100.0% (target <= 0%) "
+                    "MISSED") != std::string::npos);
+  }
+  SECTION("published as running: must fit, as an end-to-end run") {
+    const ReferenceReport r = score_reference(one_memory_entry("ran", "ran", kHuge));
+    REQUIRE(r.memory.size() == 1);
+    CHECK_FALSE(r.memory[0].agrees());
+    CHECK_FALSE(check_targets(r).at(5).met);
+  }
+  SECTION("an outcome that is neither, or a predict block with numbers, names the file, line and key path") {
+    const std::string msg = error_of(one_memory_entry("oom-bad", "crashed", "{}"));
+    CHECK_THAT(msg, Catch::Contains("memory.yaml:4: [0].measured.outcome: measured.outcome must be out_of_memory or "
+                                    "ran (what the source reports), got \"crashed\""));
+    const std::string numbers = error_of(one_memory_entry("oom-numbers", "out_of_memory", "{}\n      numbers: []"));
+    CHECK_THAT(numbers, Catch::Contains("memory.yaml:10: [0].scenario.predict.numbers: unknown key \"numbers\""));
+  }
 }
 
 TEST_CASE("reference set: a malformed predict block names the file, line and key path") {
@@ -470,7 +533,7 @@ TEST_CASE("a target no number was scored for is not judged, and says so") {
   only_busbw.points.back().kind = "allreduce_busbw_large";
   only_busbw.points.back().rel_error = 0.01;
   const auto t = check_targets(only_busbw);
-  REQUIRE(t.size() == 6);  // the last, memory: no training run predicted
+  REQUIRE(t.size() == 7);  // the last two, memory: no training run predicted
   CHECK(t[0].points == 1);
   CHECK(t[0].met);
   for (size_t i = 2; i < t.size(); ++i) {

@@ -113,14 +113,20 @@ class PredictReader {
   const EntrySite& site_;
 };
 
-std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) {
-  const PredictReader r(site);
-  const std::string at = site.pointer + "/scenario/predict";
-  r.object(predict, at, {"scenario", "note", "set", "numbers", "closed_form"});
+// The predict block's scenario file, relative to the entry's file; it must exist.
+fs::path predict_scenario(const PredictReader& r, const json& predict, const std::string& at, const EntrySite& site) {
   const fs::path scenario = site.file.parent_path() / r.text(predict, at, "scenario");
   std::error_code ec;
   if (!fs::is_regular_file(scenario, ec))
     r.fail(at + "/scenario", fmt::format("scenario file {} does not exist", scenario.string()));
+  return scenario;
+}
+
+std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) {
+  const PredictReader r(site);
+  const std::string at = site.pointer + "/scenario/predict";
+  r.object(predict, at, {"scenario", "note", "set", "numbers", "closed_form"});
+  const fs::path scenario = predict_scenario(r, predict, at, site);
   const std::string note = predict.contains("note") ? r.text(predict, at, "note") : "";
   // closed_form: the reason the entry is estimated rather than simulated (a simulation too long for the suite)
   const bool closed_form = predict.contains("closed_form") && !r.text(predict, at, "closed_form").empty();
@@ -178,6 +184,25 @@ StepResult predict_step(const fs::path& file, const std::vector<Override>& set, 
   return res;
 }
 
+// The predicted scenario runs on the topology the entry maps to.
+void check_topology(const Scenario& s, const fs::path& scenario, const std::string& topology, const EntrySite& site) {
+  const std::string used = fs::path(s.topology.file).stem().string();
+  if (used != topology)
+    PredictReader(site).fail(
+        site.pointer + "/scenario/predict/scenario",
+        fmt::format("{} runs on topology {}, but the entry maps to {}", scenario.string(), used, topology));
+}
+
+// An entry with no scenario.predict block is skipped, with its scenario.not_predictable reason.
+bool skipped_without_predict(const std::string& id, const std::string& file, const json& scenario,
+                             ReferenceReport& out) {
+  if (scenario.contains("predict")) return false;
+  const std::string why = str(scenario, "not_predictable");
+  out.skipped.push_back(
+      {id, file, "not predictable: " + (why.empty() ? std::string("no scenario.predict block") : why)});
+  return true;
+}
+
 bool simulated(const DdpNumber& d, const ReferenceOptions& o) { return o.simulate_ddp && !d.closed_form; }
 
 double predicted_value(const DdpNumber& d, const Context& ctx, const ReferenceOptions& o, Scenario& s) {
@@ -204,12 +229,7 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
   const std::string id = str(e, "id");
   const std::string file = site.file.filename().string();
   const json& scenario = member(e, "scenario");
-  if (!scenario.contains("predict")) {
-    const std::string why = str(scenario, "not_predictable");
-    out.skipped.push_back(
-        {id, file, "not predictable: " + (why.empty() ? std::string("no scenario.predict block") : why)});
-    return;
-  }
+  if (skipped_without_predict(id, file, scenario, out)) return;
   const std::string topology = str(scenario, "topology");
   std::set<std::string> configurations;  // each number's scenario and overrides: a run published as running
   for (const DdpNumber& d : read_predict(scenario["predict"], site)) {
@@ -245,10 +265,7 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
       out.skipped.push_back({id, file, fmt::format("{}: not predictable: {}", d.label, ex.what())});
       continue;
     }
-    if (fs::path(s.topology.file).stem().string() != topology)
-      PredictReader(site).fail(site.pointer + "/scenario/predict/scenario",
-                               fmt::format("{} runs on topology {}, but the entry maps to {}", d.scenario.string(),
-                                           fs::path(s.topology.file).stem().string(), topology));
+    check_topology(s, d.scenario, topology, site);
     p.nodes = s.topology.nodes;
     p.gpus_per_node = s.topology.gpus_per_node;
     p.predicted_by = simulated(d, o) ? "simulate" : "estimate";
@@ -262,6 +279,34 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
       out.memory.push_back({id, file, d.label, res.memory_need_bytes(), res.gpu_memory_bytes, res.fits});
     }
   }
+}
+
+// A configuration a source reports as having run, or as having run out of GPU memory (CUDA OOM): its scenario's
+// memory (memory.needed_bytes_per_gpu against the GPU's) must say the same. Memory does not depend on the step's
+// timing, so the scenario is estimated, not simulated.
+void memory_entry(const json& e, const EntrySite& site, const Context& ctx, ReferenceReport& out) {
+  const std::string id = str(e, "id");
+  const std::string file = site.file.filename().string();
+  const json& scenario = member(e, "scenario");
+  if (skipped_without_predict(id, file, scenario, out)) return;
+  const PredictReader r(site);
+  const std::string at = site.pointer + "/scenario/predict";
+  const json& predict = r.object(scenario["predict"], at, {"scenario", "note", "set"});
+  const fs::path path = predict_scenario(r, predict, at, site);
+  const std::vector<Override> set =
+      predict.contains("set") ? r.overrides(predict["set"], at + "/set") : std::vector<Override>{};
+  const json& measured = member(e, "measured");
+  const std::string outcome = str(measured, "outcome");
+  if (outcome != "out_of_memory" && outcome != "ran")
+    r.fail(site.pointer + (measured.is_object() ? "/measured/outcome" : "/measured"),
+           fmt::format("measured.outcome must be out_of_memory or ran (what the source reports), got \"{}\"", outcome));
+  Scenario s;
+  const StepResult res = predict_step(path, set, ctx, false, s);
+  check_topology(s, path, str(scenario, "topology"), site);
+  RunMemory m{id,      file, outcome == "ran" ? "ran" : "out of memory", res.memory_need_bytes(), res.gpu_memory_bytes,
+              res.fits};
+  m.published_oom = outcome == "out_of_memory";
+  out.memory.push_back(m);
 }
 
 }  // namespace dpsim::validation::detail

@@ -55,4 +55,8 @@ struct EntrySite {
 void ddp_entry(const nlohmann::json& entry, const EntrySite& site, const Context& ctx, const ReferenceOptions& options,
                ReferenceReport& out);
 
+// A memory_outcome entry: the configuration a source reports as having run or run out of memory, predicted; its
+// memory goes to out.memory. A malformed entry is an InputError naming the file, line and key path.
+void memory_entry(const nlohmann::json& entry, const EntrySite& site, const Context& ctx, ReferenceReport& out);
+
 }  // namespace dpsim::validation::detail

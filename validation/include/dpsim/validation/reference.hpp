@@ -51,6 +51,8 @@ struct RunMemory {
   double needed_bytes = 0;  // per GPU, memory.needed_bytes_per_gpu
   double gpu_bytes = 0;     // memory.gpu_memory_bytes
   bool fits = false;
+  bool published_oom = false;  // the source reports this configuration running out of GPU memory (memory_outcome)
+  bool agrees() const { return fits != published_oom; }
 };
 
 struct ReferenceReport {
