@@ -9,7 +9,9 @@
 
 #include "../source_dir.hpp"
 #include "dpsim/error.hpp"
+#include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/sweep_spec.hpp"
 #include "dpsim/validation/reference.hpp"
 
 using namespace dpsim::validation;
@@ -44,15 +46,16 @@ TEST_CASE("reference set: every entry is scored or skipped with a reason") {
   const auto& r = report();
   // 152 + issue 17's Blackwell file (GB200 NVL72 x2, B200 and H100 two-node) + the DGX-2 sweep + BLOOM 176B + the
   // two torchtitan rows + issue 17's multi-node sweeps (14 A100 entries, 14 H100; 13 of them unmapped) + nccl#1801's
-  // GB200 partitions on 3 racks
-  CHECK(r.entries == 189);
+  // GB200 partitions on 3 racks + memory-outcomes.yaml's 7 (6 scored, 1 skipped)
+  CHECK(r.entries == 196);
   std::set<std::string> seen;
   for (const auto& p : r.points) seen.insert(p.entry);
+  for (const auto& m : r.memory) seen.insert(m.entry);  // memory_outcome entries score only their memory
   for (const auto& s : r.skipped) {
     CHECK_FALSE(s.reason.empty());
     seen.insert(s.entry);
   }
-  CHECK(seen.size() == 189);
+  CHECK(seen.size() == 196);
   for (const auto& p : r.points) {
     CHECK(p.predicted > 0);
     CHECK(p.published > 0);
@@ -259,6 +262,9 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK(t[5].points > 80);  // every configuration a DDP or end-to-end entry predicts ran, and each fits: met
   CHECK(t[5].value == 0.0);
   CHECK(t[5].met);
+  CHECK(t[6].points == 5);  // memory-outcomes.yaml's out-of-memory reports: none predicted to fit, met
+  CHECK(t[6].value == 0.0);
+  CHECK(t[6].met);
 }
 
 TEST_CASE("reference CSV and gnuplot script") {
@@ -386,7 +392,7 @@ TEST_CASE("reference set: a configuration published as out of memory must be pre
     CHECK(oom.value == 1.0);
     CHECK_FALSE(oom.met);
     const std::string text = render_reference(r);
-    CHECK(text.find("m (memory.yaml, out of memory) ran out of memory, but dpsim predicts") != std::string::npos);
+    CHECK(text.find("m (memory.yaml, configuration) ran out of memory, but dpsim predicts") != std::string::npos);
     CHECK(text.find("published out-of-memory reports predicted to fit (1 configurations): 100.0% (target <= 0%) "
                     "MISSED") != std::string::npos);
   }
@@ -573,4 +579,25 @@ TEST_CASE("a published range reads with the source's digits: a log's printed 0.0
   CHECK(text.find("0.025-0.035 GB/s") != std::string::npos);
   CHECK(text.find("365-370 GB/s") != std::string::npos);
   CHECK(text.find("0.0249999") == std::string::npos);
+}
+
+TEST_CASE("the 5x V100 Alpaca OOM is predicted through FSDP's unlimited gathers, which PyTorch 2.0 defaulted to") {
+  const RunMemory* oom = nullptr;
+  for (const RunMemory& m : report().memory)
+    if (m.entry == "oom-alpaca-llama7b-5xv100-32gb-fsdp-fp16-bs1") oom = &m;
+  REQUIRE(oom != nullptr);
+  CHECK(oom->published_oom);
+  CHECK_FALSE(oom->fits);
+  // The same configuration with PyTorch 2.1's default (limit_all_gathers true) fits: the sharded model state and one
+  // layer's activations are not what ran out.
+  const std::vector<dpsim::Override> v100{{"cluster.topology", "v100-8x-nvlink-mesh"},
+                                          {"cluster.gpus_per_node", "5"},
+                                          {"training.param_dtype", "fp16"},
+                                          {"training.grad_dtype", "fp16"},
+                                          {"fsdp.limit_all_gathers", "true"}};
+  const dpsim::Scenario limited = dpsim::load_scenario(
+      std::filesystem::path(DPSIM_SOURCE_DIR) / "validation/reference/scenarios/memory/alpaca-llama-fsdp.yaml", v100);
+  const dpsim::StepResult r = dpsim::estimate(limited, dpsim::make_step_plan(limited)).result;
+  CHECK(r.fits);
+  CHECK(r.memory_need_bytes() < oom->needed_bytes - 10e9);  // every layer's fp16 weights (14 GB) against two
 }

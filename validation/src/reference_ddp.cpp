@@ -303,8 +303,8 @@ void memory_entry(const json& e, const EntrySite& site, const Context& ctx, Refe
   Scenario s;
   const StepResult res = predict_step(path, set, ctx, false, s);
   check_topology(s, path, str(scenario, "topology"), site);
-  RunMemory m{id,      file, outcome == "ran" ? "ran" : "out of memory", res.memory_need_bytes(), res.gpu_memory_bytes,
-              res.fits};
+  const std::string label = predict.contains("note") ? r.text(predict, at, "note") : "configuration";
+  RunMemory m{id, file, label, res.memory_need_bytes(), res.gpu_memory_bytes, res.fits};
   m.published_oom = outcome == "out_of_memory";
   out.memory.push_back(m);
 }
