@@ -52,8 +52,13 @@ namespace {
 // e2e_tokens_per_gpu: end-to-end training throughput, tokens per second per GPU (samples/s x sequence / GPUs).
 // e2e_hardware_tflops_per_gpu: "teraFLOP/s per GPU" as Megatron-LM's papers count it, recomputation included
 // (Narayanan et al. 2021 eq. 3): dpsim's throughput.hardware_flops_per_s_per_gpu (docs/metrics.md).
+// e2e_weak_scaling: a weak-scaling efficiency in percent as Megatron-LM's 2019 paper draws it (Shoeybi et al., Figure
+// 5): per-GPU hardware FLOP/s of this run over its baseline's (one GPU, a smaller model), x 100.
 const std::set<std::string> kDdpKinds{"ddp_step_time",      "ddp_scaling",        "ddp_throughput",
-                                      "ddp_strong_scaling", "e2e_tokens_per_gpu", "e2e_hardware_tflops_per_gpu"};
+                                      "ddp_strong_scaling", "e2e_tokens_per_gpu", "e2e_hardware_tflops_per_gpu",
+                                      "e2e_weak_scaling"};
+// The kinds whose number is this run against a baseline run (`baseline`: overrides on top of the number's `set`).
+bool needs_baseline(const std::string& kind) { return kind == "ddp_strong_scaling" || kind == "e2e_weak_scaling"; }
 
 // One DDP number an entry publishes and the scenario that predicts it.
 struct DdpNumber {
@@ -61,8 +66,9 @@ struct DdpNumber {
   std::string kind;  // one of kDdpKinds
   std::vector<std::string> measured;
   fs::path scenario;
-  std::vector<Override> set;       // the predict block's, then the number's
-  std::vector<Override> baseline;  // ddp_strong_scaling: on top of `set`, the 1-node run at the same global batch
+  std::vector<Override> set;  // the predict block's, then the number's
+  // On top of `set`: ddp_strong_scaling's 1-node run at the same global batch, e2e_weak_scaling's baseline run
+  std::vector<Override> baseline;
   std::string note;
   bool closed_form = false;  // the predict block's `closed_form: <why>`: estimate(), even when validate simulates
 };
@@ -141,7 +147,8 @@ std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) 
     DdpNumber d{r.text(n, p, "label"), r.text(n, p, "kind"), {}, scenario, common, {}, note, closed_form};
     if (kDdpKinds.count(d.kind) == 0)
       r.fail(p + "/kind", fmt::format("\"{}\" is not one of: ddp_step_time, ddp_scaling, ddp_throughput, "
-                                      "ddp_strong_scaling, e2e_tokens_per_gpu, e2e_hardware_tflops_per_gpu",
+                                      "ddp_strong_scaling, e2e_tokens_per_gpu, e2e_hardware_tflops_per_gpu, "
+                                      "e2e_weak_scaling",
                                       d.kind));
     if (!n.contains("measured") || !n["measured"].is_array() || n["measured"].empty())
       r.fail(p, "\"measured\" must list the keys of the number under the entry's measured block");
@@ -149,10 +156,10 @@ std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) 
     if (n.contains("set"))
       for (const Override& o : r.overrides(n["set"], p + "/set")) d.set.push_back(o);
     if (n.contains("baseline")) d.baseline = r.overrides(n["baseline"], p + "/baseline");
-    if ((d.kind == "ddp_strong_scaling") != n.contains("baseline"))
+    if (needs_baseline(d.kind) != n.contains("baseline"))
       r.fail(p,
-             "\"baseline\" (the 1-node run at the same global batch) is required for, and only for, "
-             "ddp_strong_scaling");
+             "\"baseline\" (ddp_strong_scaling: the 1-node run at the same global batch; e2e_weak_scaling: the "
+             "baseline run) is required for, and only for, ddp_strong_scaling and e2e_weak_scaling");
     if (n.contains("note")) d.note = r.text(n, p, "note");
     out.push_back(std::move(d));
   }
@@ -212,12 +219,13 @@ double predicted_value(const DdpNumber& d, const Context& ctx, const ReferenceOp
   if (d.kind == "e2e_tokens_per_gpu")
     return res.samples_per_s * static_cast<double>(s.training.sequence_length) / s.world_size();
   if (d.kind == "e2e_hardware_tflops_per_gpu") return res.hardware_flops_per_s_per_gpu / 1e12;
-  if (d.kind == "ddp_strong_scaling") {
+  if (needs_baseline(d.kind)) {
     std::vector<Override> base = d.set;
     base.insert(base.end(), d.baseline.begin(), d.baseline.end());
     Scenario one;
-    return predict_step(d.scenario, base, ctx, simulated(d, o), one).step_time_s /
-           res.step_time_s;  // same global batch
+    const StepResult b = predict_step(d.scenario, base, ctx, simulated(d, o), one);
+    if (d.kind == "e2e_weak_scaling") return 100.0 * res.hardware_flops_per_s_per_gpu / b.hardware_flops_per_s_per_gpu;
+    return b.step_time_s / res.step_time_s;  // strong scaling: the same global batch
   }
   return res.step_time_s;
 }
@@ -254,6 +262,7 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
              : d.kind == "ddp_throughput"              ? "samples/s"
              : d.kind == "e2e_tokens_per_gpu"          ? "tokens/s/GPU"
              : d.kind == "e2e_hardware_tflops_per_gpu" ? "TFLOP/s/GPU"
+             : d.kind == "e2e_weak_scaling"            ? "%"
                                                        : "x";
     p.note = d.note;
     Scenario s;

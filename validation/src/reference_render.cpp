@@ -27,6 +27,7 @@ namespace {
 std::string value_text(double v, const std::string& unit) {
   if (unit == "s") return format_seconds(v);
   if (unit == "x") return fmt::format("{:.2f}x", v);
+  if (unit == "%") return fmt::format("{:.1f}%", v);
   if (unit != "GB/s") return fmt::format("{:.0f} {}", v, unit);  // samples/s, tokens/s/GPU
   return fmt::format("{:.2f} GB/s", v);
 }
