@@ -412,6 +412,35 @@ ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool
   return z;
 }
 
+// Pipeline stages with sharded data parallelism: zero1 (Megatron's distributed optimizer), and FSDP's full_shard as
+// torchtitan and NeMo Automodel run it under pipelining, every stage's blocks gathered once per step and kept
+// (reshard_after_forward false; torchtitan apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch
+// all-gathers, which can be expensive and non-overlapped"), their
+// gradients accumulated unsharded over the micro-batches and reduce-scattered after the last one. The rest is refused.
+void check_sharding_with_pipeline(const YNode& root, Scenario& s) {
+  if (s.parallelism.pipeline <= 1) return;
+  const Sharding sharding = s.parallelism.sharding;
+  if (sharding == Sharding::none || sharding == Sharding::zero1) return;
+  if (s.zero_optimization)
+    root.at("zero_optimization")
+        .fail(
+            "DeepSpeed's zero_optimization with pipeline parallelism is not modelled yet (zero1, Megatron's "
+            "distributed optimizer, and FSDP's full_shard are)");
+  if (sharding == Sharding::zero2 || s.parallelism.hybrid)
+    root.at("parallelism")
+        .at("sharding")
+        .fail(fmt::format("{} with pipeline parallelism is not modelled yet (zero1, Megatron's distributed optimizer, "
+                          "and full_shard are)",
+                          s.parallelism.sharding_as_written));
+  if (s.fsdp.reshard_after_forward.value_or(false))
+    root.at("fsdp")
+        .at("reshard_after_forward")
+        .fail(
+            "true with pipeline parallelism is not modelled: full_shard under pipelining keeps each stage's blocks "
+            "gathered for the whole step (torchtitan and NeMo Automodel turn resharding off with pipeline stages)");
+  s.fsdp.reshard_after_forward = false;
+}
+
 // The wrapping must name what the model has: a submodule with parameters that some block holds, no more blocks per
 // unit than the model has blocks.
 void check_fsdp_wrap(const Scenario& s, const YNode& fsdp) {
@@ -591,12 +620,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   }
   if (auto v = root.get("zero_optimization"))
     s.zero_optimization = parse_zero_optimization(*v, s.parallelism.sharding, root.has("fsdp"));
-  if (s.parallelism.pipeline > 1 &&
-      (s.zero_optimization || s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3))
-    root.at(s.zero_optimization ? "zero_optimization" : "parallelism")
-        .fail(fmt::format("{} with pipeline parallelism is not modelled yet (zero1, Megatron's distributed optimizer, "
-                          "is)",
-                          s.zero_optimization ? "DeepSpeed's zero_optimization" : s.parallelism.sharding_as_written));
+  check_sharding_with_pipeline(root, s);
 
   if (!s.ddp.overlap_grad_reduce &&
       (s.zero_optimization || s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3))

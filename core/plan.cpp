@@ -135,9 +135,11 @@ namespace {
 
 // FSDP units in forward order, the root (unit "") first: FSDP's root instance gathers its parameters at the start
 // of the forward and keeps them to the end of the backward.
-std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops) {
+// FSDP's units: a wrapped block's ops, the rest in the root. Under pipelining each virtual stage's module is wrapped
+// on its own: its blocks are its units, and its other ops (the embedding on the first, the head on the last) its root.
+std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops, const PipelinePlan& pp) {
   std::vector<ShardUnit> units{ShardUnit{}};
-  std::map<std::string, size_t> index{{"", 0}};
+  std::map<std::pair<int, std::string>, size_t> index{{{0, ""}, 0}};
   const double param_bytes = dtype_bytes(s.training.param_dtype);
   const double reduce_bytes = dtype_bytes(s.fsdp.reduce_dtype.value_or(s.training.grad_dtype));
   // A wrapped module without parameters has no FlatParameter to gather: its ops run in the root's.
@@ -148,8 +150,9 @@ std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops)
     std::string name = fsdp_wrapped_unit_of(ops[o].name, s.fsdp.wrap_blocks, s.fsdp.wrap_module);
     if (!has_params[name]) name.clear();
     if (name.empty() && s.fsdp.wrap_root_ops && !ops[o].params.empty()) name = ops[o].name;
-    auto [it, added] = index.emplace(name, units.size());
-    if (added) units.push_back(ShardUnit{.name = name});
+    const int vstage = pp.stages > 1 ? pp.virtual_stage_of_op[o] : 0;
+    auto [it, added] = index.emplace(std::make_pair(vstage, name), units.size());
+    if (added) units.push_back(ShardUnit{.name = name, .stage = vstage % pp.stages});
     ShardUnit& u = units[it->second];
     u.ops.push_back(static_cast<int>(o));
     for (const auto& p : ops[o].params) {
@@ -161,7 +164,7 @@ std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops)
     u.gather_bytes = static_cast<double>(u.parameters) * param_bytes;
     u.reduce_bytes = static_cast<double>(u.gradient_parameters()) * reduce_bytes;
   }
-  if (units.front().ops.empty()) units.erase(units.begin());  // every op is in a wrapped block
+  std::erase_if(units, [](const ShardUnit& u) { return u.ops.empty(); });  // every op of a stage in a wrapped block
   return units;
 }
 
@@ -210,7 +213,7 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.deepspeed = deepspeed_zero(s);
   sh.overlap_comm = sh.deepspeed && s.zero_optimization->overlap_comm;
   if (!sh.deepspeed && (sh.sharding == Sharding::zero2 || sh.sharding == Sharding::zero3))
-    sh.units = fsdp_units(s, ops);
+    sh.units = fsdp_units(s, ops, plan.pipeline);
 }
 
 // Frozen weights (no gradient, no optimizer state): `bytes` as stored, sharded only by zero3.
@@ -220,9 +223,12 @@ double frozen_weight_bytes(double bytes, Sharding sharding, int shards) {
 
 // FSDP: the gradient a unit's frozen tensors get when some tensor of the unit trains (ShardUnit::gradient_parameters),
 // sharded as the trainable gradients are.
-double frozen_gradient_bytes(const Sharded& sh, const ModelStateParts& parts) {
+double frozen_gradient_bytes(const StepPlan& plan, const ModelStateParts& parts, int stage) {
+  const Sharded& sh = plan.sharded;
   double frozen = 0;
-  for (const ShardUnit& u : sh.units) frozen += static_cast<double>(u.gradient_parameters() - u.trainable_parameters);
+  for (const ShardUnit& u : sh.units)
+    if (plan.pipeline.stages == 1 || u.stage == stage)
+      frozen += static_cast<double>(u.gradient_parameters() - u.trainable_parameters);
   return frozen * parts.grads / std::max(1, sh.shards);
 }
 
@@ -247,9 +253,22 @@ OptimizerStep optimizer_step(const Scenario& s, int64_t parameters, int64_t tens
 // zero3 holds at most two units' full weights at once (FSDP's limit_all_gathers: the one computing and the one
 // prefetched, three with forward_prefetch; without the limit, or with reshard_after_forward false, every unit may be
 // gathered at once), the root's for the whole step, and one unit's full gradients while they are reduce-scattered.
-double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& parts) {
+// Under pipelining (`stage`'s units only) every unit stays gathered for the whole step and its full gradients
+// accumulate over the micro-batches until the last one's backward reduce-scatters them (PyTorch's pipelining stage
+// turns FSDP's gradient sync off for all but the last micro-batch: torch/distributed/pipelining/stage.py
+// backward_maybe_with_nosync).
+double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& parts, int stage) {
   const Sharded& sh = plan.sharded;
   if (sh.sharding != Sharding::zero3 || sh.units.empty()) return 0.0;
+  if (plan.pipeline.stages > 1) {
+    double weights = 0, grads = 0;
+    for (const ShardUnit& u : sh.units)
+      if (u.stage == stage) {
+        weights += static_cast<double>(u.parameters);
+        grads += static_cast<double>(u.gradient_parameters());
+      }
+    return weights * parts.weights + grads * parts.grads;
+  }
   std::vector<double> blocks;
   double root = 0;
   for (const ShardUnit& u : sh.units) {
@@ -580,7 +599,7 @@ StepPlan make_step_plan(const Scenario& s) {
     }
     need.memory.model_state_bytes =
         sharded_model_state_bytes(static_cast<double>(need.parameters), parts, sharding, plan.sharded.shards) +
-        frozen_weight_bytes(frozen_bytes, sharding, plan.sharded.shards) + frozen_gradient_bytes(plan.sharded, parts);
+        frozen_weight_bytes(frozen_bytes, sharding, plan.sharded.shards) + frozen_gradient_bytes(plan, parts, stage);
     need.memory.ddp_buffer_bytes = deepspeed                                    ? deepspeed_bucket_buffer_bytes(s)
                                    : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(grad_bytes_held)
                                                                                 : 0.0;
@@ -597,7 +616,7 @@ StepPlan make_step_plan(const Scenario& s) {
     for (size_t o = 0; o < ops.size(); ++o)
       if (plan.pipeline.stage_of(static_cast<int>(o)) == stage)
         need.memory.weight_copy_bytes += ops[o].weight_copy_bytes;
-    need.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts);
+    need.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts, stage);
     plan.pipeline.stage.push_back(need);
   }
   const auto most = std::max_element(

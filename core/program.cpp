@@ -194,11 +194,11 @@ StepProgram ddp_program(const StepPlan& plan, const ProgramOptions& options) {
 
 StepProgram make_step_program(const StepPlan& plan, const ProgramOptions& options) {
   if (plan.sharded.deepspeed) return program_detail::deepspeed_program(plan, options);
-  if (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3)
-    return program_detail::fsdp_program(plan, options);
   ProgramOptions buckets = options;  // DDP buckets: the scenario's ddp.overlap_grad_reduce or predict --no-overlap
   buckets.overlap = options.overlap && plan.overlap_grad_reduce;
-  if (plan.pipeline.stages > 1) return program_detail::pipeline_program(plan, buckets);
+  if (plan.pipeline.stages > 1) return program_detail::pipeline_program(plan, buckets);  // FSDP's per stage too
+  if (plan.sharded.sharding == Sharding::zero2 || plan.sharded.sharding == Sharding::zero3)
+    return program_detail::fsdp_program(plan, options);
   return ddp_program(plan, buckets);
 }
 

@@ -16,9 +16,16 @@
 // forward's output after the backward that follows it, with its input gradient and the next pair's receives.
 // p2p_batch.cpp checks that no stage can wait for ever (slot order, each send right after its slot, deadlocks under
 // interleaving once posted as blocking groups).
+// FSDP's full_shard under pipelining (torchtitan, NeMo Automodel; plan.cpp fsdp_units wraps each virtual stage's
+// module): the stage's units are all-gathered at the step's start on the comm stream and kept (reshard_after_forward
+// false), each unit's first forward waiting for its gather; their gradients accumulate unsharded and each unit is
+// reduce-scattered once the last micro-batch's backward is done with it (PyTorch's pipelining stage syncs FSDP's
+// gradients on the last backward only, torch/distributed/pipelining/stage.py backward_maybe_with_nosync); the
+// optimizer waits for the last reduce-scatter and updates the shard.
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 
 #include "program_builder.hpp"
 
@@ -37,6 +44,13 @@ struct StageBuilder {
 
   int batches = 0;     // batches numbered so far
   int open_peer = -1;  // the peer of the open batch's send; -1: no batch open (a compute slot began since)
+
+  // full_shard: the stage's units in order of first forward, each unit's gather, and per op the unit it opens (its
+  // first op: the gather to wait for) or closes in the backward (its first op too: the backward runs it last).
+  std::vector<int> units;
+  std::map<int, int> gather_of;          // unit -> its all-gather's call
+  std::map<int, int> unit_opened_by_op;  // a unit's first op -> the unit
+  int last_reduced = -1;                 // the stage's last reduce-scatter's unit
 
   int vstages() const { return plan.pipeline.stages * plan.pipeline.virtual_stages; }
   int event_index(int micro, int vstage) const { return micro * vstages() + vstage; }
@@ -91,8 +105,46 @@ struct StageBuilder {
 
   void forward_compute(int micro, int vstage) {
     open_peer = -1;
-    for (int o : ops_of[static_cast<size_t>(vstage)])
+    for (int o : ops_of[static_cast<size_t>(vstage)]) {
+      if (micro == 0)
+        if (const auto u = unit_opened_by(o)) bld.wait(kCompute, {EventKind::gathered, gather_of.at(*u)});
       compute_op(bld, plan, {.type = Instr::Type::forward, .stream = StepProgram::kCompute, .op = o, .micro = micro});
+    }
+  }
+
+  std::optional<int> unit_opened_by(int op) const {
+    const auto it = unit_opened_by_op.find(op);
+    return it == unit_opened_by_op.end() ? std::nullopt : std::optional<int>(it->second);
+  }
+
+  // full_shard: every unit of the stage gathered at the step's start, in order of first forward.
+  void gather_units() {
+    for (int u : units) {
+      const ShardUnit& unit = plan.sharded.units[static_cast<size_t>(u)];
+      const int index = bld.call(kComm, {.kind = CollectiveKind::all_gather,
+                                         .group = GroupKind::data,
+                                         .bytes = unit.gather_bytes,
+                                         .unit = u,
+                                         .inputs_ready = {EventKind::unit_forward, -1}});
+      bld.record(kComm, {EventKind::gathered, index});
+      gather_of[u] = index;
+    }
+  }
+
+  // full_shard: the unit's accumulated gradients reduce-scattered once the last micro-batch's backward is done with it.
+  void reduce_unit(int u) {
+    const ShardUnit& unit = plan.sharded.units[static_cast<size_t>(u)];
+    if (unit.reduce_bytes <= 0) return;  // nothing of the unit trains
+    const EventRef ready{EventKind::unit_backward, u};
+    bld.record(kCompute, ready);
+    bld.wait(kComm, ready);
+    bld.call(kComm, {.kind = CollectiveKind::reduce_scatter,
+                     .group = GroupKind::data,
+                     .bytes = unit.reduce_bytes,
+                     .unit = u,
+                     .inputs_ready = ready});
+    bld.record(kComm, {EventKind::reduced, u});
+    last_reduced = u;
   }
 
   void backward_compute(int micro, int vstage) {
@@ -103,6 +155,8 @@ struct StageBuilder {
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
       compute_op(bld, plan,
                  {.type = Instr::Type::backward, .stream = compute, .op = *it, .micro = micro, .sync = last});
+      if (last)
+        if (const auto u = unit_opened_by(*it)) reduce_unit(*u);
       if (!last || !buckets_after.count(*it)) continue;
       for (int b : buckets_after.at(*it)) {
         bld.record(compute, {EventKind::bucket_ready, b});
@@ -186,6 +240,7 @@ struct StageBuilder {
     for (const Bucket& b : plan.buckets)
       if (b.stage == stage) last_bucket = b.index;
     if (last_bucket >= 0) bld.wait(compute, {EventKind::bucket_done, last_bucket});
+    if (last_reduced >= 0) bld.wait(compute, {EventKind::reduced, last_reduced});
     // A tied word embedding: the first and the last stage all-reduce its gradient, blocking, after the data-parallel
     // reductions (plan.hpp PipelinePlan::embedding_grad_bytes). Each stage times its own call: the last stage, done
     // with its backward earlier, would wait for the first in a real run, but the first ends the step either way.
@@ -222,6 +277,12 @@ StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options
     for (const Bucket& b : plan.buckets)
       if (b.stage == stage)
         sb.buckets_after[backward_op(plan, static_cast<size_t>(b.ready_after_backward_op))].push_back(b.index);
+    if (plan.sharded.sharding == Sharding::zero3)
+      for (size_t u = 0; u < plan.sharded.units.size(); ++u)
+        if (plan.sharded.units[u].stage == stage) {
+          sb.units.push_back(static_cast<int>(u));
+          sb.unit_opened_by_op[plan.sharded.units[u].ops.front()] = static_cast<int>(u);
+        }
     sb.bld.rank.rank_class = fmt::format("pipeline stage {}", stage);
     sb.bld.rank.ranks = plan.world_size / pp.stages;
     sb.bld.rank.stage = stage;
@@ -230,6 +291,7 @@ StepProgram pipeline_program(const StepPlan& plan, const ProgramOptions& options
       sb.bld.rank.comms.reserve(program.classes.back().comms.size());
     }
     sb.bld.mark(StepProgram::kCompute, Mark::step_begin, 0);
+    sb.gather_units();
     if (pp.virtual_stages > 1) {
       sb.interleaved(slots[static_cast<size_t>(stage)],
                      pipeline_warmup_forwards(pp.schedule, pp.stages, pp.micro_batches, pp.virtual_stages, stage));

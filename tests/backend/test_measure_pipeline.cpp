@@ -376,6 +376,7 @@ TEST_CASE("the walker's spans cover a stage's compute stream, each launch in its
     for (const auto& path : test::shipped_scenarios()) {
       const Scenario s = load_scenario(path);
       if (s.parallelism.pipeline < 2 || s.parallelism.pipeline * s.training.gradient_accumulation > 1536) continue;
+      if (!backend::unsupported_step(make_step_plan(s)).empty()) continue;  // measure refuses it (FSDP's units)
       INFO("scenario " << path.filename().string());
       check_fake_pipeline(s);
       ++scenarios;

@@ -233,3 +233,66 @@ TEST_CASE("the 3D program numbers each (kind, group)'s calls in issue order, and
     CHECK_THROWS_WITH(costs.moves(other), Catch::Contains("not a call of this program"));
   }
 }
+
+TEST_CASE(
+    "full_shard under pipelining: each stage gathers its own units once, reduce-scatters each after the last "
+    "micro-batch's backward, and holds its weights and gradients in full") {
+  const Scenario s = load_scenario(std::string(DPSIM_SOURCE_DIR) + "/scenarios/llama3.1-70b-fsdp-tp8-pp2-64xh100.yaml");
+  const StepPlan plan = make_step_plan(s);
+  REQUIRE(plan.sharded.sharding == Sharding::zero3);
+  CHECK_FALSE(plan.sharded.reshard_after_forward);
+  CHECK(plan.buckets.empty());
+  // Units: a stage's blocks and its root (the embedding on stage 0; the final norm, head and loss on stage 1), each
+  // unit's ops on its stage.
+  std::map<int, int> units_of_stage, roots_of_stage;
+  std::map<int, int64_t> parameters_of_stage;
+  for (const ShardUnit& u : plan.sharded.units) {
+    for (int o : u.ops) CHECK(plan.pipeline.stage_of(o) == u.stage);
+    ++units_of_stage[u.stage];
+    roots_of_stage[u.stage] += u.name.empty() ? 1 : 0;
+    parameters_of_stage[u.stage] += u.parameters;
+  }
+  CHECK(units_of_stage[0] == 41);
+  CHECK(units_of_stage[1] == 41);
+  CHECK(roots_of_stage[0] == 1);
+  CHECK(roots_of_stage[1] == 1);
+  // Memory: the model state over the 4-GPU data group, and the stage's bf16 weights and gradients in full.
+  for (int stage = 0; stage < 2; ++stage) {
+    const StageNeed& need = plan.pipeline.stage[static_cast<size_t>(stage)];
+    CHECK(need.parameters == parameters_of_stage[stage]);
+    CHECK(need.memory.unsharded_bytes == Approx(4.0 * static_cast<double>(parameters_of_stage[stage])));
+    CHECK(need.memory.model_state_bytes == Approx(16.0 * static_cast<double>(parameters_of_stage[stage]) / 4));
+  }
+  const StepProgram p = make_step_program(plan);
+  REQUIRE(p.classes.size() == 2);
+  for (const RankProgram& r : p.classes) {
+    std::map<int, int> gathers, reduces;  // unit -> calls
+    for (const CommCall& c : r.comms) {
+      if (c.kind == CollectiveKind::all_gather && c.group == GroupKind::data) ++gathers[c.unit];
+      if (c.kind == CollectiveKind::reduce_scatter && c.group == GroupKind::data) ++reduces[c.unit];
+    }
+    CHECK(static_cast<int>(gathers.size()) == units_of_stage[r.stage]);
+    CHECK(static_cast<int>(reduces.size()) == units_of_stage[r.stage]);
+    for (const auto& [u, n] : gathers) {
+      CHECK(n == 1);  // once per step, not per micro-batch
+      CHECK(plan.sharded.units[static_cast<size_t>(u)].stage == r.stage);
+    }
+    for (const auto& [u, n] : reduces) CHECK(n == 1);
+    // Each reduce-scatter is issued after the last micro-batch's backward of its unit's first op (the unit's last).
+    std::map<int, size_t> last_backward_at;  // op -> instruction index of its last micro-batch's backward
+    for (size_t i = 0; i < r.instrs.size(); ++i) {
+      const Instr& in = r.instrs[i];
+      if (in.type == Instr::Type::backward && in.micro == plan.pipeline.micro_batches - 1) last_backward_at[in.op] = i;
+      if (in.type != Instr::Type::collective) continue;
+      const CommCall& c = r.comms[static_cast<size_t>(in.comm)];
+      if (c.kind != CollectiveKind::reduce_scatter || c.group != GroupKind::data) continue;
+      const int first_op = plan.sharded.units[static_cast<size_t>(c.unit)].ops.front();
+      REQUIRE(last_backward_at.count(first_op));
+    }
+  }
+  // The step: about zero1's (no weights gathered after the update), the data-parallel calls mostly hidden.
+  const StepResult fsdp = estimate(s, plan).result;
+  const StepResult zero1 = estimate(three_d(), make_step_plan(three_d())).result;
+  CHECK(fsdp.step_time_s == Approx(zero1.step_time_s).epsilon(0.05));
+  CHECK(fsdp.memory_need_bytes() < zero1.memory_need_bytes());
+}

@@ -79,6 +79,7 @@ struct MemoryNeed {
 struct ShardUnit {
   std::string name{};      // "" is the root (what no wrapped block owns)
   std::vector<int> ops{};  // indices into StepPlan::ops, forward order
+  int stage = 0;           // its pipeline stage (each virtual stage's module is wrapped on its own)
   int64_t parameters = 0;
   int64_t trainable_parameters = 0;  // of those (training.trainable)
   double gather_bytes = 0;           // all-gather buffer S: the unit's weights in param_dtype
@@ -94,7 +95,7 @@ struct Sharded {
   Sharding sharding = Sharding::none;
   int shards = 1;                   // GPUs of a sharding group, each holding 1/shards (HSDP: parallelism.shard_group)
   int replicas = 1;                 // HSDP: sharding groups, each holding a full copy (1: not hybrid)
-  std::vector<ShardUnit> units;     // zero2/zero3; units[0] is the root, gathered first and kept
+  std::vector<ShardUnit> units;     // zero2/zero3; the root (name "") first, gathered first and kept (per stage)
   double param_per_grad_bytes = 1;  // zero1: all-gather bytes per reduce-scatter byte of a bucket
   BackwardPrefetch backward_prefetch = BackwardPrefetch::backward_pre;
   bool limit_all_gathers = true;
