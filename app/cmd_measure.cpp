@@ -102,6 +102,11 @@ void run_measure(const MeasureArgs& a) {
                     "(training.compute_dtype {}) is predicted, not measured",
                     a.scenario, to_string(s.training.param_dtype), to_string(s.training.compute())));
 
+  if (!s.training.master_weights)
+    throw InputError(
+        fmt::format("{}: training.master_weights false: the GPU backend's optimizer updates an fp32 "
+                    "master copy with fp32 moments; pure 16-bit training is predicted, not measured",
+                    a.scenario));
   if (s.training.fp8)
     throw InputError(
         fmt::format("{}: training.fp8: the GPU backend runs its GEMMs with cuBLASLt in "

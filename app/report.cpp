@@ -65,7 +65,8 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
 
   Section mem{"Memory per GPU", {}};
   const TrainableDtypes dtypes = trainable_dtypes(s.training);
-  const double per_param = model_state_bytes_per_parameter(dtypes.weights, dtypes.grads, s.training.optimizer);
+  const double per_param =
+      model_state_bytes_per_parameter(dtypes.weights, dtypes.grads, s.training.optimizer, s.training.master_weights);
   if (r.trainable_parameters)
     mem.add("model state (fine-tune)",
             fmt::format(

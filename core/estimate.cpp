@@ -195,7 +195,8 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   e.largest_model_parameters =
       s.topology.gpu.memory_bytes /
       sharded_model_state_bytes(1.0,
-                                model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer),
+                                model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer,
+                                                  s.training.master_weights),
                                 plan.sharded.sharding, plan.sharded.shards);
   if (plan.pipeline.stages > 1) return estimate_pipeline(s, plan, program, e);
   AnalyticExecutor run(s, plan, program);

@@ -81,6 +81,7 @@ Training parse_training(const YNode& n) {
                 "compute_dtype",
                 "optimizer",
                 "optimizer_impl",
+                "master_weights",
                 "attention",
                 "activation_checkpointing",
                 "elementwise",
@@ -110,6 +111,14 @@ Training parse_training(const YNode& n) {
   if (auto v = n.get("optimizer_impl")) {
     t.optimizer_impl = v->as_enum<OptimizerImpl>(
         {{"foreach", OptimizerImpl::foreach}, {"fused", OptimizerImpl::fused}, {"forloop", OptimizerImpl::forloop}});
+  }
+  if (auto v = n.get("master_weights")) {
+    t.master_weights = v->as_bool();
+    if (dtype_bytes(t.param_dtype) >= 4)
+      v->fail(
+          fmt::format("applies to 16-bit parameters (training.param_dtype {}): fp32 parameters are updated in "
+                      "place, with no master copy to keep or drop",
+                      to_string(t.param_dtype)));
   }
   if (auto v = n.get("attention"))
     t.attention = v->as_enum<AttentionImpl>({{"flash", AttentionImpl::flash},
@@ -621,6 +630,12 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   if (auto v = root.get("zero_optimization"))
     s.zero_optimization = parse_zero_optimization(*v, s.parallelism.sharding, root.has("fsdp"));
   check_sharding_with_pipeline(root, s);
+  if (s.zero_optimization && !s.training.master_weights)
+    root.at("training")
+        .at("master_weights")
+        .fail(
+            "false with DeepSpeed's zero_optimization is not modelled: its bf16 and fp16 optimizers keep fp32 master "
+            "weights and state");
 
   if (!s.ddp.overlap_grad_reduce &&
       (s.zero_optimization || s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3))

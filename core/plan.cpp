@@ -19,23 +19,28 @@ namespace dpsim {
 
 namespace {}  // namespace
 
-double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer) {
-  return model_state_parts(param_dtype, grad_dtype, optimizer).total();
+double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights) {
+  return model_state_parts(param_dtype, grad_dtype, optimizer, master_weights).total();
 }
 
-double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, Dtype grad_dtype) {
+double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, Dtype grad_dtype,
+                                     bool master_weights) {
   const OptimizerPasses p = optimizer_passes(optimizer, impl);
   const double weight = dtype_bytes(param_dtype);
+  const bool master = master_weights && weight < 4;
   // With 16-bit weights the update runs on the fp32 master and the 16-bit weight is written from it: inside the
-  // fused kernel (write 2 B), or as one more copy pass otherwise (read the master 4 B, write 2 B).
+  // fused kernel (write 2 B), or as one more copy pass otherwise (read the master 4 B, write 2 B). Without the master
+  // (pure 16-bit) every pass is over the 16-bit weights and moments.
   double copy = 0;
-  if (weight < 4) copy = impl == OptimizerImpl::fused ? weight : 4.0 + weight;
-  return p.state * 4.0 + p.grad * dtype_bytes(grad_dtype) + copy;
+  if (master) copy = impl == OptimizerImpl::fused ? weight : 4.0 + weight;
+  return p.state * (master ? 4.0 : weight) + p.grad * dtype_bytes(grad_dtype) + copy;
 }
 
-double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, int64_t tensors) {
+double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, int64_t tensors,
+                         bool master_weights) {
   const OptimizerPasses p = optimizer_passes(optimizer, impl);
-  const double per_group = p.kernels + (dtype_bytes(param_dtype) < 4 && impl != OptimizerImpl::fused ? 1 : 0);
+  const bool copy_pass = master_weights && dtype_bytes(param_dtype) < 4 && impl != OptimizerImpl::fused;
+  const double per_group = p.kernels + (copy_pass ? 1 : 0);
   return impl == OptimizerImpl::forloop ? per_group * static_cast<double>(tensors) : per_group;
 }
 
@@ -240,9 +245,10 @@ OptimizerStep optimizer_step(const Scenario& s, int64_t parameters, int64_t tens
   OptimizerStep o;
   o.parameters = parameters;
   o.tensors = tensors;
-  o.bytes = static_cast<double>(parameters) *
-            optimizer_bytes_per_parameter(t.optimizer, t.optimizer_impl, dtypes.weights, dtypes.grads);
-  o.kernels = optimizer_kernels(t.optimizer, t.optimizer_impl, dtypes.weights, tensors);
+  o.bytes =
+      static_cast<double>(parameters) *
+      optimizer_bytes_per_parameter(t.optimizer, t.optimizer_impl, dtypes.weights, dtypes.grads, t.master_weights);
+  o.kernels = optimizer_kernels(t.optimizer, t.optimizer_impl, dtypes.weights, tensors, t.master_weights);
   if (sh.sharding == Sharding::none) return o;
   const auto n = static_cast<double>(sh.shards);
   o.parameters = static_cast<int64_t>(std::ceil(static_cast<double>(o.parameters) / n));
@@ -577,7 +583,8 @@ StepPlan make_step_plan(const Scenario& s) {
   plan_sharding(s, ops, plan);
   // What each stage holds, updates and keeps; the plan's own figures are the stage that needs the most memory.
   const TrainableDtypes dtypes = trainable_dtypes(s.training);
-  const ModelStateParts parts = model_state_parts(dtypes.weights, dtypes.grads, s.training.optimizer);
+  const ModelStateParts parts =
+      model_state_parts(dtypes.weights, dtypes.grads, s.training.optimizer, s.training.master_weights);
   const auto slots = pipeline_schedule(plan.pipeline.schedule, plan.pipeline.stages, plan.pipeline.micro_batches,
                                        plan.pipeline.virtual_stages);
   for (int stage = 0; stage < plan.pipeline.stages; ++stage) {

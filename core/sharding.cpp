@@ -5,12 +5,21 @@
 
 namespace dpsim {
 
-ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer) {
-  // An fp32 master copy when weights are 16-bit, plus the fp32 moments: Adam's m and v, SGD's momentum.
-  const double master = dtype_bytes(param_dtype) < 4 ? 4.0 : 0.0;
-  const double moments = optimizer == Optimizer::adamw ? 8.0 : optimizer == Optimizer::sgd_momentum ? 4.0 : 0.0;
+namespace {
+// The moments an optimizer keeps per parameter: Adam's m and v, SGD's momentum buffer.
+double optimizer_moments(Optimizer optimizer) {
+  return optimizer == Optimizer::adamw ? 2.0 : optimizer == Optimizer::sgd_momentum ? 1.0 : 0.0;
+}
+}  // namespace
+
+ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights) {
+  // An fp32 master copy when weights are 16-bit, plus the moments (Adam's m and v, SGD's momentum) in fp32; without
+  // the master (pure 16-bit training) the moments are in the weights' dtype.
+  const bool master = master_weights && dtype_bytes(param_dtype) < 4;
+  const double state = master ? 4.0 : static_cast<double>(dtype_bytes(param_dtype));
+  const double moments = state * optimizer_moments(optimizer);
   return {static_cast<double>(dtype_bytes(param_dtype)), static_cast<double>(dtype_bytes(grad_dtype)),
-          master + moments};
+          (master ? 4.0 : 0.0) + moments};
 }
 
 double sharded_model_state_bytes(double parameters, const ModelStateParts& p, Sharding sharding, int shards) {

@@ -218,7 +218,8 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
     for (size_t i = r.comms.size(); i-- > 0;)
       if (s.buffers.gathered_at.size() > i && s.buffers.gathered_at[i] >= 0)
         s.unit_base.at(static_cast<size_t>(r.comms[i].unit)) = s.buffers.gathered_at[i];
-  const ModelStateParts parts = model_state_parts(config.dtype, config.dtype, config.optimizer);
+  // The backend's optimizer keeps an fp32 master and fp32 moments (measure refuses training.master_weights false).
+  const ModelStateParts parts = model_state_parts(config.dtype, config.dtype, config.optimizer, true);
   const int64_t on = s.buffers.optimizer.numel;
   MemoryNeed need;
   need.model_state_bytes =

@@ -67,7 +67,8 @@ void check_inside(const ShardBuffers& b, const Span& s) {
 // Bytes the CUDA executor allocates for the model state: every buffer plus the optimizer's fp32 state of what it
 // updates (core/sharding.cpp's table).
 double held_bytes(const Planned& p, const Scenario& s) {
-  const ModelStateParts parts = model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+  const ModelStateParts parts =
+      model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer, true);
   return static_cast<double>(p.buffers.numel_held()) * p.layout.element_bytes +
          static_cast<double>(p.buffers.optimizer.numel) * parts.optimizer;
 }
@@ -235,7 +236,7 @@ TEST_CASE("DeepSpeed stage 2: the gradients only in its bucket buffers and the r
     CHECK(b.optimizer_grads == Span{Buffer::grad_shard, 0, b.optimizer.numel});
     // Weights, the partition's gradients and optimizer state: ZeRO-2's 2 Ψ + (2 + K) Ψ / N, up to the padding.
     const ModelStateParts parts =
-        model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+        model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer, true);
     const double state = static_cast<double>(b.weights_numel + b.grad_shard_numel) * 2 +
                          static_cast<double>(b.optimizer.numel) * parts.optimizer;
     CHECK(std::abs(state - p.plan.memory.model_state_bytes) / p.plan.memory.model_state_bytes < 1e-6);

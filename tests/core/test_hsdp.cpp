@@ -78,7 +78,8 @@ TEST_CASE("HSDP memory: zero3's formula with N = shard_group (8 of 64 GPUs)") {
   REQUIRE(s.parallelism.hybrid);
   REQUIRE(s.parallelism.shard_group == 8);
   const StepPlan plan = make_step_plan(s);
-  const ModelStateParts parts = model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer);
+  const ModelStateParts parts =
+      model_state_parts(s.training.param_dtype, s.training.grad_dtype, s.training.optimizer, true);
   const double expected = sharded_model_state_bytes(static_cast<double>(plan.parameters), parts, Sharding::zero3, 8);
   CHECK(plan.memory.model_state_bytes == expected);
   CHECK(plan.memory.model_state_bytes == Approx(141.1e9).epsilon(1e-3));

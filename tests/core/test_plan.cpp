@@ -77,26 +77,37 @@ TEST_CASE("iteration 0 uses one bucket for everything") {
 }
 
 TEST_CASE("model state per parameter by optimizer and precision") {
-  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::adamw) == 16);
-  CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::adamw) == 16);
-  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::sgd_momentum) == 12);
-  CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::sgd) == 8);
+  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::adamw, true) == 16);
+  CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::adamw, true) == 16);
+  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::sgd_momentum, true) == 12);
+  CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::sgd, true) == 8);
+  // Pure 16-bit (training.master_weights false): no fp32 copy, the moments in the weights' dtype (torch.zeros_like).
+  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::adamw, false) == 8);
+  CHECK(model_state_bytes_per_parameter(Dtype::bf16, Dtype::bf16, Optimizer::sgd_momentum, false) == 6);
+  CHECK(model_state_bytes_per_parameter(Dtype::fp32, Dtype::fp32, Optimizer::adamw, false) == 16);  // fp32: no change
 }
 
 TEST_CASE("optimizer traffic per parameter as PyTorch's implementations move it") {
   // fused AdamW, bf16 weights: read master, m, v (12) and the grad (2), write master, m, v (12) and the weight (2).
-  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16) == 28);
-  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::fused, Dtype::fp32, Dtype::fp32) == 28);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16, true) == 28);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::fused, Dtype::fp32, Dtype::fp32, true) == 28);
   // foreach AdamW: 18 fp32 passes + 2 grad passes + the master -> bf16 copy (4 + 2).
-  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::foreach, Dtype::bf16, Dtype::bf16) == 82);
-  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::forloop, Dtype::fp32, Dtype::fp32) == 80);
-  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd_momentum, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16) == 20);
-  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd_momentum, OptimizerImpl::foreach, Dtype::fp32, Dtype::fp32) == 32);
-  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16) == 12);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::foreach, Dtype::bf16, Dtype::bf16, true) == 82);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::forloop, Dtype::fp32, Dtype::fp32, true) == 80);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd_momentum, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16, true) ==
+        20);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd_momentum, OptimizerImpl::foreach, Dtype::fp32, Dtype::fp32,
+                                      true) == 32);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::sgd, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16, true) == 12);
   // Launches: foreach and fused once per group, forloop once per tensor.
-  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::foreach, Dtype::fp32, 291) == 9);
-  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::forloop, Dtype::fp32, 291) == 9 * 291);
-  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::fused, Dtype::bf16, 291) == 2);
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::foreach, Dtype::fp32, 291, true) == 9);
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::forloop, Dtype::fp32, 291, true) == 9 * 291);
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::fused, Dtype::bf16, 291, true) == 2);
+  // Pure bf16: the same passes over 2-byte weights and moments, no master copy pass.
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::fused, Dtype::bf16, Dtype::bf16, false) == 14);
+  CHECK(optimizer_bytes_per_parameter(Optimizer::adamw, OptimizerImpl::foreach, Dtype::bf16, Dtype::bf16, false) == 40);
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::foreach, Dtype::bf16, 291, true) == 10);
+  CHECK(optimizer_kernels(Optimizer::adamw, OptimizerImpl::foreach, Dtype::bf16, 291, false) == 9);
 }
 
 TEST_CASE("the plan's optimizer step follows training.optimizer_impl, foreach by default") {
@@ -287,4 +298,23 @@ TEST_CASE("selective_op reruns a linear with a bias (aten.addmm) and does not co
     INFO(op.name);
     if (op.name.rfind("h.", 0) == 0) CHECK(op.recompute_forward == !op.name.ends_with("attn.core"));
   }
+}
+
+TEST_CASE("training.master_weights false: pure bf16 holds 8 B per AdamW parameter and steps over 2-byte tensors") {
+  const Scenario mixed = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"));
+  const Scenario pure = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"), {{"training.master_weights", "false"}});
+  CHECK(mixed.training.master_weights);
+  CHECK_FALSE(pure.training.master_weights);
+  const StepPlan a = make_step_plan(mixed), b = make_step_plan(pure);
+  const auto params = static_cast<double>(a.optimizer.parameters);
+  CHECK(a.memory.model_state_bytes == Approx(16.0 * params));
+  CHECK(b.memory.model_state_bytes == Approx(8.0 * params));  // 2 weights + 2 gradients + 2 x 2 moments
+  // foreach AdamW: 18 passes at 4 B + 2 gradient passes + the master -> bf16 copy (82 B) against 18 x 2 + 2 x 2 (40 B)
+  CHECK(a.optimizer.bytes == Approx(82.0 * params));
+  CHECK(b.optimizer.bytes == Approx(40.0 * params));
+  CHECK(b.optimizer.kernels == a.optimizer.kernels - 1);  // no master copy pass
+  // Under FSDP the sharded state is the pure one too.
+  const Scenario pure_fsdp = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"),
+                                           {{"training.master_weights", "false"}, {"parallelism.sharding", "zero3"}});
+  CHECK(make_step_plan(pure_fsdp).memory.model_state_bytes == Approx(8.0 * params / 8));
 }

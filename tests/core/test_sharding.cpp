@@ -42,7 +42,7 @@ int count(const RankProgram& r, CollectiveKind kind) {
 
 TEST_CASE("ZeRO's Figure 1: 7.5B parameters over 64 GPUs with mixed-precision Adam") {
   // Rajbhandari et al. 2019, Figure 1: baseline 120 GB, Pos 31.4 GB, Pos+g 16.6 GB, Pos+g+p 1.9 GB (K = 12).
-  const ModelStateParts parts = model_state_parts(Dtype::fp16, Dtype::fp16, Optimizer::adamw);
+  const ModelStateParts parts = model_state_parts(Dtype::fp16, Dtype::fp16, Optimizer::adamw, true);
   CHECK(parts.weights == 2);
   CHECK(parts.grads == 2);
   CHECK(parts.optimizer == 12);

@@ -194,11 +194,14 @@ std::vector<std::vector<int>> assign_buckets(const std::vector<int64_t>& tensor_
 std::vector<std::vector<int>> deepspeed_buckets(const std::vector<int64_t>& tensor_numel,
                                                 int64_t reduce_bucket_elements);
 
-double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer);
+double model_state_bytes_per_parameter(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights);
 // Memory traffic per parameter of one optimizer step as `impl` runs it, with `param_dtype` weights and
-// `grad_dtype` gradients (an fp32 master copy and fp32 state when the weights are 16-bit).
-double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, Dtype grad_dtype);
+// `grad_dtype` gradients (an fp32 master copy and fp32 state when the weights are 16-bit and master_weights, else the
+// state in the weights' dtype).
+double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, Dtype grad_dtype,
+                                     bool master_weights);
 // Kernel launches of one optimizer step over `tensors` parameter tensors as `impl` runs it.
-double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, int64_t tensors);
+double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, int64_t tensors,
+                         bool master_weights);
 
 }  // namespace dpsim

@@ -491,6 +491,11 @@ struct Training {
   bool autocast() const { return compute() != param_dtype; }
   Optimizer optimizer = Optimizer::adamw;
   OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
+  // training.master_weights false: "pure" 16-bit training, PyTorch's optimizer on the 16-bit parameters themselves,
+  // its moments created like them (torch.zeros_like: the parameters' dtype) and no fp32 copy (a model loaded in bf16
+  // and trained with torch.optim.AdamW; torchtune's dtype bf16). Default: an fp32 master copy and fp32 moments
+  // whenever the trainable weights are 16-bit (mixed precision: apex / Megatron / FSDP's MixedPrecision / DeepSpeed).
+  bool master_weights = true;
   AttentionImpl attention = AttentionImpl::flash;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   ElementwiseImpl elementwise = ElementwiseImpl::eager;

@@ -17,7 +17,8 @@ struct ModelStateParts {
   double optimizer = 0;
   double total() const { return weights + grads + optimizer; }
 };
-ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer);
+// Bytes per parameter of the weights, gradients and optimizer state (training.master_weights: Training's).
+ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights);
 
 // ZeRO's Figure 1 / Section 5 over `shards` data-parallel GPUs: stage 1 shards the optimizer state, stage 2 the
 // gradients too, stage 3 the weights too.
