@@ -47,10 +47,10 @@ struct StageBuilder {
 
   // full_shard: the stage's units in order of first forward, each unit's gather, and per op the unit it opens (its
   // first op: the gather to wait for) or closes in the backward (its first op too: the backward runs it last).
-  std::vector<int> units;
-  std::map<int, int> gather_of;          // unit -> its all-gather's call
-  std::map<int, int> unit_opened_by_op;  // a unit's first op -> the unit
-  int last_reduced = -1;                 // the stage's last reduce-scatter's unit
+  std::vector<int> units{};
+  std::map<int, int> gather_of{};          // unit -> its all-gather's call
+  std::map<int, int> unit_opened_by_op{};  // a unit's first op -> the unit
+  int last_reduced = -1;                   // the stage's last reduce-scatter's unit
 
   int vstages() const { return plan.pipeline.stages * plan.pipeline.virtual_stages; }
   int event_index(int micro, int vstage) const { return micro * vstages() + vstage; }
