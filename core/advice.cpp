@@ -200,6 +200,23 @@ std::string lora_alternative(const Scenario& s, const StepResult& r, const Evalu
       format_bytes(r.allreduce_bytes_sent_per_gpu));
 }
 
+// Mixed precision's fp32 master copy and fp32 moments dropped (training.master_weights false): what pure 16-bit
+// training, as torchtune's bf16 recipes run it, would hold, where that fits.
+std::string pure_16bit_alternative(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  if (!s.training.master_weights || dtype_bytes(s.training.param_dtype) >= 4 || s.zero_optimization) return "";
+  Scenario t = s;
+  t.training.master_weights = false;
+  const Planned p = plan_memory(t);
+  if (!p.memory.fits) return "";  // nothing to offer
+  const StepResult x = evaluate(t, p.plan);
+  return fmt::format(
+      " Pure {} training (training.master_weights: false: the optimizer's moments in {}, no fp32 master copy, as "
+      "torchtune's {} recipes train): model state {} per GPU, {} in all, fits, step {} ({}).",
+      to_string(s.training.param_dtype), to_string(s.training.param_dtype), to_string(s.training.param_dtype),
+      format_bytes(x.model_state_bytes_per_gpu), format_bytes(x.memory_need_bytes()), format_seconds(x.step_time_s),
+      gain(r, x));
+}
+
 std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   const double need = r.memory_need_bytes();
   std::string text = fmt::format(
@@ -223,7 +240,8 @@ std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {
     text += " ddp.gradient_as_bucket_view: true alone would make it fit.";
   }
-  return s.training.autocast() ? text : text + lora_alternative(s, r, evaluate);
+  return s.training.autocast() ? text
+                               : text + lora_alternative(s, r, evaluate) + pure_16bit_alternative(s, r, evaluate);
 }
 
 std::string gain(const StepResult& base, const StepResult& changed) {

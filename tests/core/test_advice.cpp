@@ -271,3 +271,20 @@ TEST_CASE("late reduction (Megatron's local DDP) gets what overlapping the bucke
   const std::vector<std::string> overlapped = advice_of({});
   CHECK(line_starting(overlapped, "ddp.overlap_grad_reduce").empty());
 }
+
+TEST_CASE("a mixed-precision run that does not fit gets what pure 16-bit training would hold, where that fits") {
+  const auto memory_line = [](const std::vector<Override>& overrides) {
+    const Scenario s = load_scenario(src("scenarios/llama3.1-8b-8xh100.yaml"), overrides);
+    return advise(s, evaluate(s), with_plan).at(0);
+  };
+  // Llama 3.1 8B under DDP on 80 GB: 16 B per parameter does not fit, 8 does (64.2 GB of model state).
+  const std::string mixed = memory_line({});
+  REQUIRE_THAT(mixed, Catch::StartsWith("Does not fit"));
+  CHECK_THAT(mixed, Catch::Contains("Pure bf16 training (training.master_weights: false: the optimizer's moments in "
+                                    "bf16, no fp32 master copy, as torchtune's bf16 recipes train): model state "
+                                    "64.24 GB per GPU"));
+  // Already pure: not offered again (and it fits: no memory line at all).
+  CHECK_THAT(memory_line({{"training.master_weights", "false"}}), !Catch::Contains("Pure bf16"));
+  // Where even pure bf16 does not fit (8k tokens x 4 per GPU), nothing is offered.
+  CHECK_THAT(memory_line({{"training.micro_batch", "4"}}), !Catch::Contains("Pure bf16"));
+}
