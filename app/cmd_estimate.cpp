@@ -7,6 +7,7 @@
 #include "dpsim/cost.hpp"
 #include "dpsim/estimate.hpp"
 #include "dpsim/load.hpp"
+#include "dpsim/trainable.hpp"
 #include "dpsim/units.hpp"
 #include "option_checks.hpp"
 #include "report.hpp"
@@ -82,7 +83,7 @@ void add_compute_by_kind(Section& comp, const ComputeByKind& c, const ComputeMod
 std::string render(const Scenario& s, const Estimate& e) {
   auto sections = common_sections(s, e.result);
   Section fit{"Largest model that fits", {}};
-  fit.add(fmt::format("{} with {}", s.topology.gpu.name, to_string(s.training.optimizer)),
+  fit.add(fmt::format("{} with {}", s.topology.gpu.name, optimizer_state_label(s.training)),
           fmt::format("{:.2f}e9 parameters{} (model state only{})", e.largest_model_parameters / 1e9,
                       e.result.tensor_parallel > 1 ? " held per GPU" : "",
                       s.parallelism.sharding == Sharding::none ? "" : ", " + s.parallelism.sharding_as_written));

@@ -67,6 +67,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   const TrainableDtypes dtypes = trainable_dtypes(s.training);
   const double per_param =
       model_state_bytes_per_parameter(dtypes.weights, dtypes.grads, s.training.optimizer, s.training.master_weights);
+  const std::string optimizer = optimizer_state_label(s.training);
   if (r.trainable_parameters)
     mem.add("model state (fine-tune)",
             fmt::format(
@@ -75,13 +76,13 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
                 s.training.lora.quantized_base_bytes > 0 && s.training.trainable == Trainable::lora
                     ? fmt::format(", linear layers nf4 at {:g} B", s.training.lora.quantized_base_bytes)
                     : std::string(),
-                per_param, to_string(s.training.optimizer),
+                per_param, optimizer,
                 s.parallelism.sharding == Sharding::none ? std::string() : ", " + s.parallelism.sharding_as_written));
   else if (s.parallelism.sharding == Sharding::none)
-    mem.add(fmt::format("model state ({}, {:.0f} B/param)", to_string(s.training.optimizer), per_param),
+    mem.add(fmt::format("model state ({}, {:.0f} B/param)", optimizer, per_param),
             format_bytes(r.model_state_bytes_per_gpu));
   else
-    mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", to_string(s.training.optimizer), per_param,
+    mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", optimizer, per_param,
                         s.parallelism.sharding_as_written,
                         s.parallelism.hybrid ? s.parallelism.shard_group : r.data_parallel),
             format_bytes(r.model_state_bytes_per_gpu));

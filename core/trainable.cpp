@@ -54,6 +54,12 @@ TrainableDtypes trainable_dtypes(const Training& t) {
   return {t.param_dtype, t.grad_dtype};
 }
 
+std::string optimizer_state_label(const Training& t) {
+  const Dtype weights = trainable_dtypes(t).weights;
+  if (t.master_weights || dtype_bytes(weights) >= 4) return to_string(t.optimizer);
+  return std::string(to_string(t.optimizer)) + " in " + to_string(weights) + ", no fp32 master";
+}
+
 namespace {
 
 constexpr const char* kDropout = ".lora_dropout";

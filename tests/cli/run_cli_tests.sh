@@ -170,7 +170,7 @@ check estimate-fp8 0 "FP8 GEMMs \\(training.fp8\\) +the linear layers' at 1979 T
 # training.master_weights false (pure bf16) is predicted, not measured: the backend's optimizer keeps an fp32 master
 sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dtype: bf16\n  master_weights: false|' "$s/llama3.1-8b-8xh100.yaml" >"$fp8dir/pure.yaml"
 check measure-refuses-pure-bf16 2 "pure.yaml: training.master_weights false: the GPU backend's optimizer updates an fp32 master copy" -- "$dpsim" measure --dry-run "$fp8dir/pure.yaml"
-check estimate-pure-bf16 0 "model state \(adamw, 8 B/param\)" -- "$dpsim" estimate "$fp8dir/pure.yaml"
+check estimate-pure-bf16 0 "model state \(adamw in bf16, no fp32 master, 8 B/param\)" -- "$dpsim" estimate "$fp8dir/pure.yaml"
 rm -rf "$fp8dir"
 check inspect-tuner-plugin 0 "NCCL tuner +aws-ofi-nccl-p5 .*: its regions pick the algorithm" -- "$dpsim" inspect topology aws-p5-efa --nodes 4
 check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect topology aws-p5-efa --nodes 4 --min-bytes 1GiB --max-bytes 1GiB

@@ -44,5 +44,8 @@ struct TrainableDtypes {
   Dtype grads = Dtype::bf16;
 };
 TrainableDtypes trainable_dtypes(const Training& training);
+// The optimizer as it keeps its state, for reports: "adamw", or "adamw in bf16, no fp32 master" for pure 16-bit
+// training (training.master_weights false on 16-bit trainable weights).
+std::string optimizer_state_label(const Training& training);
 
 }  // namespace dpsim
