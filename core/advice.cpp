@@ -180,6 +180,13 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
 
 // A full fine-tune that does not fit: LoRA with PEFT's defaults (data/lora.yaml) on the same cluster, evaluated as the
 // scenario is where it fits: its memory, step and all-reduce bytes per GPU next to the full fine-tune's.
+// A variant's step where its memory fits; nothing otherwise (a variant that does not fit is not offered).
+std::optional<StepResult> evaluated_if_fits(const Scenario& variant, const Evaluate& evaluate) {
+  const Planned p = plan_memory(variant);
+  if (!p.memory.fits) return std::nullopt;
+  return evaluate(variant, p.plan);
+}
+
 std::string lora_alternative(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   if (s.training.trainable != Trainable::all || !s.model.transformer) return "";
   if (s.parallelism.tensor > 1 || s.parallelism.pipeline > 1 || s.zero_optimization) return "";
@@ -188,9 +195,9 @@ std::string lora_alternative(const Scenario& s, const StepResult& r, const Evalu
   t.training.lora = default_lora(s.model);
   if (s.parallelism.sharding == Sharding::zero2 || s.parallelism.sharding == Sharding::zero3)
     t.training.lora.adapter_dtype = s.training.param_dtype;  // FSDP: one dtype per FlatParameter
-  const Planned p = plan_memory(t);
-  if (!p.memory.fits) return "";  // nothing to offer
-  const StepResult x = evaluate(t, p.plan);
+  const auto fits = evaluated_if_fits(t, evaluate);
+  if (!fits) return "";
+  const StepResult& x = *fits;
   return fmt::format(
       " For a fine-tune, LoRA (training.trainable: lora, PEFT's defaults: rank {} on {}): {} trainable parameters, "
       "{} per GPU, fits, step {} ({}), all-reduce {} per GPU per step instead of {}.",
@@ -206,9 +213,9 @@ std::string pure_16bit_alternative(const Scenario& s, const StepResult& r, const
   if (!s.training.master_weights || dtype_bytes(s.training.param_dtype) >= 4 || s.zero_optimization) return "";
   Scenario t = s;
   t.training.master_weights = false;
-  const Planned p = plan_memory(t);
-  if (!p.memory.fits) return "";  // nothing to offer
-  const StepResult x = evaluate(t, p.plan);
+  const auto fits = evaluated_if_fits(t, evaluate);
+  if (!fits) return "";
+  const StepResult& x = *fits;
   return fmt::format(
       " Pure {} training (training.master_weights: false: the optimizer's moments in {}, no fp32 master copy, as "
       "torchtune's {} recipes train): model state {} per GPU, {} in all, fits, step {} ({}).",

@@ -290,11 +290,17 @@ TEST_CASE("reference CSV and gnuplot script") {
 }
 
 namespace {
-// A one-entry reference folder whose DDP entry predicts with `predict` (YAML, indented under scenario:).
-std::filesystem::path one_ddp_entry(const std::string& name, const std::string& predict) {
+// An empty reference folder of its own under the temporary directory.
+std::filesystem::path fresh_reference_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / ("dpsim-ref-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// A one-entry reference folder whose DDP entry predicts with `predict` (YAML, indented under scenario:).
+std::filesystem::path one_ddp_entry(const std::string& name, const std::string& predict) {
+  const auto dir = fresh_reference_dir(name);
   std::ofstream(dir / "ddp.yaml") << "- id: t\n"
                                      "  kind: ddp_step_time\n"
                                      "  measured:\n"
@@ -362,9 +368,7 @@ TEST_CASE("reference set: a published run dpsim predicts not to fit in memory mi
 namespace {
 // One memory_outcome entry: kScenario with `set`, published as `outcome`.
 std::filesystem::path one_memory_entry(const std::string& name, const std::string& outcome, const std::string& set) {
-  const auto dir = std::filesystem::temp_directory_path() / ("dpsim-ref-" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = fresh_reference_dir(name);
   std::ofstream(dir / "memory.yaml") << "- id: m\n"
                                         "  kind: memory_outcome\n"
                                         "  measured:\n"
