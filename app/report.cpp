@@ -87,8 +87,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
                         s.parallelism.hybrid ? s.parallelism.shard_group : r.data_parallel),
             format_bytes(r.model_state_bytes_per_gpu));
   if (r.unsharded_bytes_per_gpu > 0)
-    mem.add(s.parallelism.pipeline > 1 ? "the stage's weights and gradients in full" : "units gathered at once",
-            format_bytes(r.unsharded_bytes_per_gpu));
+    mem.add(unsharded_memory_label(s.parallelism.pipeline), format_bytes(r.unsharded_bytes_per_gpu));
   mem.add("activations",
           s.training.activations ? format_bytes(r.activation_bytes_per_gpu) : "not counted (activations: false)");
   if (r.weight_copy_bytes_per_gpu > 0)

@@ -232,7 +232,9 @@ std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate
       format_bytes(need), format_bytes(r.model_state_bytes_per_gpu), format_bytes(r.activation_bytes_per_gpu),
       r.weight_copy_bytes_per_gpu > 0 ? ", autocast weight copies " + format_bytes(r.weight_copy_bytes_per_gpu) : "",
       format_bytes(r.ddp_buffer_bytes_per_gpu),
-      r.unsharded_bytes_per_gpu > 0 ? ", units gathered " + format_bytes(r.unsharded_bytes_per_gpu) : "",
+      r.unsharded_bytes_per_gpu > 0 ? fmt::format(", {} {}", unsharded_memory_label(s.parallelism.pipeline),
+                                                  format_bytes(r.unsharded_bytes_per_gpu))
+                                    : "",
       format_bytes(r.runtime_bytes_per_gpu()), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
   if (s.training.autocast() && s.data_parallel() > 1) {
     // Sharding and LoRA are modelled with their own mixed precision, not autocast (load_scenario.cpp check_autocast).

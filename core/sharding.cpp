@@ -12,6 +12,10 @@ double optimizer_moments(Optimizer optimizer) {
 }
 }  // namespace
 
+const char* unsharded_memory_label(int pipeline_stages) {
+  return pipeline_stages > 1 ? "the stage's weights and gradients in full" : "units gathered at once";
+}
+
 ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights) {
   // An fp32 master copy when weights are 16-bit, plus the moments (Adam's m and v, SGD's momentum) in fp32; without
   // the master (pure 16-bit training) the moments are in the weights' dtype.

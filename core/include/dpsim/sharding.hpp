@@ -17,6 +17,10 @@ struct ModelStateParts {
   double optimizer = 0;
   double total() const { return weights + grads + optimizer; }
 };
+// What memory.unsharded_bytes_per_gpu holds, in words: zero3's units gathered at once, or under pipelining the
+// stage's weights and gradients in full (core/plan.cpp unsharded_in_flight_bytes).
+const char* unsharded_memory_label(int pipeline_stages);
+
 // Bytes per parameter of the weights, gradients and optimizer state (training.master_weights: Training's).
 ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights);
 
