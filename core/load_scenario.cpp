@@ -424,8 +424,8 @@ ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool
 // Pipeline stages with sharded data parallelism: zero1 (Megatron's distributed optimizer), and FSDP's full_shard as
 // torchtitan and NeMo Automodel run it under pipelining, every stage's blocks gathered once per step and kept
 // (reshard_after_forward false; torchtitan apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch
-// all-gathers, which can be expensive and non-overlapped"), their
-// gradients accumulated unsharded over the micro-batches and reduce-scattered after the last one. The rest is refused.
+// all-gathers, which can be expensive and non-overlapped"), their gradients accumulated unsharded over the
+// micro-batches and reduce-scattered after the last one. The rest is refused.
 void check_sharding_with_pipeline(const YNode& root, Scenario& s) {
   if (s.parallelism.pipeline <= 1) return;
   const Sharding sharding = s.parallelism.sharding;

@@ -139,8 +139,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
 namespace {
 
 // FSDP units in forward order, the root (unit "") first: FSDP's root instance gathers its parameters at the start
-// of the forward and keeps them to the end of the backward.
-// FSDP's units: a wrapped block's ops, the rest in the root. Under pipelining each virtual stage's module is wrapped
+// of the forward and keeps them to the end of the backward. Under pipelining each virtual stage's module is wrapped
 // on its own: its blocks are its units, and its other ops (the embedding on the first, the head on the last) its root.
 std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops, const PipelinePlan& pp) {
   std::vector<ShardUnit> units{ShardUnit{}};
