@@ -210,7 +210,7 @@ std::string lora_alternative(const Scenario& s, const StepResult& r, const Evalu
 // Mixed precision's fp32 master copy and fp32 moments dropped (training.master_weights false): what pure 16-bit
 // training, as torchtune's bf16 recipes run it, would hold, where that fits.
 std::string pure_16bit_alternative(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
-  if (!s.training.master_weights || dtype_bytes(s.training.param_dtype) >= 4 || s.zero_optimization) return "";
+  if (!keeps_fp32_master(s.training.param_dtype, s.training.master_weights) || s.zero_optimization) return "";
   Scenario t = s;
   t.training.master_weights = false;
   const auto fits = evaluated_if_fits(t, evaluate);

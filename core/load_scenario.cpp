@@ -426,7 +426,7 @@ ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool
 // (reshard_after_forward false; torchtitan apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch
 // all-gathers, which can be expensive and non-overlapped"), their gradients accumulated unsharded over the
 // micro-batches and reduce-scattered after the last one. The rest is refused.
-void check_sharding_with_pipeline(const YNode& root, Scenario& s) {
+void check_sharding_with_pipeline(const YNode& root, const Scenario& s) {
   if (s.parallelism.pipeline <= 1) return;
   const Sharding sharding = s.parallelism.sharding;
   if (sharding == Sharding::none || sharding == Sharding::zero1) return;
@@ -447,7 +447,6 @@ void check_sharding_with_pipeline(const YNode& root, Scenario& s) {
         .fail(
             "true with pipeline parallelism is not modelled: full_shard under pipelining keeps each stage's blocks "
             "gathered for the whole step (torchtitan and NeMo Automodel turn resharding off with pipeline stages)");
-  s.fsdp.reshard_after_forward = false;
 }
 
 // The wrapping must name what the model has: a submodule with parameters that some block holds, no more blocks per

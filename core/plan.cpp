@@ -27,7 +27,7 @@ double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dt
                                      bool master_weights) {
   const OptimizerPasses p = optimizer_passes(optimizer, impl);
   const double weight = dtype_bytes(param_dtype);
-  const bool master = master_weights && weight < 4;
+  const bool master = keeps_fp32_master(param_dtype, master_weights);
   // With 16-bit weights the update runs on the fp32 master and the 16-bit weight is written from it: inside the
   // fused kernel (write 2 B), or as one more copy pass otherwise (read the master 4 B, write 2 B). Without the master
   // (pure 16-bit) every pass is over the 16-bit weights and moments.
@@ -39,7 +39,7 @@ double optimizer_bytes_per_parameter(Optimizer optimizer, OptimizerImpl impl, Dt
 double optimizer_kernels(Optimizer optimizer, OptimizerImpl impl, Dtype param_dtype, int64_t tensors,
                          bool master_weights) {
   const OptimizerPasses p = optimizer_passes(optimizer, impl);
-  const bool copy_pass = master_weights && dtype_bytes(param_dtype) < 4 && impl != OptimizerImpl::fused;
+  const bool copy_pass = keeps_fp32_master(param_dtype, master_weights) && impl != OptimizerImpl::fused;
   const double per_group = p.kernels + (copy_pass ? 1 : 0);
   return impl == OptimizerImpl::forloop ? per_group * static_cast<double>(tensors) : per_group;
 }
@@ -208,7 +208,10 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.forward_prefetch = s.fsdp.forward_prefetch;
   sh.no_sync = s.fsdp.no_sync;
   sh.inflight_all_gathers = s.nccl.fsdp_inflight_all_gathers;
-  sh.reshard_after_forward = sh.sharding == Sharding::zero3 && s.fsdp.reshard_after_forward.value_or(true);
+  // zero3 reshards after each forward by default; under pipelining it keeps the stage gathered (load_scenario.cpp
+  // check_sharding_with_pipeline refuses true there).
+  sh.reshard_after_forward =
+      sh.sharding == Sharding::zero3 && s.fsdp.reshard_after_forward.value_or(s.parallelism.pipeline <= 1);
   if (sh.sharding == Sharding::none) return;
   sh.shards = s.parallelism.hybrid ? s.parallelism.shard_group : plan.dims.data;
   sh.replicas = plan.dims.data / sh.shards;

@@ -12,6 +12,8 @@ double optimizer_moments(Optimizer optimizer) {
 }
 }  // namespace
 
+bool keeps_fp32_master(Dtype weights, bool master_weights) { return master_weights && dtype_bytes(weights) < 4; }
+
 const char* unsharded_memory_label(int pipeline_stages) {
   return pipeline_stages > 1 ? "the stage's weights and gradients in full" : "units gathered at once";
 }
@@ -19,7 +21,7 @@ const char* unsharded_memory_label(int pipeline_stages) {
 ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights) {
   // An fp32 master copy when weights are 16-bit, plus the moments (Adam's m and v, SGD's momentum) in fp32; without
   // the master (pure 16-bit training) the moments are in the weights' dtype.
-  const bool master = master_weights && dtype_bytes(param_dtype) < 4;
+  const bool master = keeps_fp32_master(param_dtype, master_weights);
   const double state = master ? 4.0 : static_cast<double>(dtype_bytes(param_dtype));
   const double moments = state * optimizer_moments(optimizer);
   return {static_cast<double>(dtype_bytes(param_dtype)), static_cast<double>(dtype_bytes(grad_dtype)),

@@ -21,6 +21,10 @@ struct ModelStateParts {
 // stage's weights and gradients in full (core/plan.cpp unsharded_in_flight_bytes).
 const char* unsharded_memory_label(int pipeline_stages);
 
+// Whether the optimizer updates an fp32 master copy of the weights: 16-bit weights under mixed precision
+// (training.master_weights true, the default); fp32 weights are their own master, pure 16-bit keeps none.
+bool keeps_fp32_master(Dtype weights, bool master_weights);
+
 // Bytes per parameter of the weights, gradients and optimizer state (training.master_weights: Training's).
 ModelStateParts model_state_parts(Dtype param_dtype, Dtype grad_dtype, Optimizer optimizer, bool master_weights);
 
