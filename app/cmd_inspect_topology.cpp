@@ -256,7 +256,8 @@ void register_inspect_topology(CLI::App& inspect) {
   cmd->add_option("--framework", a->framework,
                   "nccl-tests (NCCL's time per call, default), torch (+ PyTorch's launch of each call, as "
                   "torch.distributed.all_reduce and each DDP bucket pay it) or nccl-tests-single-thread (nccl-tests "
-                  "-g N: one thread launches on all N GPUs of the node, at least N x 4.2 us per call)")
+                  "-g N: one thread launches on all N GPUs of the node, at least N x data/nccl.yaml "
+                  "single_thread_launch_per_gpu per call)")
       ->check(CLI::IsMember({"nccl-tests", "torch", "nccl-tests-single-thread"}));
   cmd->add_option("--nccl-release", a->nccl_release,
                   "NCCL release whose tuning tables to use (e.g. 2.18.5: the newest table of data/nccl.yaml releases "

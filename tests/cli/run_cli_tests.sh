@@ -63,7 +63,7 @@ check inspect-topology-nvswitch-too-many 2 "--gpus-per-node 64: 8x H100 SXM, NVS
 check inspect-topology-tree-one-node 2 "--algorithm tree: NCCL's tree spans nodes" -- "$dpsim" inspect topology h100-8x-nvswitch --algorithm tree
 check inspect-topology-nvlstree 0 "nvlstree/simple" -- "$dpsim" inspect topology h100-ib-cluster --min-bytes 1GiB --max-bytes 1GiB
 check inspect-topology-framework-torch 0 "PyTorch launch per call" -- "$dpsim" inspect topology h200-8x-nvswitch --framework torch --max-bytes 1MiB
-check inspect-topology-single-thread 0 "1KiB +1024 +ring/ll +33.60" -- "$dpsim" inspect topology a100-8x-nvswitch --framework nccl-tests-single-thread --max-bytes 1MiB
+check inspect-topology-single-thread 0 "1KiB +1024 +ring/ll +42.80" -- "$dpsim" inspect topology a100-8x-nvswitch --framework nccl-tests-single-thread --max-bytes 1MiB
 check inspect-topology-nccl-release 0 "tuning tables of 2.18.3 for NCCL 2.18.5" -- "$dpsim" inspect topology h100-8x-nvswitch --nccl-release 2.18.5 --max-bytes 1MiB
 check inspect-topology-nccl-release-old 2 "--nccl-release: NCCL 2.9.9 is older than the oldest tuning table" -- "$dpsim" inspect topology h100-8x-nvswitch --nccl-release 2.9.9
 check inspect-topology-unknown 2 'no topology named "h900" \(shipped: a100-40gb-roce-cluster, a100-4xhdr-cluster' -- "$dpsim" inspect topology h900

@@ -30,15 +30,15 @@ CollectiveCost one_thread(double bytes, const FabricSummary& f, const NcclModel&
 
 }  // namespace
 
-TEST_CASE("nccl-tests -g N: a call takes at least N x 4.2 us, one thread's launches (nccl-tests#123, 33.7 us / 8)") {
+TEST_CASE("nccl-tests -g N: a call takes at least N x 5.35 us, one thread's launches (Azure ND A100 v4: 42.8 us / 8)") {
   const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
-  REQUIRE(nccl.single_thread_launch_per_gpu_s == Approx(4.2e-6));
+  REQUIRE(nccl.single_thread_launch_per_gpu_s == Approx(5.35e-6));
   for (int gpus : {2, 4, 8}) {
     const FabricSummary f = node("a100-8x-nvswitch", gpus);
     const double alone = allreduce_cost(1024, f, nccl, {Algorithm::automatic, Protocol::automatic}).time_s;
-    REQUIRE(alone < gpus * 4.2e-6);  // NCCL's own latency is below the launches at 1 KiB on 2..8 GPUs
+    REQUIRE(alone < gpus * 5.35e-6);  // NCCL's own latency is below the launches at 1 KiB on 2..8 GPUs
     const CollectiveCost c = one_thread(1024, f, nccl);
-    CHECK(c.time_s == Approx(gpus * 4.2e-6));
+    CHECK(c.time_s == Approx(gpus * 5.35e-6));
     CHECK(c.busbw_bytes_per_s == Approx(ring_bytes_sent_per_gpu(1024, gpus) / c.time_s));
   }
   // a large call runs longer than its launches: NCCL's time unchanged
