@@ -98,6 +98,10 @@ nlohmann::json to_json(const Inspected& fb, const NcclModel& nccl, const Topolog
           {"intra_class", f.intra_class},
           {"intra_ring_GBps_nominal", f.intra_ring_bytes_per_s / 1e9},
           {"intra_ring_efficiency", fb.intra_efficiency},
+          {"intra_ring_hops", f.intra_ring_edges},
+          {"intra_shm_hops", f.intra_shm_edges},
+          {"host_staged_GBps",
+           f.intra_shm_edges > 0 ? nlohmann::json(host_staged_rate(f, nccl) / 1e9) : nlohmann::json(nullptr)},
           {"inter_node_GBps_nominal", t.nodes > 1 ? f.inter_ring_bytes_per_s / 1e9 : 0.0},
           {"inter_node_nics_GBps_nominal", t.nodes > 1 ? f.nic_ring_bytes_per_s / 1e9 : 0.0},
           {"inter_node_uplink_GBps_nominal", t.nodes > 1 && std::isfinite(f.uplink_ring_bytes_per_s)
@@ -123,6 +127,21 @@ std::string inter_limit(const Topology& t, const FabricSummary& f) {
   if (!f.uplink_bound()) return nics;
   return fmt::format("{:g}:1 oversubscribed {} uplink; {} would give {:.1f}", t.network.oversubscription,
                      t.network.kind == NetworkKind::fat_tree ? "leaf" : "rail", nics, f.nic_ring_bytes_per_s / 1e9);
+}
+
+// How NCCL moves data between the node's GPUs (core/cost nccl_uses_p2p): peer-to-peer, or through host memory.
+std::string transport_line(const Topology& t, const FabricSummary& f, const NcclModel& nccl) {
+  const std::string setting = fmt::format("intra_node.p2p {}{}", to_string(t.intra.p2p),
+                                          t.gpu.pcie_p2p ? "" : ", no P2P in the GPU's stock driver");
+  if (f.intra_shm_edges == 0)
+    return fmt::format("  GPU to GPU      peer-to-peer on all {} ring hops ({})\n", f.intra_ring_edges, setting);
+  return fmt::format(
+      "  GPU to GPU      through host memory (NCCL's SHM) on {} of {} ring hops ({}): {:.1f} GB/s per direction "
+      "staged ({}), x {:.3f} measured efficiency\n",
+      f.intra_shm_edges, f.intra_ring_edges, setting, host_staged_rate(f, nccl) / 1e9,
+      f.host_staged_bytes_per_s > 0 ? "intra_node.host_staged_bandwidth"
+                                    : "not measured: data/nccl.yaml host_staged_fraction_of_link of the link",
+      nccl.ring_efficiency_for("shm", f.arch));
 }
 
 // The platform's tuner plugin, and whether its table covers this cluster.
@@ -165,6 +184,7 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl, const TopologyAr
   out += fmt::format(
       "  in a node       {}: ring {:.1f} GB/s per GPU per direction nominal, x {:.3f} measured efficiency\n",
       f.intra_class, f.intra_ring_bytes_per_s / 1e9, fb.intra_efficiency);
+  if (t.intra.kind == IntraKind::pcie) out += transport_line(t, f, nccl);
   if (t.nodes > 1) {
     const double plugin_s = nccl.net_plugin_latency(f.net_class);
     out += fmt::format(

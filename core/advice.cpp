@@ -31,6 +31,7 @@ Scenario faster_intra_node(const Scenario& s) {
   for (auto& sw : faster.topology.intra.switches) sw.uplink.bandwidth_bytes_per_s *= 2;
   if (faster.topology.intra.inter_socket) faster.topology.intra.inter_socket->bandwidth_bytes_per_s *= 2;
   for (auto& l : faster.topology.intra.mesh) l.link.bandwidth_bytes_per_s *= 2;
+  faster.topology.intra.host_staged_bytes_per_s *= 2;  // 0 (not measured) stays 0: the link's fraction, doubled
   return faster;
 }
 
@@ -262,9 +263,19 @@ std::string gain(const StepResult& base, const StepResult& changed) {
 // The ring's bottleneck and how busy the step keeps it.
 std::string bottleneck(const Scenario& s, const StepResult& r) {
   const FabricSummary f = summarize_fabric(s.topology);
+  const double busy = r.comm_busy_s > 0 ? r.comm_busy_s : r.allreduce_time_s;
+  // A node whose ring runs through host memory (NCCL's SHM): the host's staged copy rate, where the network is not
+  // slower still (compared at what each reaches)
+  if (intra_shm_bound(f, s.nccl) &&
+      (f.nodes == 1 || algorithms::intra_ring_busbw(f, s.nccl) < algorithms::inter_ring_busbw(f, s.nccl)))
+    return fmt::format(
+        "the host-memory staging of NCCL's SHM transport (no PCIe peer-to-peer on {} of the node ring's {} hops; {} "
+        "per direction, intra_node.host_staged_bandwidth{}) is the bottleneck, busy {:.0f}% of the step",
+        f.intra_shm_edges, f.intra_ring_edges, format_bandwidth(host_staged_rate(f, s.nccl)),
+        f.host_staged_bytes_per_s > 0 ? "" : " not measured: data/nccl.yaml host_staged_fraction_of_link of the link",
+        100.0 * busy / r.step_time_s);
   const bool net = f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s;
   const double bw = f.ring_bytes_per_s();
-  const double busy = r.comm_busy_s > 0 ? r.comm_busy_s : r.allreduce_time_s;
   const std::string link = !net ? std::string(f.intra_class) + " link"
                            : f.uplink_bound()
                                ? fmt::format("{:g}:1 oversubscribed {} uplink", s.topology.network.oversubscription,
@@ -305,6 +316,25 @@ std::string forced_tree_advice(const Scenario& s, const StepResult& r, const Eva
                                   ring_bytes_sent_per_gpu(1.0, s.world_size())));
 }
 
+// A PCIe node whose ring runs some hops through host memory (NCCL's SHM): what peer-to-peer on every path gives.
+std::string p2p_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  const FabricSummary f = summarize_fabric(s.topology);
+  if (f.intra_shm_edges == 0) return "";
+  const IntraNode& intra = s.topology.intra;
+  const std::string why = intra.p2p == PcieP2p::disabled ? "intra_node.p2p: disabled, NCCL_P2P_DISABLE=1"
+                          : !s.topology.gpu.pcie_p2p     ? "the " + s.topology.gpu.name + "'s driver allows no P2P"
+                                                         : "NCCL's default runs P2P only within a PCIe switch";
+  Scenario p2p = s;
+  p2p.topology.intra.p2p = PcieP2p::all_paths;
+  return mention_gain(
+      p2p, r, evaluate,
+      fmt::format("NCCL stages {} of the node ring's {} hops through host memory ({}). Peer-to-peer on every path "
+                  "({}; intra_node.p2p: all_paths) gives {{}}; measure both: through a CPU, published all-reduces "
+                  "gained (4x RTX 4090, NVIDIA/nccl#1603: 18 -> 22 GB/s busbw) or lost (8x A40, nccl-tests#74).",
+                  f.intra_shm_edges, f.intra_ring_edges, why,
+                  s.topology.gpu.pcie_p2p ? "NCCL_P2P_LEVEL=SYS" : "a driver that allows it on these cards"));
+}
+
 std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::vector<std::string> out;
   out.push_back(fmt::format("Communication-bound: exposed communication is {:.0f}% of the step ({}){}; {}.",
@@ -337,6 +367,8 @@ std::vector<std::string> comm_advice(const Scenario& s, const StepResult& r, con
   }
   const std::string tree = forced_tree_advice(s, r, evaluate);
   if (!tree.empty()) out.push_back(tree);
+  const std::string p2p = p2p_advice(s, r, evaluate);
+  if (!p2p.empty()) out.push_back(p2p);
   Scenario faster = s;
   std::string what;
   if (s.topology.nodes > 1) {

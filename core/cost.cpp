@@ -21,15 +21,18 @@ double FabricSummary::ring_bytes_per_s() const {
 
 namespace {
 
-// PCIe: ring 0 -> 1 -> ... -> g-1 -> 0. Count the ring flows on each directed link; the ring runs at
-// the slowest link's bandwidth divided by the flows that share it.
-void pcie_ring(const IntraNode& intra, int g, FabricSummary& f) {
+// PCIe: ring 0 -> 1 -> ... -> g-1 -> 0. Count the ring flows on each directed link; each peer-to-peer edge runs at
+// its path's slowest link divided by the flows that share it, and the ring at its slowest such edge. An edge NCCL
+// stages through host memory (nccl_uses_p2p) is counted apart: its rate is the host's (FabricSummary).
+void pcie_ring(const Topology& t, int g, FabricSummary& f) {
+  const IntraNode& intra = t.intra;
   std::map<int, int> switch_of;
   for (size_t s = 0; s < intra.switches.size(); ++s) {
     for (int gpu : intra.switches[s].gpus) switch_of[gpu] = static_cast<int>(s);
   }
   std::map<std::string, int> flows;
   std::map<std::string, Link> links;
+  std::vector<std::vector<std::string>> p2p_paths;
   double worst_latency = 0;
   for (int i = 0; i < g && g > 1; ++i) {
     const int j = (i + 1) % g;
@@ -43,17 +46,27 @@ void pcie_ring(const IntraNode& intra, int g, FabricSummary& f) {
       if (a.root != b.root) path.push_back({a.root + ">" + b.root, *intra.inter_socket});
     }
     double latency = 0;
+    for (const auto& [id, link] : path) latency += link.latency_s;
+    worst_latency = std::max(worst_latency, latency);
+    ++f.intra_ring_edges;
+    if (!nccl_uses_p2p(t, &a == &b)) {
+      ++f.intra_shm_edges;
+      continue;
+    }
+    p2p_paths.emplace_back();
     for (const auto& [id, link] : path) {
       flows[id]++;
       links[id] = link;
-      latency += link.latency_s;
+      p2p_paths.back().push_back(id);
     }
-    worst_latency = std::max(worst_latency, latency);
   }
   double bw = intra.gpu_link.bandwidth_bytes_per_s;
-  for (const auto& [id, n] : flows) bw = std::min(bw, links[id].bandwidth_bytes_per_s / n);
+  for (const auto& path : p2p_paths)
+    for (const auto& id : path) bw = std::min(bw, links[id].bandwidth_bytes_per_s / flows[id]);
   f.intra_ring_bytes_per_s = bw;
   f.intra_edge_latency_s = worst_latency;
+  f.host_staged_bytes_per_s = intra.host_staged_bytes_per_s;
+  f.pcie_link_bytes_per_s = intra.gpu_link.bandwidth_bytes_per_s;
 }
 
 // NVLink mesh: NCCL builds as many rings as each GPU has links, one per link direction, so a GPU's
@@ -127,7 +140,7 @@ FabricSummary summarize_fabric(const Topology& t) {
       f.intra_ring_bytes_per_s = t.intra.gpu_link.bandwidth_bytes_per_s;
       f.intra_edge_latency_s = 2 * t.intra.gpu_link.latency_s;
       break;
-    case IntraKind::pcie: pcie_ring(t.intra, t.gpus_per_node, f); break;
+    case IntraKind::pcie: pcie_ring(t, t.gpus_per_node, f); break;
     case IntraKind::nvlink_mesh: mesh_ring(t.intra, t.gpus_per_node, f); break;
   }
   if (t.gpus_per_node == 1) f.intra_ring_bytes_per_s = std::numeric_limits<double>::infinity();
@@ -143,6 +156,28 @@ FabricSummary summarize_fabric(const Topology& t) {
   f.network_link_latency_s = t.network.link_latency_s;
   f.tuner_plugin = t.network.tuner_plugin;
   return f;
+}
+
+bool nccl_uses_p2p(const Topology& t, bool same_switch) {
+  switch (t.intra.p2p) {
+    case PcieP2p::disabled: return false;
+    case PcieP2p::all_paths: return true;
+    case PcieP2p::nccl_default: break;
+  }
+  if (!t.gpu.pcie_p2p) return false;
+  return same_switch || (t.cpu_vendor == CpuVendor::amd && t.gpus_per_node <= 2);
+}
+
+double host_staged_rate(const FabricSummary& f, const NcclModel& nccl) {
+  return f.host_staged_bytes_per_s > 0 ? f.host_staged_bytes_per_s
+                                       : f.pcie_link_bytes_per_s * nccl.host_staged_fraction_of_link;
+}
+
+bool intra_shm_bound(const FabricSummary& f, const NcclModel& nccl) {
+  if (f.intra_shm_edges == 0) return false;
+  if (f.intra_shm_edges == f.intra_ring_edges) return true;
+  return host_staged_rate(f, nccl) * nccl.ring_efficiency_for("shm", f.arch) <
+         f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
 }
 
 double ring_bytes_sent_per_gpu(double bytes, int world) { return world > 1 ? 2.0 * (world - 1) / world * bytes : 0.0; }

@@ -337,6 +337,7 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) 
                 "fp8_gemm_efficiency",
                 "memory",
                 "memory_bandwidth",
+                "pcie_p2p",
                 "gemm_efficiency",
                 "memory_efficiency",
                 "sm_count",
@@ -363,6 +364,7 @@ GpuSpec parse_gpu(const YNode& g, const std::string& key, const YNode& kernels) 
   spec.memory_bytes = g.at("memory").as_bytes();
   spec.memory_as_written = g.at("memory").as_string();
   spec.memory_bandwidth_bytes_per_s = g.at("memory_bandwidth").as_bandwidth();
+  if (auto v = g.get("pcie_p2p")) spec.pcie_p2p = v->as_bool();
   spec.gemm_efficiency = fraction(g.at("gemm_efficiency"));
   spec.memory_efficiency = fraction(g.at("memory_efficiency"));
   spec.sm_count = static_cast<int>(g.at("sm_count").as_int(1, 1 << 16));
@@ -495,6 +497,7 @@ NcclModel load_nccl(const fs::path& file) {
                    "step_chunks",
                    "framework_launch_overhead",
                    "single_thread_launch_per_gpu",
+                   "host_staged_fraction_of_link",
                    "releases",
                    "fsdp_inflight_all_gathers",
                    "table_edge_latency",
@@ -548,23 +551,24 @@ NcclModel load_nccl(const fs::path& file) {
   }
   m.framework_launch_overhead_s = root.at("framework_launch_overhead").as_seconds();
   m.single_thread_launch_per_gpu_s = root.at("single_thread_launch_per_gpu").as_seconds();
+  m.host_staged_fraction_of_link = fraction(root.at("host_staged_fraction_of_link"));
   if (auto v = root.get("releases")) m.releases = parse_releases(*v, m.version);
   if (auto v = root.get("fsdp_inflight_all_gathers")) m.fsdp_inflight_all_gathers = static_cast<int>(v->as_int(1, 64));
   read_path_latency(root, m);
   const YNode ring = root.at("ring_efficiency");
-  ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa", "by_arch"});
+  ring.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa", "shm", "by_arch"});
   for (const auto& key : ring.keys()) {
     if (key != "by_arch") m.ring_efficiency[key] = fraction(ring.at(key));
   }
   if (auto by_arch = ring.get("by_arch")) {
     for (const auto& key : by_arch->keys()) {
       const YNode classes = by_arch->at(key);
-      classes.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa"});
+      classes.allow_only({"nvswitch", "pcie", "nvlink_mesh", "net", "efa", "shm"});
       auto& out = m.ring_efficiency_by_arch[parse_arch(by_arch->at(key), key)];
       for (const auto& c : classes.keys()) out[c] = fraction(classes.at(c));
     }
   }
-  for (const char* key : {"nvswitch", "pcie", "net"}) {
+  for (const char* key : {"nvswitch", "pcie", "net", "shm"}) {
     if (!m.ring_efficiency.count(key)) ring.fail(fmt::format("missing required key \"{}\"", key));
   }
   if (!m.ring_efficiency.count("nvlink_mesh")) m.ring_efficiency["nvlink_mesh"] = m.ring_efficiency["nvswitch"];
@@ -613,7 +617,7 @@ IntraNode parse_intra(const YNode& n, int gpus_per_node) {
       if (auto v = n.get("nvls")) intra.nvls = v->as_bool();
       break;
     case IntraKind::pcie: {
-      n.allow_only({"kind", "gpu_link", "switches", "inter_socket"});
+      n.allow_only({"kind", "gpu_link", "switches", "inter_socket", "p2p", "host_staged_bandwidth"});
       intra.gpu_link = parse_link(n.at("gpu_link"), true);
       const YNode sw = n.at("switches");
       for (size_t i = 0; i < sw.size(); ++i) {
@@ -623,6 +627,11 @@ IntraNode parse_intra(const YNode& n, int gpus_per_node) {
                                   parse_gpu_list(s.at("gpus"), gpus_per_node), parse_link(s.at("uplink"), true)});
       }
       if (auto v = n.get("inter_socket")) intra.inter_socket = parse_link(*v, true);
+      if (auto v = n.get("p2p"))
+        intra.p2p = v->as_enum<PcieP2p>({{"nccl_default", PcieP2p::nccl_default},
+                                         {"all_paths", PcieP2p::all_paths},
+                                         {"disabled", PcieP2p::disabled}});
+      if (auto v = n.get("host_staged_bandwidth")) intra.host_staged_bytes_per_s = v->as_bandwidth();
       break;
     }
     case IntraKind::nvlink_mesh: {

@@ -112,6 +112,15 @@ std::optional<Arch> arch_named(std::string_view name) {
   return std::nullopt;
 }
 
+const char* to_string(PcieP2p p2p) {
+  switch (p2p) {
+    case PcieP2p::nccl_default: return "nccl_default";
+    case PcieP2p::all_paths: return "all_paths";
+    case PcieP2p::disabled: return "disabled";
+  }
+  return "?";
+}
+
 const char* to_string(IntraKind kind) {
   switch (kind) {
     case IntraKind::nvswitch: return "nvswitch";

@@ -16,6 +16,7 @@ double base_latency(const NcclModel& nccl, Algorithm a, Protocol p) {
 }
 
 double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  if (intra_shm_bound(f, nccl)) return host_staged_rate(f, nccl) * nccl.ring_efficiency_for("shm", f.arch);
   return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
 }
 

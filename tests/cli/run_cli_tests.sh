@@ -67,6 +67,15 @@ check inspect-topology-single-thread 0 "1KiB +1024 +ring/ll +42.80" -- "$dpsim" 
 check inspect-topology-nccl-release 0 "tuning tables of 2.18.3 for NCCL 2.18.5" -- "$dpsim" inspect topology h100-8x-nvswitch --nccl-release 2.18.5 --max-bytes 1MiB
 check inspect-topology-nccl-release-old 2 "--nccl-release: NCCL 2.9.9 is older than the oldest tuning table" -- "$dpsim" inspect topology h100-8x-nvswitch --nccl-release 2.9.9
 check inspect-topology-unknown 2 'no topology named "h900" \(shipped: a100-40gb-roce-cluster, a100-4xhdr-cluster' -- "$dpsim" inspect topology h900
+# NCCL's transport on PCIe (issue 17): a stock GeForce box stages every hop through host memory (SHM), its P2P-driver
+# twin runs peer-to-peer, a two-switch box under NCCL's default mixes them; predict names the SHM bottleneck and what
+# peer-to-peer gives
+check inspect-topology-shm 0 "through host memory \(NCCL's SHM\) on 4 of 4 ring hops.*11.5 GB/s per direction staged" -- "$dpsim" inspect topology rtx4090-4x-pcie4 --max-bytes 1KiB
+check inspect-topology-p2p 0 "peer-to-peer on all 4 ring hops \(intra_node.p2p all_paths" -- "$dpsim" inspect topology rtx4090-4x-pcie4-p2p --max-bytes 1KiB
+check inspect-topology-shm-mixed 0 "on 2 of 8 ring hops \(intra_node.p2p nccl_default\)" -- "$dpsim" inspect topology l40s-8x-pcie4 --max-bytes 1KiB
+check inspect-topology-shm-json 0 '"intra_shm_hops": 2' -- "$dpsim" inspect topology pcie4-8x --json --max-bytes 1KiB
+check predict-shm-bottleneck 0 "the host-memory staging of NCCL's SHM transport \(no PCIe peer-to-peer on 4 of the node ring's 4 hops" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml"
+check predict-shm-p2p-advice 0 "Peer-to-peer on every path \(a driver that allows it on these cards; intra_node.p2p: all_paths\) gives \+" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml"
 check inspect-topology-bad-size 2 "--min-bytes: \"lots\" is not a message size" -- "$dpsim" inspect topology pcie4-8x --min-bytes lots
 check help 0 "estimate" -- "$dpsim" --help
 check estimate-help 0 "--json" -- "$dpsim" estimate --help

@@ -30,6 +30,7 @@ inline Topology pcie_node(int gpus, int per_switch, double gpu_gbps, double upli
   t.gpu = load_gpu("A100-PCIE-80GB");
   t.gpus_per_node = gpus;
   t.intra.kind = IntraKind::pcie;
+  t.intra.p2p = PcieP2p::all_paths;  // peer-to-peer on every path: the PCIe tree's flows (SHM: tests/core)
   t.intra.gpu_link = link(gpu_gbps);
   const int switches = (gpus + per_switch - 1) / per_switch;
   for (int s = 0; s < switches; ++s) {

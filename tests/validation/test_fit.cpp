@@ -220,3 +220,12 @@ TEST_CASE("the limits pass the A100 log's Simple sizes (256 MiB and up, 3 noisy 
   CHECK(f.loo_relative_error > 0.15);  // 512 MiB at 202 GB/s between 201 and 231: the limit leaves room for that
   CHECK(f.bandwidth_efficiency < 1);
 }
+
+TEST_CASE("a box whose ring runs through host memory (NCCL's SHM) calibrates ring_efficiency.shm over its host rate") {
+  const FitTarget stock = target_on(shipped("rtx2080ti-2x-pcie3"));  // GeForce: SHM on both hops
+  CHECK(stock.fabric == "shm");
+  CHECK(stock.link_bytes_per_s == Approx(5.70e9));  // intra_node.host_staged_bandwidth
+  const FitTarget p2p = target_on(shipped("rtx4090-4x-pcie4-p2p"));  // a P2P-enabled driver
+  CHECK(p2p.fabric == "pcie");
+  CHECK(p2p.link_bytes_per_s == Approx(32e9));
+}

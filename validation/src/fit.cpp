@@ -180,12 +180,15 @@ FitTarget fit_target(const Topology& topology, const NcclModel& nccl) {
   t.nvls_fill = nccl.nvls_fill;
   t.nvls = algorithm_available(Algorithm::nvls, CollectiveKind::all_reduce, f, nccl);
   t.topology = topology.name;
-  if (f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s) {
+  // A PCIe node whose ring runs through host memory (NCCL's SHM): its efficiency is over the host-staged rate
+  const bool shm = intra_shm_bound(f, nccl);
+  const double intra = shm ? host_staged_rate(f, nccl) : f.intra_ring_bytes_per_s;
+  if (f.nodes > 1 && f.inter_ring_bytes_per_s < intra) {
     t.fabric = f.net_class;
     t.link_bytes_per_s = f.inter_ring_bytes_per_s;
   } else {
-    t.fabric = f.intra_class;
-    t.link_bytes_per_s = f.intra_ring_bytes_per_s;
+    t.fabric = shm ? "shm" : f.intra_class;
+    t.link_bytes_per_s = intra;
   }
   return t;
 }

@@ -23,6 +23,14 @@ struct FabricSummary {
   std::string net_class = "net";  // net (InfiniBand / RoCE) | efa: the inter-node ring_efficiency class
   bool nvls = false;
   double intra_ring_bytes_per_s = 0;  // slowest intra-node ring edge, per direction, nominal
+  // PCIe: the ring's edges, and those NCCL stages through host memory (its SHM transport: no peer-to-peer between the
+  // two GPUs, nccl_uses_p2p). An SHM hop runs at the host's staged copy rate (host_staged_bytes_per_s, else the GPU
+  // link x data/nccl.yaml host_staged_fraction_of_link) x ring_efficiency.shm, whatever PCIe path it takes.
+  // intra_ring_bytes_per_s is then the peer-to-peer edges' (the GPU link where every edge is SHM).
+  int intra_ring_edges = 0;
+  int intra_shm_edges = 0;
+  double host_staged_bytes_per_s = 0;  // intra_node.host_staged_bandwidth; 0: not measured
+  double pcie_link_bytes_per_s = 0;    // the GPU's PCIe link, per direction
   // What one node's ring traffic can push to the next node, nominal: the slower of its NICs (NCCL runs one
   // channel per NIC, each with an equal share, so the slowest NIC paces them all: NICs x slowest) and, where
   // the ring leaves a leaf (fat tree) or a rail group, that uplink (members x NIC bandwidth / oversubscription).
@@ -45,6 +53,19 @@ struct FabricSummary {
 };
 
 FabricSummary summarize_fabric(const Topology& topology);
+
+// Whether NCCL moves data between two GPUs of a PCIe node peer-to-peer (else through host memory, its SHM transport):
+// NCCL v2.30.7 src/graph/paths.cc ncclTopoCheckP2p (:356-368): P2P up to PATH_PXB, i.e. where the two GPUs share a
+// PCIe switch, and on AMD x86 with at most 2 GPUs up to PATH_SYS; NCCL_P2P_LEVEL / NCCL_P2P_DISABLE override it
+// (intra_node.p2p). Only where the driver allows P2P (checkNvml, :370-385): not on GeForce cards (data/gpus
+// pcie_p2p), unless the topology says all_paths (a P2P-enabled driver). Before NCCL 2.23 AMD hosts ran P2P on every
+// path (v2.22.3-1 paths.cc:281 "int p2pLevel = PATH_SYS"): all_paths describes them.
+bool nccl_uses_p2p(const Topology& topology, bool same_switch);
+// A PCIe node's copy from one GPU to another through host memory (NCCL's SHM transport), per direction: the
+// topology's host_staged_bandwidth, else its GPU link x data/nccl.yaml host_staged_fraction_of_link.
+double host_staged_rate(const FabricSummary& f, const NcclModel& nccl);
+// Whether the node's ring runs at its SHM hops' rate (x ring_efficiency.shm) rather than its peer-to-peer edges'.
+bool intra_shm_bound(const FabricSummary& f, const NcclModel& nccl);
 
 // What the topology's edge latency exceeds the latency NCCL's hwLat table already holds for it (data/nccl.yaml
 // table_edge_latency), per step crossing it; 0 for today's fabrics (core/algorithms/terms.cpp). `inter`: the

@@ -131,6 +131,7 @@ struct GpuSpec {
   double memory_bytes = 0;           // the whole capacity: nothing is reserved for CUDA, NCCL or the allocator
   std::string memory_as_written;     // as data/gpus.yaml states it, e.g. "80GiB"
   double memory_bandwidth_bytes_per_s = 0;
+  bool pcie_p2p = true;          // its stock driver allows peer-to-peer over PCIe (not on GeForce cards)
   double gemm_efficiency = 0;    // achieved / peak for large GEMMs
   double memory_efficiency = 0;  // achieved / peak HBM bandwidth for streaming kernels
   // Calibrated GEMM efficiency per shape {m, n, k, batch} (as the plan has them, micro-batch included), from
@@ -171,6 +172,11 @@ struct Link {
 };
 
 enum class IntraKind { nvswitch, pcie, nvlink_mesh };
+// intra_node.p2p (PCIe nodes): whether NCCL moves data between two GPUs peer-to-peer over PCIe or stages it through
+// host memory (its SHM transport). nccl_default: NCCL's own rule (core/cost.cpp nccl_uses_p2p); all_paths:
+// NCCL_P2P_LEVEL=SYS on a driver that allows P2P; disabled: NCCL_P2P_DISABLE=1.
+enum class PcieP2p { nccl_default, all_paths, disabled };
+const char* to_string(PcieP2p p2p);
 enum class NetworkKind { none, single_switch, fat_tree, rail_optimized };
 // The inter-node transport NCCL runs over: InfiniBand / RoCE verbs, or AWS EFA (libfabric SRD through the
 // aws-ofi-nccl plugin). Each has its own measured ring efficiency (data/nccl.yaml ring_efficiency.net / .efa).
@@ -196,9 +202,13 @@ struct IntraNode {
   IntraKind kind = IntraKind::nvswitch;
   Link gpu_link;  // nvswitch: GPU <-> switch; pcie: GPU <-> its PCIe switch
   bool nvls = false;
-  std::vector<PcieSwitch> switches;  // pcie only
-  std::optional<Link> inter_socket;  // pcie only: between root complexes
-  std::vector<MeshLink> mesh;        // nvlink_mesh only
+  std::vector<PcieSwitch> switches;     // pcie only
+  std::optional<Link> inter_socket;     // pcie only: between root complexes
+  PcieP2p p2p = PcieP2p::nccl_default;  // pcie only
+  // pcie only: intra_node.host_staged_bandwidth, one GPU's copy to another through host memory as CUDA's
+  // p2pBandwidthLatencyTest measures it with P2P disabled (unidirectional); 0: not measured.
+  double host_staged_bytes_per_s = 0;
+  std::vector<MeshLink> mesh;  // nvlink_mesh only
 };
 
 struct Nic {
@@ -370,8 +380,12 @@ struct NcclModel {
   // FSDP's rate limiter (limit_all_gathers): resharded units whose free events a new all-gather may run ahead of
   // (data/nccl.yaml fsdp_inflight_all_gathers, FSDP's _FreeEventQueue._max_num_inflight_all_gathers).
   int fsdp_inflight_all_gathers = 2;
-  // measured ring bus bandwidth / nominal link bandwidth, per fabric kind
-  std::map<std::string, double> ring_efficiency;  // keys: nvswitch, pcie, nvlink_mesh, net
+  // A PCIe node's copy through host memory (p2pBandwidthLatencyTest, P2P disabled) over its GPU link's bandwidth,
+  // where the topology does not state it (data/nccl.yaml host_staged_fraction_of_link)
+  double host_staged_fraction_of_link = 0;
+  // measured ring bus bandwidth / nominal link bandwidth, per fabric kind; shm: a ring hop through host memory, over
+  // the host-staged bandwidth
+  std::map<std::string, double> ring_efficiency;  // keys: nvswitch, pcie, nvlink_mesh, net, efa, shm
   // per-architecture overrides of ring_efficiency (e.g. NVLink3 on Ampere reaches less than NVLink4)
   std::map<Arch, std::map<std::string, double>> ring_efficiency_by_arch;
   double ring_efficiency_for(const std::string& fabric_class, Arch arch) const;
