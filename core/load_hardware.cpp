@@ -539,7 +539,12 @@ NcclModel load_nccl(const fs::path& file) {
   m.ring_fill = parse_fill(root.at("ring_fill"));
   m.step_chunks = parse_step_chunks(root.at("step_chunks"));
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
-  m.ring_simple_plateau_latency_factor = root.at("ring_simple_plateau_latency_factor").as_positive_number();
+  const YNode plateau = root.at("ring_simple_plateau_latency_factor");
+  for (const auto& key : plateau.keys())
+    m.ring_simple_plateau_latency_factor[parse_arch(plateau.at(key), key)] = plateau.at(key).as_positive_number();
+  for (Arch a : kArchs)
+    if (!m.ring_simple_plateau_latency_factor.count(a))
+      plateau.fail(fmt::format("missing architecture \"{}\" (every architecture needs its factor)", to_string(a)));
   const YNode overhead = root.at("net_overhead");
   overhead.allow_only({"intel", "amd"});
   for (const auto& key : overhead.keys())

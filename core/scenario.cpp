@@ -192,6 +192,11 @@ PipelineFill PipelineFill::for_loop(int channels, int heads) const {
   return f;
 }
 
+double NcclModel::ring_plateau_factor(Arch arch) const {
+  const auto it = ring_simple_plateau_latency_factor.find(arch);
+  return it == ring_simple_plateau_latency_factor.end() ? 1.0 : it->second;
+}
+
 double NcclModel::ring_efficiency_for(const std::string& fabric_class, Arch arch) const {
   if (const auto a = ring_efficiency_by_arch.find(arch); a != ring_efficiency_by_arch.end()) {
     if (const auto e = a->second.find(fabric_class); e != a->second.end()) return e->second;

@@ -35,7 +35,9 @@ AlgorithmCost cost(CollectiveKind kind, double bytes, Protocol p, const FabricSu
         intra_lat, nccl.net_overhead(f.cpu_vendor) * (p == Protocol::simple ? nccl.net_overhead_simple_factor : 1.0));
   intra_lat += edge_excess_latency(f, nccl, false);  // slower edges than NCCL's table holds (hypothetical fabrics)
   double latency = base_latency(nccl, Algorithm::ring, p) + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
-  if (f.nodes > 1 && p == Protocol::simple) latency *= nccl.ring_simple_plateau_latency_factor;
+  // NCCL's "plateau effect of ring": multi-node all-reduce with Simple only (data/nccl.yaml)
+  if (f.nodes > 1 && p == Protocol::simple && kind == CollectiveKind::all_reduce)
+    latency *= nccl.ring_plateau_factor(f.arch);
   const double sent = bytes_moved_per_rank(kind, n, bytes);
   const double busbw = protocol_busbw(ring_busbw(f, nccl), p, f, nccl);
   const double bw_s = sent / busbw;

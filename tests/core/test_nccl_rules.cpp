@@ -71,7 +71,7 @@ TEST_CASE("a topology's cpu_vendor: amd hosts post network work slower (getNetOv
   amd.cpu_vendor = CpuVendor::amd;
   // each of the 2(n-1) - 2(nodes-1) intra-node steps costs max(hwLat NVLink Ring Simple 3.4 us, overhead x 3)
   const int intra_steps = 2 * (16 - 1) - 2 * (2 - 1);
-  const double factor = nccl.ring_simple_plateau_latency_factor;
+  const double factor = nccl.ring_plateau_factor(Arch::hopper);
   CHECK(latency(amd, nccl, Algorithm::ring, Protocol::simple) -
             latency(intel, nccl, Algorithm::ring, Protocol::simple) ==
         Approx(intra_steps * (6.0e-6 - 3.4e-6) * factor));
@@ -330,4 +330,33 @@ TEST_CASE("the tree's chunk pipeline: (hops - 1) chunks of NCCL's LL128 size, on
   // chunk halved to 72,000 by the first rule ((1 + 1 + 0.1) x 64) and to 36,000 by the second (2 MiB / 72,000 < 33.6)
   const FabricSummary one = cluster("h100-ib-cluster", 2, 1);
   CHECK(fill_in_chunks(one, 2.0 * (1 << 20), Protocol::ll128) == Approx(1 * 36000.0));
+}
+
+TEST_CASE(
+    "the ring's plateau factor: multi-node all-reduce with Simple only, 1.9 below sm80 and 1.4 from it (:647-650)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  CHECK(nccl.ring_plateau_factor(Arch::volta) == 1.9);
+  CHECK(nccl.ring_plateau_factor(Arch::turing) == 1.9);
+  CHECK(nccl.ring_plateau_factor(Arch::ampere) == 1.4);
+  CHECK(nccl.ring_plateau_factor(Arch::hopper) == 1.4);
+  const FabricSummary two = cluster("h100-ib-cluster", 2);
+  const Collective ring_simple{Algorithm::ring, Protocol::simple};
+  // an all-reduce's 2(n-1) steps cost twice a reduce-scatter's n-1; the all-reduce alone pays the factor on all of it
+  const double ar = collective_cost(CollectiveKind::all_reduce, 8, two, nccl, ring_simple).latency_s;
+  const double rs = collective_cost(CollectiveKind::reduce_scatter, 8, two, nccl, ring_simple).latency_s;
+  const double ag = collective_cost(CollectiveKind::all_gather, 8, two, nccl, ring_simple).latency_s;
+  CHECK(rs == Approx(ag));
+  const double base = nccl.base_latency_s.at(Algorithm::ring).get(Protocol::simple);
+  CHECK(ar == Approx(1.4 * (base + 2 * (rs - base))));
+  // one node: no factor
+  const FabricSummary one = cluster("h100-8x-nvswitch", 1);
+  const double one_ar = collective_cost(CollectiveKind::all_reduce, 8, one, nccl, ring_simple).latency_s;
+  const double one_rs = collective_cost(CollectiveKind::reduce_scatter, 8, one, nccl, ring_simple).latency_s;
+  CHECK(one_ar == Approx(base + 2 * (one_rs - base)));
+  // a V100 cluster pays 1.9
+  FabricSummary volta = two;
+  volta.arch = Arch::volta;
+  const double v_ar = collective_cost(CollectiveKind::all_reduce, 8, volta, nccl, ring_simple).latency_s;
+  const double v_rs = collective_cost(CollectiveKind::reduce_scatter, 8, volta, nccl, ring_simple).latency_s;
+  CHECK(v_ar == Approx(1.9 * (base + 2 * (v_rs - base))));
 }

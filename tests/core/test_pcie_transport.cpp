@@ -87,7 +87,8 @@ TEST_CASE("a ring of SHM hops runs at the host-staged rate x ring_efficiency.shm
   // 1 GiB on the ring with Simple: NCCL's latency and the pipeline fill are a few percent of it
   CHECK(one_gib(t, nccl).busbw_bytes_per_s == Approx(shm).epsilon(0.03));
   t.intra.p2p = PcieP2p::all_paths;
-  CHECK(one_gib(t, nccl).busbw_bytes_per_s == Approx(32e9 * nccl.ring_efficiency_for("pcie", t.gpu.arch)).epsilon(0.03));
+  CHECK(one_gib(t, nccl).busbw_bytes_per_s ==
+        Approx(32e9 * nccl.ring_efficiency_for("pcie", t.gpu.arch)).epsilon(0.03));
 }
 
 TEST_CASE("a ring with P2P and SHM hops runs at the slower of the two") {

@@ -224,7 +224,7 @@ TEST_CASE("the limits pass the A100 log's Simple sizes (256 MiB and up, 3 noisy 
 TEST_CASE("a box whose ring runs through host memory (NCCL's SHM) calibrates ring_efficiency.shm over its host rate") {
   const FitTarget stock = target_on(shipped("rtx2080ti-2x-pcie3"));  // GeForce: SHM on both hops
   CHECK(stock.fabric == "shm");
-  CHECK(stock.link_bytes_per_s == Approx(5.70e9));  // intra_node.host_staged_bandwidth
+  CHECK(stock.link_bytes_per_s == Approx(5.70e9));                   // intra_node.host_staged_bandwidth
   const FitTarget p2p = target_on(shipped("rtx4090-4x-pcie4-p2p"));  // a P2P-enabled driver
   CHECK(p2p.fabric == "pcie");
   CHECK(p2p.link_bytes_per_s == Approx(32e9));

@@ -362,7 +362,9 @@ struct NcclModel {
   NcclStepChunks step_chunks;      // how NCCL cuts a call into steps (step fidelity)
   // Tree all-reduce bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor)
   std::map<Protocol, std::vector<double>> tree_correction;
-  double ring_simple_plateau_latency_factor = 1;
+  // A multi-node ring all-reduce's latency factor with Simple, per architecture (data/nccl.yaml)
+  std::map<Arch, double> ring_simple_plateau_latency_factor;
+  double ring_plateau_factor(Arch arch) const;
   std::map<CpuVendor, double> net_overhead_s;  // NCCL getNetOverhead, by host CPU vendor
   double net_overhead(CpuVendor vendor) const;
   double net_overhead_simple_factor = 1;  // the Simple protocol's multiple of it (data/nccl.yaml)
