@@ -6,6 +6,7 @@
 #include <map>
 
 #include "dpsim/collective_kind.hpp"
+#include "dpsim/cost.hpp"
 #include "dpsim/groups.hpp"
 #include "dpsim/plan.hpp"
 #include "dpsim/trainable.hpp"
@@ -129,6 +130,14 @@ Section allreduce_section(const Scenario& s, const StepResult& r) {
            format_seconds(r.allreduce_time_s));
     ar.add(fmt::format("NCCL model ({}/{})", r.nccl_algorithm, r.nccl_protocol),
            fmt::format("{} (busbw {})", format_seconds(r.nccl_time_s), format_bandwidth(r.nccl_busbw_GBps * 1e9)));
+    const FabricSummary f = summarize_fabric(s.topology);
+    if (f.intra_shm_edges > 0)  // NCCL's SHM transport on a PCIe node (core/cost nccl_uses_p2p)
+      ar.add("through host memory",
+             fmt::format("{} of the node ring's {} hops (NCCL's SHM, no PCIe peer-to-peer): {} staged ({}){}",
+                         f.intra_shm_edges, f.intra_ring_edges, format_bandwidth(host_staged_rate(f, s.nccl)),
+                         f.host_staged_bytes_per_s > 0 ? "intra_node.host_staged_bandwidth"
+                                                       : "not measured: data/nccl.yaml host_staged_fraction_of_link",
+                         intra_shm_bound(f, s.nccl) ? ", the node's bottleneck" : ""));
   } else if (s.world_size() > 1) {
     ar.add("time", fmt::format("none: no data-parallel all-reduce (the {} GPUs are one tensor-parallel group)",
                                s.world_size()));

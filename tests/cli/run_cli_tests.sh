@@ -74,6 +74,7 @@ check inspect-topology-shm 0 "through host memory \(NCCL's SHM\) on 4 of 4 ring 
 check inspect-topology-p2p 0 "peer-to-peer on all 4 ring hops \(intra_node.p2p all_paths" -- "$dpsim" inspect topology rtx4090-4x-pcie4-p2p --max-bytes 1KiB
 check inspect-topology-shm-mixed 0 "on 2 of 8 ring hops \(intra_node.p2p nccl_default\)" -- "$dpsim" inspect topology l40s-8x-pcie4 --max-bytes 1KiB
 check inspect-topology-shm-json 0 '"intra_shm_hops": 2' -- "$dpsim" inspect topology pcie4-8x --json --max-bytes 1KiB
+check estimate-shm 0 "through host memory +2 of the node ring's 8 hops \(NCCL's SHM, no PCIe peer-to-peer\): 11.5 GB/s staged .*the node's bottleneck" -- "$dpsim" estimate "$s/llama3.1-8b-8xpcie4.yaml"
 check predict-shm-bottleneck 0 "the host-memory staging of NCCL's SHM transport \(no PCIe peer-to-peer on 4 of the node ring's 4 hops" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml"
 check predict-shm-p2p-advice 0 "Peer-to-peer on every path \(a driver that allows it on these cards; intra_node.p2p: all_paths\) gives \+" -- "$dpsim" predict "$s/gpt2-124m-4xrtx4090.yaml"
 check inspect-topology-bad-size 2 "--min-bytes: \"lots\" is not a message size" -- "$dpsim" inspect topology pcie4-8x --min-bytes lots
