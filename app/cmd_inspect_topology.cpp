@@ -181,9 +181,13 @@ std::string to_text(const Inspected& fb, const NcclModel& nccl, const TopologyAr
   std::string out = fmt::format("{} ({})\n", t.name, fb.file.string());
   out += fmt::format("  GPUs            {} node{} x {} = {} x {}\n", t.nodes, t.nodes == 1 ? "" : "s", t.gpus_per_node,
                      t.world_size(), t.gpu.name);
-  out += fmt::format(
-      "  in a node       {}: ring {:.1f} GB/s per GPU per direction nominal, x {:.3f} measured efficiency\n",
-      f.intra_class, f.intra_ring_bytes_per_s / 1e9, fb.intra_efficiency);
+  if (f.intra_shm_edges > 0 && f.intra_shm_edges == f.intra_ring_edges)  // no peer-to-peer hop: the links' rate only
+    out += fmt::format("  in a node       {}: {:.1f} GB/s per GPU per direction nominal links\n", f.intra_class,
+                       f.intra_ring_bytes_per_s / 1e9);
+  else
+    out += fmt::format(
+        "  in a node       {}: ring {:.1f} GB/s per GPU per direction nominal, x {:.3f} measured efficiency\n",
+        f.intra_class, f.intra_ring_bytes_per_s / 1e9, fb.intra_efficiency);
   if (t.intra.kind == IntraKind::pcie) out += transport_line(t, f, nccl);
   if (t.nodes > 1) {
     const double plugin_s = nccl.net_plugin_latency(f.net_class);
