@@ -138,9 +138,7 @@ std::string transport_line(const Topology& t, const FabricSummary& f, const Nccl
   return fmt::format(
       "  GPU to GPU      through host memory (NCCL's SHM) on {} of {} ring hops ({}): {:.1f} GB/s per direction "
       "staged ({}), x {:.3f} measured efficiency\n",
-      f.intra_shm_edges, f.intra_ring_edges, setting, host_staged_rate(f, nccl) / 1e9,
-      f.host_staged_bytes_per_s > 0 ? "intra_node.host_staged_bandwidth"
-                                    : "not measured: data/nccl.yaml host_staged_fraction_of_link of the link",
+      f.intra_shm_edges, f.intra_ring_edges, setting, host_staged_rate(f, nccl) / 1e9, host_staged_source(f),
       nccl.ring_efficiency_for("shm", f.arch));
 }
 

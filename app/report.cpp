@@ -135,9 +135,7 @@ Section allreduce_section(const Scenario& s, const StepResult& r) {
       ar.add("through host memory",
              fmt::format("{} of the node ring's {} hops (NCCL's SHM, no PCIe peer-to-peer): {} staged ({}){}",
                          f.intra_shm_edges, f.intra_ring_edges, format_bandwidth(host_staged_rate(f, s.nccl)),
-                         f.host_staged_bytes_per_s > 0 ? "intra_node.host_staged_bandwidth"
-                                                       : "not measured: data/nccl.yaml host_staged_fraction_of_link",
-                         intra_shm_bound(f, s.nccl) ? ", the node's bottleneck" : ""));
+                         host_staged_source(f), intra_shm_bound(f, s.nccl) ? ", the node's bottleneck" : ""));
   } else if (s.world_size() > 1) {
     ar.add("time", fmt::format("none: no data-parallel all-reduce (the {} GPUs are one tensor-parallel group)",
                                s.world_size()));

@@ -270,9 +270,8 @@ std::string bottleneck(const Scenario& s, const StepResult& r) {
       (f.nodes == 1 || algorithms::intra_ring_busbw(f, s.nccl) < algorithms::inter_ring_busbw(f, s.nccl)))
     return fmt::format(
         "the host-memory staging of NCCL's SHM transport (no PCIe peer-to-peer on {} of the node ring's {} hops; {} "
-        "per direction, intra_node.host_staged_bandwidth{}) is the bottleneck, busy {:.0f}% of the step",
-        f.intra_shm_edges, f.intra_ring_edges, format_bandwidth(host_staged_rate(f, s.nccl)),
-        f.host_staged_bytes_per_s > 0 ? "" : " not measured: data/nccl.yaml host_staged_fraction_of_link of the link",
+        "per direction, {}) is the bottleneck, busy {:.0f}% of the step",
+        f.intra_shm_edges, f.intra_ring_edges, format_bandwidth(host_staged_rate(f, s.nccl)), host_staged_source(f),
         100.0 * busy / r.step_time_s);
   const bool net = f.nodes > 1 && f.inter_ring_bytes_per_s < f.intra_ring_bytes_per_s;
   const double bw = f.ring_bytes_per_s();

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "algorithms/terms.hpp"
 #include "dpsim/collective_algorithm.hpp"
 #include "dpsim/error.hpp"
 #include "dpsim/tuner_plugin.hpp"
@@ -173,11 +174,17 @@ double host_staged_rate(const FabricSummary& f, const NcclModel& nccl) {
                                        : f.pcie_link_bytes_per_s * nccl.host_staged_fraction_of_link;
 }
 
+const char* host_staged_source(const FabricSummary& f) {
+  return f.host_staged_bytes_per_s > 0 ? "intra_node.host_staged_bandwidth"
+                                       : "not measured: data/nccl.yaml host_staged_fraction_of_link of the link";
+}
+
+double shm_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  return host_staged_rate(f, nccl) * nccl.ring_efficiency_for("shm", f.arch);
+}
+
 bool intra_shm_bound(const FabricSummary& f, const NcclModel& nccl) {
-  if (f.intra_shm_edges == 0) return false;
-  if (f.intra_shm_edges == f.intra_ring_edges) return true;
-  return host_staged_rate(f, nccl) * nccl.ring_efficiency_for("shm", f.arch) <
-         f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
+  return f.intra_shm_edges > 0 && shm_busbw(f, nccl) <= algorithms::intra_ring_busbw(f, nccl);
 }
 
 double ring_bytes_sent_per_gpu(double bytes, int world) { return world > 1 ? 2.0 * (world - 1) / world * bytes : 0.0; }

@@ -16,8 +16,10 @@ double base_latency(const NcclModel& nccl, Algorithm a, Protocol p) {
 }
 
 double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
-  if (intra_shm_bound(f, nccl)) return host_staged_rate(f, nccl) * nccl.ring_efficiency_for("shm", f.arch);
-  return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
+  const double p2p = f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
+  if (f.intra_shm_edges == 0) return p2p;
+  const double shm = shm_busbw(f, nccl);  // PCIe hops through host memory (NCCL's SHM)
+  return f.intra_shm_edges == f.intra_ring_edges ? shm : std::min(p2p, shm);
 }
 
 double inter_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {

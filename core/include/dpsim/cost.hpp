@@ -64,7 +64,11 @@ bool nccl_uses_p2p(const Topology& topology, bool same_switch);
 // A PCIe node's copy from one GPU to another through host memory (NCCL's SHM transport), per direction: the
 // topology's host_staged_bandwidth, else its GPU link x data/nccl.yaml host_staged_fraction_of_link.
 double host_staged_rate(const FabricSummary& f, const NcclModel& nccl);
-// Whether the node's ring runs at its SHM hops' rate (x ring_efficiency.shm) rather than its peer-to-peer edges'.
+// Where that rate comes from, as reports name it.
+const char* host_staged_source(const FabricSummary& f);
+// A ring hop through host memory: the host-staged rate x ring_efficiency.shm.
+double shm_busbw(const FabricSummary& f, const NcclModel& nccl);
+// Whether the node's ring runs at its SHM hops' rate rather than its peer-to-peer edges'.
 bool intra_shm_bound(const FabricSummary& f, const NcclModel& nccl);
 
 // What the topology's edge latency exceeds the latency NCCL's hwLat table already holds for it (data/nccl.yaml
