@@ -122,8 +122,6 @@ void run_measure(const MeasureArgs& a) {
                     "it (PyTorch DDP's hooks), not after the whole backward (Megatron's local DDP); predict and "
                     "estimate model it",
                     a.scenario));
-  if (const std::string why = backend::unsupported_step(plan); !why.empty())
-    throw InputError(fmt::format("{}: {}; predict and estimate model it", a.scenario, why));
   if (plan.pipeline.stages > 1) check_transfers(a.scenario, plan);
   if (a.dry_run) {
     if (const std::string note = backend::optimizer_impl_note(s); !note.empty())

@@ -208,16 +208,18 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   const int moments = config.optimizer == Optimizer::adamw ? 2 : config.optimizer == Optimizer::sgd_momentum ? 1 : 0;
   const size_t workspace = 32u << 20;
 
-  // What the rank holds (shard_buffers.hpp): flat weights and gradients, or FSDP's shards, gathered units and one
-  // unit's gradients; the optimizer state (fp32 master and moments, core/sharding.cpp's table) of what it updates.
+  // What the rank holds (shard_buffers.hpp): flat weights and gradients, or FSDP's shards, gathered units and their
+  // unsharded gradients (one unit's, or every unit's of a pipeline stage); the optimizer state (fp32 master and
+  // moments, core/sharding.cpp's table) of what it updates.
   const int shard_rank = s.group_rank.count(GroupKind::data) ? s.group_rank.at(GroupKind::data) : 0;
   const int tensor_rank = s.group_rank.count(GroupKind::tensor) ? s.group_rank.at(GroupKind::tensor) : 0;
   s.buffers = plan_shard_buffers(plan, program, layout, shard_rank, tensor_rank, stage);
   s.unit_base.assign(s.buffers.units.size(), 0);
-  for (const RankProgram& r : program.classes)  // before any gather is issued (a world of 1 issues none)
-    for (size_t i = r.comms.size(); i-- > 0;)
-      if (s.buffers.gathered_at.size() > i && s.buffers.gathered_at[i] >= 0)
-        s.unit_base.at(static_cast<size_t>(r.comms[i].unit)) = s.buffers.gathered_at[i];
+  // Before any gather is issued (a world of 1 issues none): where each of this rank's units is first gathered.
+  const RankProgram& own = program.classes.at(static_cast<size_t>(program.classes.size() > 1 ? stage : 0));
+  for (size_t i = own.comms.size(); i-- > 0;)
+    if (s.buffers.gathered_at.size() > i && s.buffers.gathered_at[i] >= 0)
+      s.unit_base.at(static_cast<size_t>(own.comms[i].unit)) = s.buffers.gathered_at[i];
   // The backend's optimizer keeps an fp32 master and fp32 moments (measure refuses training.master_weights false).
   const ModelStateParts parts = model_state_parts(config.dtype, config.dtype, config.optimizer, true);
   const int64_t on = s.buffers.optimizer.numel;
@@ -243,7 +245,7 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
     s.weight_shard = s.arena.allocate(b.weight_shard_numel * s.eb, "weight shard");
     s.grad_shard = s.arena.allocate(b.grad_shard_numel * s.eb, "gradient shard");
     s.weights = s.arena.allocate(b.gathered_numel * s.eb, "gathered units' weights");
-    s.grads = s.arena.allocate(b.unit_grads_numel * s.eb, "a unit's unsharded gradients");
+    s.grads = s.arena.allocate(b.unit_grads_numel * s.eb, "units' unsharded gradients");
   } else {
     s.weights = s.arena.allocate(b.weights_numel * s.eb, "weights");
     s.grads = s.arena.allocate(b.grads_numel * s.eb, "gradient buckets");

@@ -202,13 +202,6 @@ std::vector<std::pair<std::string, std::string>> apply_nccl_environment(const Co
   return used;
 }
 
-std::string unsupported_step(const StepPlan& plan) {
-  if (plan.pipeline.stages > 1 && plan.sharded.sharding == Sharding::zero3)
-    return "full_shard with pipeline parallelism: the GPU backend lays out a pipeline stage's DDP or zero1 buckets, "
-           "not FSDP's units";
-  return "";
-}
-
 std::string optimizer_impl_note(const Scenario& scenario) {
   const OptimizerImpl wanted = scenario.training.optimizer_impl;
   if (wanted == kExecutorOptimizerImpl) return "";

@@ -75,6 +75,19 @@ int rank_stage(const StepPlan& plan, int rank) {
   return plan.pipeline.stages > 1 ? coords_of(rank, plan.dims).pipeline : 0;
 }
 
+namespace {
+
+// [gradient] -> the pipeline stage of the FSDP unit that holds it (each virtual stage's module is a unit of its own).
+std::vector<int> fsdp_grad_stages(const StepPlan& plan) {
+  std::vector<int> stage_of(plan.grads.size(), -1);
+  for (const ShardUnit& unit : plan.sharded.units)
+    for (int o : unit.ops)
+      for (int g : plan.ops.at(static_cast<size_t>(o)).grads) stage_of.at(static_cast<size_t>(g)) = unit.stage;
+  return stage_of;
+}
+
+}  // namespace
+
 StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as_bucket_view, int stage) {
   if (element_bytes <= 0) throw RuntimeError("make_layout: element size must be > 0");
   StepLayout layout;
@@ -127,13 +140,15 @@ StepLayout make_layout(const StepPlan& plan, int element_bytes, bool gradient_as
     layout.bucket_numel.push_back(within);
     flat += within;
   }
-  if (fsdp && stage >= 0) throw RuntimeError("make_layout: FSDP units have no pipeline stage's layout");
-  if (fsdp) {  // no DDP buckets: one flat buffer in gradient-ready order
+  if (fsdp) {  // no DDP buckets: one flat buffer in gradient-ready order (a stage's: its own units' gradients)
+    const std::vector<int> stage_of = fsdp_grad_stages(plan);
     for (size_t g = 0; g < placed.size(); ++g) {
+      placed[g] = true;
+      layout.grads[g].held = stage < 0 || stage_of[g] == stage;
+      if (!layout.grads[g].held) continue;
       layout.grads[g].flat_offset = flat;
       layout.grads[g].bucket_offset = flat;
       flat += plan.grads[g].numel;
-      placed[g] = true;
     }
   }
   for (size_t g = 0; g < placed.size(); ++g)

@@ -112,38 +112,44 @@ void plan_flat(ShardBuffers& b, const StepPlan& plan, const RankProgram& r, cons
   }
 }
 
-// FSDP: per unit a padded flat parameter, 1/N of it held; the gathered weights and one unit's full gradients.
+// FSDP: per unit a padded flat parameter, 1/N of it held; the gathered weights and one unit's full gradients. A
+// pipeline stage holds its own units only, each gathered and its gradients kept in a region of its own.
 void plan_units(ShardBuffers& b, const StepPlan& plan, const RankProgram& r) {
   const int64_t n = b.shards;
+  const bool staged = r.stage >= 0;
   b.unit_of_grad.assign(plan.grads.size(), -1);
   b.offset_in_unit.assign(plan.grads.size(), 0);
   std::vector<int64_t> padded;
   for (size_t u = 0; u < plan.sharded.units.size(); ++u) {
     UnitShard us;
+    us.held = !staged || plan.sharded.units[u].stage == r.stage;
     for (int o : plan.sharded.units[u].ops)
       for (int g : plan.ops.at(static_cast<size_t>(o)).grads) {
         b.unit_of_grad.at(static_cast<size_t>(g)) = static_cast<int>(u);
         b.offset_in_unit[static_cast<size_t>(g)] = us.numel;
         us.numel += plan.grads[static_cast<size_t>(g)].numel;
       }
-    us.shard = (us.numel + n - 1) / n;
+    us.shard = us.held ? (us.numel + n - 1) / n : 0;
     us.shard_offset = b.weight_shard_numel;
     b.weight_shard_numel += us.shard;
     padded.push_back(us.shard * n);
+    if (staged) us.grad_offset = b.unit_grads_numel, b.unit_grads_numel += padded.back();
     b.units.push_back(us);
   }
   for (size_t g = 0; g < b.unit_of_grad.size(); ++g)
     if (b.unit_of_grad[g] < 0)
       throw RuntimeError("buffer plan: gradient '" + plan.grads[g].name + "' belongs to no FSDP unit");
   b.grad_shard_numel = b.weight_shard_numel;
-  b.unit_grads_numel = std::max<int64_t>(1, *std::max_element(padded.begin(), padded.end()));
+  if (!staged) b.unit_grads_numel = *std::max_element(padded.begin(), padded.end());
+  b.unit_grads_numel = std::max<int64_t>(1, b.unit_grads_numel);
 
-  // Where each unit's gather lands. zero2: a region per unit. zero3: the root's region, then the blocks' slots.
+  // Where each unit's gather lands. zero2 and a pipeline stage: a region per unit. zero3: the root's region, then the
+  // blocks' slots.
   std::vector<int64_t> region(padded.size(), 0);
-  const bool zero3 = plan.sharded.sharding == Sharding::zero3;
+  const bool slotted = plan.sharded.sharding == Sharding::zero3 && !staged;
   const bool root = plan.sharded.units.front().name.empty();
   int64_t slot = 0, slots = 0;
-  if (!zero3) {
+  if (!slotted) {
     for (size_t u = 0; u < padded.size(); ++u) region[u] = b.gathered_numel, b.gathered_numel += padded[u];
   } else {
     const size_t first_block = root ? 1 : 0;
@@ -153,14 +159,15 @@ void plan_units(ShardBuffers& b, const StepPlan& plan, const RankProgram& r) {
     slots = plan.sharded.limit_all_gathers ? std::min<int64_t>(2, blocks) : blocks;
   }
   const int64_t slots_begin = b.gathered_numel;
-  if (zero3) b.gathered_numel += slots * slot;
+  if (slotted) b.gathered_numel += slots * slot;
 
   int block_gathers = 0;
   b.gathered_at.assign(r.comms.size(), -1);
   for (size_t i = 0; i < r.comms.size(); ++i) {
     const CommCall& c = r.comms[i];
-    if (c.group == GroupKind::tensor) continue;  // plan_tensor's
-    if (c.unit < 0 || c.unit >= static_cast<int>(b.units.size())) no_buffers(c);
+    if (c.group == GroupKind::tensor || between_stages(c)) continue;  // plan_tensor's
+    if (c.unit < 0 || c.unit >= static_cast<int>(b.units.size()) || !b.units[static_cast<size_t>(c.unit)].held)
+      no_buffers(c);
     const auto u = static_cast<size_t>(c.unit);
     const UnitShard& us = b.units[u];
     const Span shard{Buffer::weight_shard, us.shard_offset, us.shard};
@@ -168,13 +175,15 @@ void plan_units(ShardBuffers& b, const StepPlan& plan, const RankProgram& r) {
     CallBuffers cb;
     switch (c.kind) {
       case CollectiveKind::all_gather: {
-        const bool own = !zero3 || (root && u == 0);
+        const bool own = !slotted || (root && u == 0);
         const int64_t at = own ? region[u] : slots_begin + (block_gathers++ % std::max<int64_t>(1, slots)) * slot;
         b.gathered_at[i] = at;
         cb = {shard, {Buffer::gathered, at, padded[u]}, us.shard};
         break;
       }
-      case CollectiveKind::reduce_scatter: cb = {{Buffer::unit_grads, 0, padded[u]}, grad_shard, us.shard}; break;
+      case CollectiveKind::reduce_scatter:
+        cb = {{Buffer::unit_grads, us.grad_offset, padded[u]}, grad_shard, us.shard};
+        break;
       case CollectiveKind::all_reduce: cb = {grad_shard, grad_shard, us.shard}; break;  // HSDP: across replicas
       default: no_buffers(c);
     }
@@ -260,7 +269,8 @@ Span grad_span(const ShardBuffers& b, const StepLayout& layout, const StepPlan& 
     const auto bucket = static_cast<size_t>(plan.grads.at(g).bucket);
     return {Buffer::grads, b.bucket_base.at(bucket) + layout.grads.at(g).bucket_offset, numel};
   }
-  return {Buffer::unit_grads, b.offset_in_unit.at(g), numel};
+  const UnitShard& unit = b.units.at(static_cast<size_t>(b.unit_of_grad.at(g)));
+  return {Buffer::unit_grads, unit.grad_offset + b.offset_in_unit[g], numel};
 }
 
 std::string describe_buffers(const ShardBuffers& b, int element_bytes) {

@@ -73,7 +73,7 @@ TEST_CASE("every shipped pipeline scenario: each stage's dry run sends and recei
   for (const auto& path : test::shipped_scenarios()) {
     const Scenario s = load_scenario(path);
     const StepPlan plan = make_step_plan(s);
-    if (plan.pipeline.stages < 2 || !backend::unsupported_step(plan).empty()) continue;  // measure refuses FSDP's
+    if (plan.pipeline.stages < 2) continue;
     INFO("scenario " << path.filename().string());
     ++scenarios;
     const StepProgram program = make_step_program(plan);
@@ -112,14 +112,16 @@ TEST_CASE("every shipped pipeline scenario: each stage's dry run sends and recei
       for (const Launch& l : st.launches)
         if (l.type == Launch::Type::gemm && l.gemm_call.role == GemmRole::backward_weight && l.gemm_call.grad >= 0)
           CHECK(st.layout.grads[static_cast<size_t>(l.gemm_call.grad)].held);
-      CHECK(st.buffers.weights_numel >= st.layout.total_numel);
+      // Its weights: flat, or (FSDP) every unit of the stage gathered and kept, with its gradients beside.
+      CHECK((st.buffers.fsdp ? st.buffers.gathered_numel : st.buffers.weights_numel) >= st.layout.total_numel);
+      if (st.buffers.fsdp) CHECK(st.buffers.unit_grads_numel >= st.layout.total_numel);
       CHECK(st.buffers.p2p_recv_numel * st.layout.element_bytes == static_cast<int64_t>(plan.pipeline.boundary_bytes));
       held += st.layout.total_numel;
     }
     // The stages' layouts split the whole model's.
     CHECK(held == make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view).total_numel);
   }
-  CHECK(scenarios == 1);
+  CHECK(scenarios == 2);  // the 3D scenario and its FSDP twin
 }
 
 TEST_CASE("the shipped 3D scenario's dry run: 16 sends and 16 receives of 16.78 MB per stage, in 17 batches") {

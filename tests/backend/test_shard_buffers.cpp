@@ -286,3 +286,79 @@ TEST_CASE("the tiny zero3 plan of the GPU test: units laid out in op order, the 
                       [m](const Launch& l) { return l.type == Launch::Type::mark && l.mark_kind == m; }));
   }
 }
+
+TEST_CASE("FSDP under pipeline stages: a stage holds its own units, each gathered and its gradients kept apart") {
+  // torchtitan's FSDP2 with pipelining (program_pipeline.cpp): every unit of the stage gathered once at the step's
+  // start and kept, its gradients accumulated over the micro-batches until its one reduce-scatter.
+  const Scenario s = scenario("llama3.1-70b-fsdp-tp8-pp2-64xh100.yaml");
+  const StepPlan plan = make_step_plan(s);
+  const StepProgram program = make_step_program(plan);
+  REQUIRE(plan.pipeline.stages == 2);
+  int64_t stages_numel = 0;
+  for (int stage : {0, 1}) {
+    INFO("stage " << stage);
+    const StepLayout layout = make_layout(plan, dtype_bytes(s.training.param_dtype), true, stage);
+    const ShardBuffers b = plan_shard_buffers(plan, program, layout, 3, 0, stage);
+    REQUIRE(b.fsdp);
+    CHECK(b.stage == stage);
+    // Model state as core counts it for the stage: the sharded state, plus its weights and gradients in full.
+    const MemoryNeed& need = plan.pipeline.stage.at(static_cast<size_t>(stage)).memory;
+    const Planned p{plan, program, layout, b};
+    const double expected = need.model_state_bytes + need.unsharded_bytes;
+    const double activations = static_cast<double>((b.tensor_comm_numel + b.p2p_recv_numel) * layout.element_bytes);
+    CHECK(std::abs(held_bytes(p, s) - activations - expected) / expected < 1e-6);
+    CHECK(held_bytes(p, s) - activations >= expected);
+
+    int64_t shards = 0, held = 0;
+    for (size_t u = 0; u < b.units.size(); ++u) {
+      CHECK(b.units[u].held == (plan.sharded.units[u].stage == stage));
+      if (!b.units[u].held) CHECK(b.units[u].shard == 0);
+      shards += b.units[u].shard;
+      held += b.units[u].held ? b.units[u].numel : 0;
+    }
+    CHECK(shards == b.weight_shard_numel);
+    CHECK(held == layout.total_numel);
+    stages_numel += held;
+
+    // One gather and one reduce-scatter per unit of the stage, each into a region of its own.
+    std::set<int64_t> gathered, reduced;
+    std::vector<int64_t> base(b.units.size(), -1);
+    const RankProgram& r = program.classes.at(static_cast<size_t>(stage));
+    for (size_t i = 0; i < r.comms.size(); ++i) {
+      const CommCall& c = r.comms[i];
+      if (c.group != GroupKind::data) continue;
+      const CallBuffers& cb = b.call(c);
+      check_inside(b, cb.send);
+      check_inside(b, cb.recv);
+      const UnitShard& u = b.units.at(static_cast<size_t>(c.unit));
+      REQUIRE(u.held);
+      if (c.kind == CollectiveKind::all_gather) {
+        CHECK(gathered.insert(cb.recv.offset).second);
+        base[static_cast<size_t>(c.unit)] = cb.recv.offset;
+      } else {
+        REQUIRE(c.kind == CollectiveKind::reduce_scatter);
+        CHECK(cb.send == Span{Buffer::unit_grads, u.grad_offset, u.shard * b.shards});
+        CHECK(reduced.insert(u.grad_offset).second);
+      }
+    }
+    const auto units =
+        static_cast<size_t>(std::count_if(b.units.begin(), b.units.end(), [](const UnitShard& u) { return u.held; }));
+    CHECK(gathered.size() == units);
+    CHECK(reduced.size() == units);
+    // Each of the stage's gradients: its weights inside its unit's gathered region, its gradient in its unit's.
+    for (size_t g = 0; g < plan.grads.size(); ++g) {
+      if (!layout.grads[g].held) continue;
+      const auto u = static_cast<size_t>(b.unit_of_grad[g]);
+      REQUIRE(b.units[u].held);
+      const Span w = weight_span(b, layout, plan, static_cast<int>(g), base);
+      check_inside(b, w);
+      CHECK(w.offset + w.numel <= base[u] + b.units[u].shard * b.shards);
+      const Span gs = grad_span(b, layout, plan, static_cast<int>(g));
+      check_inside(b, gs);
+      CHECK(gs.offset >= b.units[u].grad_offset);
+      CHECK(gs.offset + gs.numel <= b.units[u].grad_offset + b.units[u].shard * b.shards);
+    }
+  }
+  // The two stages' units are the whole model's (on one GPU of its tensor group).
+  CHECK(stages_numel == make_layout(plan, dtype_bytes(s.training.param_dtype), true).total_numel);
+}

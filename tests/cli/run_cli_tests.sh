@@ -189,7 +189,7 @@ check inspect-tuner-choice 0 "^1GiB +1073741824 +ring/ll128" -- "$dpsim" inspect
 # refused first.
 check measure-pipeline 1 "no CUDA device is usable here|this build has no GPU backend" -- "$dpsim" measure "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 check measure-pipeline-calibrate 2 "llama3.1-70b-tp8-pp2-64xh100.yaml: parallelism.pipeline 2: dpsim measure --calibrate times the GEMMs of one rank's step" -- "$dpsim" measure --calibrate "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
-check measure-refuses-fsdp-pipeline 2 "llama3.1-70b-fsdp-tp8-pp2-64xh100.yaml: full_shard with pipeline parallelism: the GPU backend lays out a pipeline stage's DDP or zero1 buckets, not FSDP's units" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-fsdp-tp8-pp2-64xh100.yaml"
+check dry-run-fsdp-pipeline 0 "^# buffers of rank 0 of 4 of pipeline stage 1 \\(FSDP shards\\): weight-shard 1102546944 \\(2.21 GB\\) grad-shard 1102546944 \\(2.21 GB\\) gathered 4410187776 \\(8.82 GB\\) unit-grads 4410187776" -- "$dpsim" measure --dry-run "$s/llama3.1-70b-fsdp-tp8-pp2-64xh100.yaml"
 check measure-refuses-late-reduction 2 "bloom-176b-tr11-g384.yaml: ddp.overlap_grad_reduce false: the GPU backend reduces each bucket as the backward completes it" -- "$dpsim" measure --dry-run "$src/validation/reference/scenarios/megatron/bloom-176b-tr11-g384.yaml"
 check measure-pipeline-gpus 2 "llama3.1-70b-tp8-pp2-64xh100.yaml: --gpus 8: the scenario's tensor x pipeline degrees \\(8 x 2\\) need a multiple of 16 GPUs" -- "$dpsim" measure --gpus 8 "$s/llama3.1-70b-tp8-pp2-64xh100.yaml"
 # --gpus N runs the scenario on one node of N GPUs, its data-parallel degree the rest (groups, shards and buckets).

@@ -197,9 +197,7 @@ size_t check_same_program(const Scenario& s) {
   }
   walk_classes(p, executors);
   CHECK(logged.front()->log == expected);
-  // The dry run: its launches, mapped back to instructions; a step the backend cannot run (measure refuses it) has
-  // none.
-  if (!backend::unsupported_step(plan).empty()) return p.streams.size();
+  // The dry run: its launches, mapped back to instructions.
   const backend::StepLayout layout =
       backend::make_layout(plan, dtype_bytes(s.training.param_dtype), s.ddp.gradient_as_bucket_view);
   // With the buffer plan the CUDA executor uses: it has buffers for every collective of the program.

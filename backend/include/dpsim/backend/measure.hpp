@@ -114,10 +114,6 @@ inline constexpr OptimizerImpl kExecutorOptimizerImpl = OptimizerImpl::fused;
 // The note measure prints when the scenario asks for another implementation; empty when they agree.
 std::string optimizer_impl_note(const Scenario& scenario);
 
-// Why the backend cannot run this plan's step ("" when it can): FSDP's units under pipeline stages have no buffer
-// layout (make_layout and plan_shard_buffers lay out a stage's DDP or zero1 buckets only).
-std::string unsupported_step(const StepPlan& plan);
-
 struct MeasureContext {
   std::string gpu_name;
   int gpu_count = 0;

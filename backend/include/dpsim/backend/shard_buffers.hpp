@@ -20,6 +20,9 @@
 //   slots that the blocks' gathers take in turn: two with limit_all_gathers, one per block without), gradients are
 //   written into one unit-sized unsharded buffer and reduce-scattered from it into the gradient shard; the optimizer
 //   updates the weight shard.
+// - FSDP zero3 with pipeline stages (a stage's plan): the stage's units only; each is gathered once into a region of
+//   its own and kept for the step, and its gradients accumulate over the micro-batches in a region of their own until
+//   its one reduce-scatter after the last backward (torchtitan's FSDP2 under pipelining; program_pipeline.cpp).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -50,8 +53,10 @@ struct CallBuffers {
 
 struct UnitShard {
   int64_t numel = 0;         // the unit's parameters
-  int64_t shard = 0;         // its padded numel / N: what each rank holds
+  int64_t shard = 0;         // its padded numel / N: what each rank holds (0: another pipeline stage's unit)
   int64_t shard_offset = 0;  // in weight_shard and grad_shard
+  int64_t grad_offset = 0;   // in unit_grads: 0 (one unit's at a time), or its own region under pipelining
+  bool held = true;          // false: another pipeline stage's unit, nothing of it on this rank
 };
 
 struct ShardBuffers {
