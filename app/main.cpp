@@ -15,7 +15,8 @@ namespace dpsim::app {
 int run(int argc, char** argv, void (*register_commands)(CLI::App&)) {
   set_command_line(argc, argv);
   CLI::App app{
-      "dpsim: predict and measure the step time of distributed training (data, sharded, tensor and pipeline parallel).\n"
+      "dpsim: predict and measure the step time of distributed training (data, sharded, tensor and pipeline "
+      "parallel).\n"
       "Scenarios (YAML) name a model, a batch and a cluster; see docs/scenario-format.md."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dpsim " DPSIM_VERSION);
