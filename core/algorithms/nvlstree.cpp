@@ -40,6 +40,17 @@ double pipeline_fill(double bytes, double nvls_algbw, double net_algbw, const Fa
   return 2 * nvls_hop + 2 * levels * net_hop - std::max(nvls_hop, net_hop);
 }
 
+// The NVLS side as algorithm bandwidth over all the ranks: NCCL's tuning gives NVLSTree the bus bandwidth NVLS reaches
+// inside one node (tuning.cc:310-323, intraBw = bwIntra x nvlsEfficiency x 2 for an all-reduce, whatever the node
+// count) and turns it into algorithm bandwidth over all of them (:376-379, nRanks / nsteps = n / 2(n-1)). So a call
+// across nodes keeps the bus bandwidth of one node's NVLS, where one node's algorithm bandwidth would give 2(n-1)/n
+// over 2(g-1)/g times it (+7% on 2 nodes of 8). Measured two-node H100 runs sit at one node's bus bandwidth
+// (validation/reference: 466-477 GB/s on 2 x 8 H100 over 8 x 400G, against 476-480 on one node).
+double nvlstree_nvls_algbw(const FabricSummary& f, const NcclModel& nccl) {
+  return nvls_intra_algbw(f, nccl) * ring_bytes_sent_per_gpu(1.0, f.gpus_per_node) /
+         ring_bytes_sent_per_gpu(1.0, f.world);
+}
+
 AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
   if (p != Protocol::simple) return {};
   const auto intra = nccl.hw_latency(Fabric::nvlink, Algorithm::nvlstree, f.arch);
@@ -51,7 +62,7 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   // NCCL's double tree relieves it (on 2 and 3 nodes). NCCL's own model relieves it on 2 nodes only (:320).
   const double ring_net_algbw = inter_ring_busbw(f, nccl) / ring_bytes_sent_per_gpu(1.0, f.world);
   const double net_algbw = ring_net_algbw * tree_network_relief(f);
-  const double nvls_algbw = nvls_intra_algbw(f, nccl), algbw = std::min(nvls_algbw, net_algbw);
+  const double nvls_algbw = nvlstree_nvls_algbw(f, nccl), algbw = std::min(nvls_algbw, net_algbw);
   const double tuner_algbw = std::min(nvls_algbw, f.nodes <= 2 ? net_algbw : ring_net_algbw);
   const double fill = pipeline_fill(bytes, nvls_algbw, net_algbw, f, nccl);
   // NCCL chooses by latency + S / bandwidth, which has no fill (tuning.cc ncclTopoGetAlgoTime)

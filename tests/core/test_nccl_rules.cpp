@@ -138,14 +138,18 @@ TEST_CASE("the tree's network load is its double binary tree's busiest node: S, 
   CHECK(ratio(2) == Approx(2.0 * 7 / 8).epsilon(0.01));
 }
 
-TEST_CASE("NVLSTree: latency intraLat + 2 log2i(nNodes) interLat, the network doubled on two nodes (:320, :428)") {
+TEST_CASE(
+    "NVLSTree: latency intraLat + 2 log2i(nNodes) interLat, the network doubled on two nodes, one node's NVLS "
+    "bus bandwidth (:310-323, :376-379, :428)") {
   const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
   const FabricSummary two = cluster("h100-ib-cluster", 2), eight = cluster("h100-ib-cluster", 8);
   CHECK(latency(two, nccl, Algorithm::nvlstree, Protocol::simple) == Approx(25e-6 + 2 * 1 * 20.9e-6));
   CHECK(latency(eight, nccl, Algorithm::nvlstree, Protocol::simple) == Approx(25e-6 + 2 * 3 * 20.9e-6));
-  // two nodes: NVLS inside the node bounds it (0.587 x 450 GB/s algbw), above the network's 0.96 x 400 line rate
+  // two nodes: NVLS inside the node bounds it, above the network's 0.96 x 400 line rate. NCCL's intraBw is one node's
+  // NVLS bus bandwidth whatever the node count (0.587 x 450 GB/s algbw on 8 GPUs, 2 x 7/8 of it), turned into
+  // algorithm bandwidth over all 16 ranks: the same bus bandwidth as one node, not 2 x 15/16 of the algbw
   const double on_two = busbw(kHuge, two, nccl, Algorithm::nvlstree, Protocol::simple);
-  CHECK(on_two == Approx(0.587 * 450e9 * 2 * 15 / 16).epsilon(0.01));
+  CHECK(on_two == Approx(0.587 * 450e9 * 2 * 7 / 8).epsilon(0.01));
   CHECK(on_two > 400e9);
   // eight nodes: the network at the ring's efficiency, each node sending 2 S through its double tree against the
   // ring's 2(n-1)/n S (the ring itself is bounded lower, by the NVSwitch ring)
@@ -239,12 +243,14 @@ TEST_CASE(
 
 TEST_CASE("NVLSTree's chunk pipeline: NVLS and network hops of a chunk, channels x heads at once (enqueue.cc:2276)") {
   const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
-  // 8 H100s per node: NVLS at 0.587 x 450 GB/s algbw; the network's algbw is the 8 x 400G NICs at the ring's
-  // efficiency over the bytes a node sends through the double tree (S on two nodes, 2 S from four)
-  const double nvls = 0.587 * 450e9, net = 400e9 * nccl.ring_efficiency.at("net");
+  // 8 H100s per node: NVLS at one node's bus bandwidth (0.587 x 450 GB/s algbw on g GPUs x 2(g-1)/g) over all the
+  // ranks' 2(n-1)/n; the network's algbw is the 8 x 400G NICs at the ring's efficiency over the bytes a node sends
+  // through the double tree (S on two nodes, 2 S from four)
+  const auto nvls_at = [](double g, double n) { return 0.587 * 450e9 * (2 * (g - 1) / g) / (2 * (n - 1) / n); };
+  const double net = 400e9 * nccl.ring_efficiency.at("net");
   // 16 Hopper NVLS channels x `heads` pipelines, each hop a chunk at its side's share; the first chunk takes every
   // hop (2 NVLS, 2 x levels network), each later one the slowest, which S / algbw holds
-  const auto expected = [&](double chunk, double heads, int levels, double net_algbw) {
+  const auto expected = [&](double chunk, double heads, int levels, double net_algbw, double nvls) {
     const double p = 16 * heads, nvls_hop = chunk * p / nvls, net_hop = chunk * p / net_algbw;
     return 2 * nvls_hop + 2 * levels * net_hop - std::max(nvls_hop, net_hop);
   };
@@ -253,22 +259,23 @@ TEST_CASE("NVLSTree's chunk pipeline: NVLS and network hops of a chunk, channels
   };
   FabricSummary two = cluster("h100-ib-cluster", 2);
   // 256 MiB: 16 MiB per channel, not below 16 loops of 8 heads x 128 KiB: NCCL_NVLS_CHUNKSIZE's 128 KiB
-  CHECK(fill(two, 256.0 * (1 << 20)) == Approx(expected(131072, 8, 1, net)));
+  CHECK(fill(two, 256.0 * (1 << 20)) == Approx(expected(131072, 8, 1, net, nvls_at(8, 16))));
   // 8 MiB: 512 KiB per channel, below 4 loops of 8 x 128 KiB: 64 KiB, not below 1 loop of 8 x 64 KiB
-  CHECK(fill(two, 8.0 * (1 << 20)) == Approx(expected(65536, 8, 1, net)));
+  CHECK(fill(two, 8.0 * (1 << 20)) == Approx(expected(65536, 8, 1, net, nvls_at(8, 16))));
   // 4 MiB: 256 KiB per channel, below 1 loop of 8 x 64 KiB: 32 KiB, each pipeline's whole share
-  CHECK(fill(two, 4.0 * (1 << 20)) == Approx(expected(32768, 8, 1, net)));
+  CHECK(fill(two, 4.0 * (1 << 20)) == Approx(expected(32768, 8, 1, net, nvls_at(8, 16))));
   // 4 nodes: the tree's cap of 64 KiB (transport/nvls.cc:227-229), two levels; the network is the slowest side, a
   // node sending 2 S through the double tree
-  CHECK(fill(cluster("h100-ib-cluster", 4), 256.0 * (1 << 20)) == Approx(expected(65536, 8, 2, net / 2)));
+  CHECK(fill(cluster("h100-ib-cluster", 4), 256.0 * (1 << 20)) ==
+        Approx(expected(65536, 8, 2, net / 2, nvls_at(8, 32))));
   // a head per NIC-attached GPU (search.cc:754-770): 4 NICs, 4 heads; at most NCCL_MAX_NVLS_ARITY 32 heads
   FabricSummary four_nics = two;
   four_nics.nics_per_node = 4;
-  CHECK(fill(four_nics, 256.0 * (1 << 20)) == Approx(expected(131072, 4, 1, net)));
+  CHECK(fill(four_nics, 256.0 * (1 << 20)) == Approx(expected(131072, 4, 1, net, nvls_at(8, 16))));
   FabricSummary wide = two;
   wide.gpus_per_node = wide.nics_per_node = 64;
   wide.world = 128;
-  CHECK(fill(wide, 256.0 * (1 << 20)) == Approx(expected(131072, 32, 1, net)));
+  CHECK(fill(wide, 256.0 * (1 << 20)) == Approx(expected(131072, 32, 1, net, nvls_at(64, 128))));
   // NCCL chooses by latency + S / bandwidth, without the fill (tuning.cc ncclTopoGetAlgoTime): on 4 nodes at 32 MiB
   // it takes NVLSTree although the tree with LL128 takes less time with the fills
   const FabricSummary four = cluster("h100-ib-cluster", 4);

@@ -165,8 +165,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // 1-8 MiB -33..+75%: 10.1% -> 15.3% (65 numbers), worst +74.7%. NVLSTree's chunk-pipeline fill
       // (core/algorithms/nvlstree.cpp, not fitted): its 16-512 MiB on 2 and 4 H100 nodes from +11..+47% to -24..+33%
       // (the 2-node runs within 10% from 16 MiB), 4-32 MiB -11..-27%: 15.3% -> 8.3%; the double tree's busiest node
-      // (2 S from 4 nodes, a little above the ring's 2(n-1)/n S): 8.2%
-      {"multinode", "allreduce_busbw_mid", 65, 0.0819, 0.7473},
+      // (2 S from 4 nodes, a little above the ring's 2(n-1)/n S): 8.2%. NVLSTree keeping one node's NVLS bus bandwidth
+      // (tuning.cc's intraBw, not fitted): the 2-node H100 runs' 8-64 MiB 2-5 points lower: 8.3%
+      {"multinode", "allreduce_busbw_mid", 65, 0.0830, 0.7473},
       // issue 17's Blackwell file: 2x 8 B200 +3.8%, 2x 8 H100 +12.1% (coreweave/nccl-tests#92), and 20 GB200 NVL72
       // racks
       // +159..+408% (#48: the run's algorithm is not stated; its curve is near dpsim's ring, dpsim picks NVLSTree)
@@ -178,8 +179,10 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // their slowest hop; 72 NICs a rack make the network hops short): 5.1%. nccl#1801's GB200 partitions on 3 racks
       // over IB (NVLS off): ring -2.5/-2.8%, tree -0.0/+0.5% with the double tree's busiest node (1.5 S on 3 nodes;
       // -18/-21% with the ring's traffic); the 4-node H100 NVLSTree plateaus +4.6 -> +1.3% (#309), +15 -> +12%
-      // (Voltage Park): 5.0% (76)
-      {"multinode", "allreduce_busbw_large", 76, 0.0502, 2.9141},
+      // (Voltage Park): 5.0% (76). NVLSTree keeps one node's NVLS bus bandwidth over the ranks of every node
+      // (tuning.cc:310-323 and :376-379; nvlstree.cpp, not fitted): the NVLS-bound 2-node H100 plateaus +5..+12% ->
+      // -2..+4% (#309, Crusoe, CoreWeave): 2.1%
+      {"multinode", "allreduce_busbw_large", 76, 0.0210, 2.8766},
       // 2 A100 x 1 GPU over HDR, 8..64 B: the model's floor is 16.6 us (issue 17: with one GPU per node NCCL prices the
       // ring's network steps at the tree's NET row, tuning.cc:386; 12 us before), measured ~19-20 us (-13..-20%);
       // 2 H20 nodes, NCCL_ALGO=NVLSTree (nccl#1244, NCCL 2.21.5), 4..512 B: with 2.21.5's tables (NET NVLSTree 14 us,
@@ -200,8 +203,9 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // the
       // 2-node 32 MiB +42% -> +3%; large 95.8% -> 82.5% worst (a 512 MiB tree point); mid 74.6% -> 48.1%
       // NVLSTree's chunk-pipeline fill: the 2-instance sweep's 128-512 MiB +14..+17% -> -4..+7%, the 32-instance
-      // NVLSTree sizes +44/+83% -> +35/+63%: large 7.2% -> 6.4%, worst 82.5% -> 63.0%
-      {"multinode_efa", "allreduce_busbw_large", 31, 0.0643, 0.6246},
+      // NVLSTree sizes +44/+83% -> +35/+63%: large 7.2% -> 6.4%, worst 82.5% -> 63.0%. NVLSTree at one node's NVLS bus
+      // bandwidth: the 2-instance sweep's 128 MiB-8 GiB -0..+8% -> -5..+2%: 4.8%
+      {"multinode_efa", "allreduce_busbw_large", 31, 0.0478, 0.6212},
       // the double tree's busiest node from 4 instances (2 S): the tree/LL128 sizes a point or two lower, 48.1%
       // -> 47.2%
       {"multinode_efa", "allreduce_busbw_mid", 15, 0.4715, 0.6280},
@@ -268,15 +272,16 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 8);
-  CHECK(t[0].value == Approx(0.0514).margin(0.001));  // busbw >= 1 MiB median (361 numbers): target 4% (issue 17;
+  CHECK(t[0].value == Approx(0.0441).margin(0.001));  // busbw >= 1 MiB median (361 numbers): target 4% (issue 17;
                                                       // issue 5's 5%), MISSED since
-                                                      // issue 17's multi-node sweeps (6.5% before NVLSTree's chunk-
+                                                      // issue 17's multi-node sweeps (5.1% before NVLSTree kept one
+                                                      // node's NVLS bus bandwidth; 6.5% before NVLSTree's chunk-
                                                       // pipeline fill; 5.8% over 294 with the A100 and first H100
                                                       // ones; 4.8% over the 221 before them; 4.5% over 207 before
                                                       // the DGX-2 V100 sweep; 4.3% over 196 before issue 17's
                                                       // Blackwell file; 3.1% over the 159 before issue 17's boxes)
   CHECK_FALSE(t[0].met);
-  CHECK(t[1].value == Approx(2.9141).margin(0.001));  // worst: target 15%, missed (20 GB200 NVL72 racks: +292%;
+  CHECK(t[1].value == Approx(2.8766).margin(0.001));  // worst: target 15%, missed (20 GB200 NVL72 racks: +288%;
                                                       // H100 PCIe NVLink-bridge pair: +129%; A100 per-call floors at
                                                       // 1-16 MiB: +119%)
   CHECK_FALSE(t[1].met);
