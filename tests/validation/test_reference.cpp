@@ -256,9 +256,13 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       {"pcie", "e2e_tokens_per_gpu", 2, 0.2377, 0.3168},
       // Megatron-LM 2019's weak scaling on DGX-2H V100 (Shoeybi et al. Figure 5, e2e-megatron-tp-pp.yaml; only the
       // baseline's 39 TFLOP/s is fitted): every point over-predicted, tensor 2 / 4 / 8 by +1.4 / +7.3 / +5.0%, with
-      // data 64 +3.1 / +15.0 / +9.3 / +5.9% (the figure's 128-GPU point loses 13% to data parallelism, the others 4%)
+      // data 64 +3.1 / +15.0 / +9.3 / +5.9% (the figure's 128-GPU point loses 13% to data parallelism, the others 4%).
+      // The code's README: Megatron's own DDP (one all-reduce of the flattened gradients after the backward) is the
+      // default, and torch's made the 64- and 128-GPU configurations slower: those two as the own DDP runs them, +1.9 /
+      // +11.2%; its 512-GPU run with the own DDP, "60%", is +17.2% (70.3%): dpsim's data-parallel all-reduce on this
+      // cluster takes about half what 60 -> 74 implies (0.34 s against ~0.68 s; validation/README.md)
       {"nvswitch", "e2e_weak_scaling", 3, 0.0502, 0.0731},
-      {"multinode", "e2e_weak_scaling", 4, 0.0762, 0.1496},
+      {"multinode", "e2e_weak_scaling", 5, 0.0934, 0.1715},
   };
   for (const Reached& r : reached) {
     INFO(r.cls << " / " << r.kind);
@@ -292,7 +296,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
   CHECK(t[2].met);
   CHECK(t[3].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[3].met);
-  CHECK(t[4].value == Approx(0.0923).margin(0.001));  // end-to-end throughput per GPU median (93): target 10%, met
+  CHECK(t[4].value == Approx(0.0926).margin(0.001));  // end-to-end throughput per GPU median (94): target 10%, met
                                                       // (9.6% over the 86 before Megatron-LM 2019's Figure 5)
   CHECK(t[4].met);  // (12.0% before PyTorch's LayerNorm and GELU kernels ran at their measured time)
   CHECK(t[5].value == Approx(0.5617).margin(0.001));  // worst: target 25%, missed (70b on 64x 40GB, +56%)
