@@ -215,12 +215,13 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // under-predicted before, went further down with the foreach SGD and the quantized GEMMs; AMP improved)
       {"nvlink_mesh", "ddp_scaling", 8, 0.0281, 0.1512},
       // Issue 15's second pass (the GEMM fixed time, the residual adds) moved step time 1.9% -> 1.2% and throughput
-      // 10.5% -> 10.7%.
-      {"nvlink_mesh", "ddp_step_time", 4, 0.0118, 0.0231},
+      // 10.5% -> 10.7%. The V100's GEMM efficiency measured (0.76, zzc0721/torch-performance-test-data; 0.75 was an
+      // assumption): step time 1.2% -> 1.9% (the 1-8 GPU steps +1.1..-2.3% -> +0.1..-3.2%), throughput 10.7% -> 9.9%.
+      {"nvlink_mesh", "ddp_step_time", 4, 0.0188, 0.0319},
       // Autocast (training.compute_dtype: the AMP rows run fp32 models under torch.autocast): the weight casts moved
       // the
       // AMP throughputs down 0.4%: worst 28.5% -> 28.1%.
-      {"nvlink_mesh", "ddp_throughput", 8, 0.1072, 0.2806},
+      {"nvlink_mesh", "ddp_throughput", 8, 0.0989, 0.2853},
       // DGX A100 ResNet-50 (AMP, TF32): speedups +3% (TF32) / +18% (AMP); throughput over-predicted 28-75%: the
       // GPU's one GEMM efficiency is far above what ResNet's convolutions reach, and no input pipeline is modelled
       {"nvswitch", "ddp_scaling", 2, 0.1099, 0.1845},
@@ -250,10 +251,10 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // BLOOM 176B (BigScience tr11: t4 p12 d8 on 384 A100 80GB, Megatron-DeepSpeed; held out): +20.2%, its
       // Omni-Path links assumed at 100 Gb/s (at 25 Gb/s per GPU it would still be +11%)
       {"multinode", "e2e_hardware_tflops_per_gpu", 17, 0.0755, 0.1987},
-      // torchtune's Llama 3.1 8B LoRA and QLoRA on one RTX 4090 (e2e-lora.yaml, issue 22; held out): -31% and -15%,
-      // dpsim's eager kernels against torch.compile's fusions and chunked cross-entropy, on a GPU whose GEMM efficiency
-      // is not measured
-      {"pcie", "e2e_tokens_per_gpu", 2, 0.2377, 0.3168},
+      // torchtune's Llama 3.1 8B LoRA and QLoRA on one RTX 4090 (e2e-lora.yaml, issue 22; held out): -31% and -15%
+      // with an assumed GEMM efficiency of 0.75; with the RTX 4090's measured torch.matmul (1.0 of its rated peak,
+      // zzc0721/torch-performance-test-data, nothing from these rows) -16.0% and +2.6%
+      {"pcie", "e2e_tokens_per_gpu", 2, 0.0930, 0.1600},
       // Megatron-LM 2019's weak scaling on DGX-2H V100 (Shoeybi et al. Figure 5, e2e-megatron-tp-pp.yaml; only the
       // baseline's 39 TFLOP/s is fitted): every point over-predicted, tensor 2 / 4 / 8 by +1.4 / +7.3 / +5.0%, with
       // data 64 +3.1 / +15.0 / +9.3 / +5.9% (the figure's 128-GPU point loses 13% to data parallelism, the others 4%).
@@ -294,7 +295,7 @@ TEST_CASE("reference set: the issue's targets, as reached") {
                                                       // one-thread floor's 5.35 us (21.6% with 4.2 us; 13.5% over
                                                       // the entries it was not fitted to)
   CHECK(t[2].met);
-  CHECK(t[3].value == Approx(0.0281).margin(0.001));  // DDP median (46 numbers): target 8%, met
+  CHECK(t[3].value == Approx(0.0300).margin(0.001));  // DDP median (46 numbers): target 8%, met
   CHECK(t[3].met);
   CHECK(t[4].value == Approx(0.0926).margin(0.001));  // end-to-end throughput per GPU median (94): target 10%, met
                                                       // (9.6% over the 86 before Megatron-LM 2019's Figure 5)
