@@ -42,7 +42,7 @@ Arch parse_arch(const YNode& where, const std::string& text) {
 }
 
 CpuVendor parse_cpu_vendor(const YNode& n) {
-  return n.as_enum<CpuVendor>({{"intel", CpuVendor::intel}, {"amd", CpuVendor::amd}});
+  return n.as_enum<CpuVendor>({{"intel", CpuVendor::intel}, {"amd", CpuVendor::amd}, {"arm", CpuVendor::arm}});
 }
 
 double fraction(const YNode& n) {
@@ -407,7 +407,8 @@ fs::path gpu_catalog_dir() { return gpu_dir(); }
 // One release's replacements: {base_latency: {nvls: {simple: 23us}}, hw_latency: {nvlink: {nvls: {simple: 0us}}},
 // ll_max_busbw: {hopper: 87.7GBps}}; `source` names where they were read.
 NcclReleaseTuning parse_release(const YNode& n, const std::string& key) {
-  n.allow_only({"source", "base_latency", "hw_latency", "ll_max_busbw", "ll128_default_architectures"});
+  n.allow_only({"source", "base_latency", "hw_latency", "ll_max_busbw", "ll128_default_architectures",
+                "nvlstree_correction_architectures"});
   NcclReleaseTuning t;
   t.name = key;
   n.at("source").as_string();
@@ -434,6 +435,8 @@ NcclReleaseTuning parse_release(const YNode& n, const std::string& key) {
   }
   if (auto ll = n.get("ll_max_busbw")) t.ll_max_busbw_bytes_per_s = parse_arch_bandwidths(*ll);
   if (auto ll128 = n.get("ll128_default_architectures")) t.ll128_default_archs = parse_arch_list(*ll128);
+  if (auto nvlstree = n.get("nvlstree_correction_architectures"))
+    t.nvlstree_correction_archs = parse_arch_list(*nvlstree);
   return t;
 }
 
@@ -488,6 +491,8 @@ NcclModel load_nccl(const fs::path& file) {
                    "net_overhead_simple_factor",
                    "net_plugin_latency",
                    "tree_correction_factor",
+                   "tree_correction_entries",
+                   "nvlstree_correction_architectures",
                    "ring_efficiency",
                    "overlap_slowdown",
                    "nvls_algbw_per_link",
@@ -539,6 +544,10 @@ NcclModel load_nccl(const fs::path& file) {
   m.ring_fill = parse_fill(root.at("ring_fill"));
   m.step_chunks = parse_step_chunks(root.at("step_chunks"));
   if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
+  if (auto e = root.get("tree_correction_entries"))
+    for (const auto& key : e->keys())
+      m.tree_correction_entries[parse_algorithm_key(*e, key)] = static_cast<int>(e->at(key).as_int(0, 64));
+  if (auto a = root.get("nvlstree_correction_architectures")) m.nvlstree_correction_archs = parse_arch_list(*a);
   const YNode plateau = root.at("ring_simple_plateau_latency_factor");
   for (const auto& key : plateau.keys())
     m.ring_simple_plateau_latency_factor[parse_arch(plateau.at(key), key)] = plateau.at(key).as_positive_number();

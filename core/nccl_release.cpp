@@ -37,6 +37,7 @@ void apply(const NcclReleaseTuning& t, NcclModel& m) {
   for (const auto& [f, a, p, s] : t.hw_latency_s) m.hw_latency_s[f][a].at(p) = s;
   for (const auto& [arch, bw] : t.ll_max_busbw_bytes_per_s) m.ll_max_busbw_bytes_per_s[arch] = bw;
   if (t.ll128_default_archs) m.ll128_default_archs = *t.ll128_default_archs;
+  if (t.nvlstree_correction_archs) m.nvlstree_correction_archs = *t.nvlstree_correction_archs;
   m.tuning_release = t.name;
 }
 

@@ -104,7 +104,16 @@ const char* to_string(Arch arch) {
   return "?";
 }
 
-const char* to_string(CpuVendor vendor) { return vendor == CpuVendor::amd ? "amd" : "intel"; }
+const char* to_string(CpuVendor vendor) {
+  switch (vendor) {
+    case CpuVendor::intel: return "intel";
+    case CpuVendor::amd: return "amd";
+    case CpuVendor::arm: return "arm";
+  }
+  return "?";
+}
+
+CpuVendor nccl_table_vendor(CpuVendor vendor) { return vendor == CpuVendor::amd ? CpuVendor::amd : CpuVendor::intel; }
 
 std::optional<Arch> arch_named(std::string_view name) {
   for (Arch a : kArchs)
@@ -245,7 +254,7 @@ int NcclStepChunks::nvls_channels_for(Arch arch, bool several_nodes) const {
 }
 
 double NcclModel::net_overhead(CpuVendor vendor) const {
-  const auto it = net_overhead_s.find(vendor);
+  const auto it = net_overhead_s.find(nccl_table_vendor(vendor));
   return it == net_overhead_s.end() ? 0.0 : it->second;
 }
 

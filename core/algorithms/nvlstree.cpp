@@ -62,8 +62,12 @@ AlgorithmCost cost(CollectiveKind, double bytes, Protocol p, const FabricSummary
   // NCCL's double tree relieves it (on 2 and 3 nodes). NCCL's own model relieves it on 2 nodes only (:320).
   const double ring_net_algbw = inter_ring_busbw(f, nccl) / ring_bytes_sent_per_gpu(1.0, f.world);
   const double net_algbw = ring_net_algbw * tree_network_relief(f);
-  const double nvls_algbw = nvlstree_nvls_algbw(f, nccl), algbw = std::min(nvls_algbw, net_algbw);
-  const double tuner_algbw = std::min(nvls_algbw, f.nodes <= 2 ? net_algbw : ring_net_algbw);
+  // NCCL's treeCorrectionFactor on Blackwell with an x86 host (tuning.cc:643-645, from 2.29), applied to the call as
+  // to NCCL's choice, as the tree's (terms.cpp tree_busbw)
+  const double corrected = nvlstree_corrected(f, nccl) ? tree_correction(nccl, Algorithm::nvlstree, p, bytes) : 1.0;
+  const double nvls_algbw = nvlstree_nvls_algbw(f, nccl);
+  const double algbw = std::min(nvls_algbw, net_algbw) * corrected;
+  const double tuner_algbw = std::min(nvls_algbw, f.nodes <= 2 ? net_algbw : ring_net_algbw) * corrected;
   const double fill = pipeline_fill(bytes, nvls_algbw, net_algbw, f, nccl);
   // NCCL chooses by latency + S / bandwidth, which has no fill (tuning.cc ncclTopoGetAlgoTime)
   return {true, latency, latency + fill + bytes / algbw, fill, latency + bytes / tuner_algbw};

@@ -37,7 +37,7 @@ double ll_max_busbw(const FabricSummary& f, const NcclModel& nccl) {
     const auto cap = nccl.ll_max_busbw_bytes_per_s.find(f.arch);
     return cap == nccl.ll_max_busbw_bytes_per_s.end() ? std::numeric_limits<double>::infinity() : cap->second;
   }
-  const auto row = nccl.ll_max_busbw_multi_node_bytes_per_s.find(f.cpu_vendor);
+  const auto row = nccl.ll_max_busbw_multi_node_bytes_per_s.find(nccl_table_vendor(f.cpu_vendor));
   if (row == nccl.ll_max_busbw_multi_node_bytes_per_s.end()) return std::numeric_limits<double>::infinity();
   return row->second[f.nodes == 2 ? 0 : 1];
 }
@@ -129,7 +129,7 @@ double tree_busbw(Protocol p, double bytes, const FabricSummary& f, const NcclMo
     if (f.nodes > 1) busbw = std::min(busbw, inter_ring_busbw(f, nccl) * tree_network_relief(f));
     busbw = protocol_busbw(busbw, p, f, nccl);
   }
-  return busbw * tree_correction(nccl, p, bytes);
+  return busbw * tree_correction(nccl, Algorithm::tree, p, bytes);
 }
 
 double inter_hop_latency(Algorithm a, Protocol p, const FabricSummary& f, const NcclModel& nccl) {
@@ -168,11 +168,17 @@ double tree_chunk_bytes(double channel_bytes, Protocol p, int nodes, int gpus_pe
   return halved_chunk(chunk, channel_bytes, nsteps / ppn, k.tree_ll128_halving);
 }
 
-double tree_correction(const NcclModel& nccl, Protocol p, double bytes) {
+double tree_correction(const NcclModel& nccl, Algorithm a, Protocol p, double bytes) {
   const auto it = nccl.tree_correction.find(p);
-  if (it == nccl.tree_correction.end() || bytes < 64) return 1.0;
+  const auto entries = nccl.tree_correction_entries.find(a);
+  if (it == nccl.tree_correction.end() || entries == nccl.tree_correction_entries.end() || bytes < 64) return 1.0;
   const auto index = static_cast<size_t>(std::floor(std::log2(bytes / 64.0)));
-  return index < it->second.size() ? it->second[index] : 1.0;
+  return index < std::min(it->second.size(), static_cast<size_t>(entries->second)) ? it->second[index] : 1.0;
+}
+
+bool nvlstree_corrected(const FabricSummary& f, const NcclModel& nccl) {
+  const auto& archs = nccl.nvlstree_correction_archs;
+  return f.cpu_vendor != CpuVendor::arm && std::find(archs.begin(), archs.end(), f.arch) != archs.end();
 }
 
 int steps_of_chunks(double bytes, double chunk) {

@@ -40,7 +40,10 @@ double tree_busbw(Protocol p, double bytes, const FabricSummary& f, const NcclMo
 double inter_hop_latency(Algorithm a, Protocol p, const FabricSummary& f, const NcclModel& nccl);
 int log2_floor(int n);  // NCCL's log2i
 // NCCL's per-size tree correction (tuning.cc treeCorrectionFactor), 1 outside the table.
-double tree_correction(const NcclModel& nccl, Protocol p, double bytes);
+// NCCL's treeCorrectionFactor for algorithm `a` (its first tree_correction_entries sizes; 1.0 past them or for an
+// algorithm without entries). NVLSTree's applies only where nvlstree_corrected says so.
+double tree_correction(const NcclModel& nccl, Algorithm a, Protocol p, double bytes);
+bool nvlstree_corrected(const FabricSummary& f, const NcclModel& nccl);
 
 // NCCL's halving of a chunk for small calls (enqueue.cc calcCollChunking): for each rule in turn, halve while a
 // channel's bytes / chunk < `depth` x the rule's steps and the chunk is above the rule's bytes.

@@ -61,7 +61,8 @@ TEST_CASE("a release uses the newest tuning table listed at or below it; nccl_ve
   CHECK(nccl_for_release(nccl, "2.22.3").tuning_release == "2.21.5");
   CHECK(nccl_for_release(nccl, "2.26.6").tuning_release == "2.25.1");
   CHECK(nccl_for_release(nccl, "2.27.7").tuning_release == "2.27.3");  // LL128 no longer by architecture
-  CHECK(nccl_for_release(nccl, "2.30.7").tuning_release == "2.28.9");
+  CHECK(nccl_for_release(nccl, "2.28.9").tuning_release == "2.28.9");
+  CHECK(nccl_for_release(nccl, "2.30.7").tuning_release == "2.29.2");  // NVLSTree's Blackwell correction from 2.29
   // the newest table is the top-level constants: every prediction as without a release
   const FabricSummary f = node("h100-8x-nvswitch", 8);
   for (double bytes : {8.0, 65536.0, 1073741824.0})

@@ -367,3 +367,53 @@ TEST_CASE(
   const double v_rs = collective_cost(CollectiveKind::reduce_scatter, 8, volta, nccl, ring_simple).latency_s;
   CHECK(v_ar == Approx(1.9 * (base + 2 * (v_rs - base))));
 }
+
+TEST_CASE("an ARM host (Grace) reads the Intel entries of NCCL's per-vendor tables (:230-232, :267-272)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  FabricSummary intel = cluster("h100-ib-cluster", 4), arm = intel;
+  arm.cpu_vendor = CpuVendor::arm;
+  CHECK(busbw(kHuge, arm, nccl, Algorithm::ring, Protocol::ll) ==
+        busbw(kHuge, intel, nccl, Algorithm::ring, Protocol::ll));
+  CHECK(latency(arm, nccl, Algorithm::ring, Protocol::simple) ==
+        latency(intel, nccl, Algorithm::ring, Protocol::simple));
+  CHECK(nccl.net_overhead(CpuVendor::arm) == nccl.net_overhead(CpuVendor::intel));
+  // the GB200 rack is an ARM host (topologies/gb200-nvl72.yaml)
+  CHECK(cluster("gb200-nvl72", 2).cpu_vendor == CpuVendor::arm);
+}
+
+TEST_CASE("NVLSTree on Blackwell with an x86 host: treeCorrectionFactor up to 64 B x 2^23 (:643-645, from 2.29)") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const FabricSummary b200 = cluster("dgx-b200", 2);  // Blackwell, Intel hosts
+  const auto call = [&](const FabricSummary& f, const NcclModel& m, double bytes) {
+    return algorithm_descriptor(Algorithm::nvlstree).cost(CollectiveKind::all_reduce, bytes, Protocol::simple, f, m);
+  };
+  // the bandwidth term (time less latency and fill) of 64 MiB: log2(64 MiB / 64 B) = 20, Simple's factor 0.8
+  const auto bandwidth_s = [&](const FabricSummary& f, const NcclModel& m, double bytes) {
+    const AlgorithmCost c = call(f, m, bytes);
+    return c.time_s - c.latency_s - c.fill_s;
+  };
+  const double mib64 = 64.0 * (1 << 20);
+  FabricSummary grace = b200;
+  grace.cpu_vendor = CpuVendor::arm;  // GB200's Grace: not x86, no correction
+  CHECK(bandwidth_s(b200, nccl, mib64) == Approx(bandwidth_s(grace, nccl, mib64) / 0.8));
+  // NCCL's choice weighs it too
+  const AlgorithmCost c = call(b200, nccl, mib64), g = call(grace, nccl, mib64);
+  CHECK(c.tuner_time_s - c.latency_s == Approx((g.tuner_time_s - g.latency_s) / 0.8));
+  // 512 MiB is the last corrected size (index 23, Simple 0.9); 1 GiB and above none
+  CHECK(bandwidth_s(b200, nccl, 512.0 * (1 << 20)) == Approx(bandwidth_s(grace, nccl, 512.0 * (1 << 20)) / 0.9));
+  CHECK(bandwidth_s(b200, nccl, 1024.0 * (1 << 20)) == Approx(bandwidth_s(grace, nccl, 1024.0 * (1 << 20))));
+  // Hopper is not corrected, nor is NCCL 2.28's NVLSTree
+  const FabricSummary h100 = cluster("h100-ib-cluster", 2);
+  FabricSummary h100_arm = h100;
+  h100_arm.cpu_vendor = CpuVendor::arm;
+  CHECK(bandwidth_s(h100, nccl, mib64) == Approx(bandwidth_s(h100_arm, nccl, mib64)));
+  CHECK(bandwidth_s(b200, nccl_for_release(nccl, "2.28.9"), mib64) == Approx(bandwidth_s(grace, nccl, mib64)));
+  // the tree keeps its 23 sizes: 512 MiB uncorrected for it (:639 "logSize < 23")
+  const FabricSummary four = cluster("h100-ib-cluster", 4);
+  const auto tree_bw = [&](double bytes) {
+    const AlgorithmCost t =
+        algorithm_descriptor(Algorithm::tree).cost(CollectiveKind::all_reduce, bytes, Protocol::simple, four, nccl);
+    return bytes / (t.time_s - t.latency_s - t.fill_s);
+  };
+  CHECK(tree_bw(512.0 * (1 << 20)) == Approx(tree_bw(kHuge)).epsilon(0.001));
+}

@@ -57,8 +57,12 @@ enum class Protocol { automatic, ll, ll128, simple };
 enum class Arch { volta, turing, ampere, ada, hopper, blackwell };
 inline constexpr Arch kArchs[] = {Arch::volta, Arch::turing, Arch::ampere, Arch::ada, Arch::hopper, Arch::blackwell};
 // The host CPUs' vendor, as NCCL reads it (src/graph/tuning.cc: the multi-node LL bandwidth row and the network
-// post overhead depend on it); a topology's `cpu_vendor`, intel by default.
-enum class CpuVendor { intel, amd };
+// post overhead depend on it, and NVLSTree's correction on Blackwell applies on x86 hosts only); a topology's
+// `cpu_vendor`, intel by default. arm: NVIDIA Grace (GB200), an ARM host, which NCCL's tables read as Intel's.
+enum class CpuVendor { intel, amd, arm };
+// The entry of NCCL's per-vendor tables a host reads: AMD's, or Intel's for every other (tuning.cc:230-232
+// getNetOverhead, "1.0" for Intel x86 and anything not x86; :267-272 llMaxBws, "AMD or mixed ? 1 : 0").
+CpuVendor nccl_table_vendor(CpuVendor vendor);
 
 int dtype_bytes(Dtype dtype);
 const char* to_string(Dtype dtype);
@@ -282,7 +286,8 @@ struct NcclReleaseTuning {
   std::vector<std::tuple<Algorithm, Protocol, double>> base_latency_s;
   std::vector<std::tuple<Fabric, Algorithm, Protocol, double>> hw_latency_s;
   std::map<Arch, double> ll_max_busbw_bytes_per_s;
-  std::optional<std::vector<Arch>> ll128_default_archs;  // replaces NcclModel::ll128_default_archs where given
+  std::optional<std::vector<Arch>> ll128_default_archs;        // replaces NcclModel::ll128_default_archs where given
+  std::optional<std::vector<Arch>> nvlstree_correction_archs;  // replaces NcclModel's where given
 };
 
 // How NCCL cuts one call into steps, for the step fidelity (data/nccl.yaml step_chunks, with NCCL's lines): the
@@ -360,8 +365,11 @@ struct NcclModel {
   PipelineFill nvls_fill;          // NVLS (Simple) pipeline fill (data/nccl.yaml)
   PipelineFill ring_fill;          // ring LL128/Simple pipeline fill (data/nccl.yaml)
   NcclStepChunks step_chunks;      // how NCCL cuts a call into steps (step fidelity)
-  // Tree all-reduce bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor)
+  // Bandwidth factor per protocol for sizes 64 B * 2^i (NCCL treeCorrectionFactor), of which an algorithm reads its
+  // first tree_correction_entries (tree; NVLSTree on nvlstree_correction_archs with an x86 host)
   std::map<Protocol, std::vector<double>> tree_correction;
+  std::map<Algorithm, int> tree_correction_entries;
+  std::vector<Arch> nvlstree_correction_archs;
   // A multi-node ring all-reduce's latency factor with Simple, per architecture (data/nccl.yaml)
   std::map<Arch, double> ring_simple_plateau_latency_factor;
   double ring_plateau_factor(Arch arch) const;
