@@ -40,17 +40,25 @@ nlohmann::json to_json(const std::vector<GpuSpec>& gpus) {
   return {{"file", gpu_catalog_dir().string()}, {"gpus", list}};
 }
 
+// The 16-bit GEMM rate the compute model starts from: the bf16 peak (fp16 where the GPU has no bf16) x
+// gemm_efficiency, the best-shape (MAMF) share, as "792.1 (0.80)".
+std::string best_gemm(const GpuSpec& g) {
+  const double peak = g.peak_bf16_flops_per_s > 0 ? g.peak_bf16_flops_per_s : g.peak_fp16_flops_per_s;
+  return fmt::format("{} ({:.2f})", tflops(peak * g.gemm_efficiency), g.gemm_efficiency);
+}
+
 std::string to_text(const std::vector<GpuSpec>& gpus) {
-  std::vector<std::vector<std::string>> rows{
-      {"key (cluster.gpu)", "name", "arch", "memory", "bf16", "fp16", "tf32", "fp32", "fp8", "memory bandwidth"}};
+  std::vector<std::vector<std::string>> rows{{"key (cluster.gpu)", "name", "arch", "memory", "bf16", "fp16", "tf32",
+                                              "fp32", "fp8", "best GEMM", "memory bandwidth"}};
   for (const auto& g : gpus) {
     rows.push_back({g.key, g.name, to_string(g.arch), gpu_memory_label(g), tflops(g.peak_bf16_flops_per_s),
                     tflops(g.peak_fp16_flops_per_s), tflops(g.peak_tf32_flops_per_s), tflops(g.peak_fp32_flops_per_s),
-                    tflops(g.peak_fp8_flops_per_s), format_bandwidth(g.memory_bandwidth_bytes_per_s)});
+                    tflops(g.peak_fp8_flops_per_s), best_gemm(g), format_bandwidth(g.memory_bandwidth_bytes_per_s)});
   }
-  std::string out =
-      fmt::format("GPUs in {} (peaks in TFLOPS, dense: no 2:4 sparsity; '-': no such unit; GB = 1e9 bytes)\n",
-                  gpu_catalog_dir().string());
+  std::string out = fmt::format(
+      "GPUs in {} (peaks in TFLOPS, dense: no 2:4 sparsity; '-': no such unit; GB = 1e9 bytes; best GEMM: the 16-bit "
+      "peak x gemm_efficiency, the rate of large well-shaped GEMMs before tile and wave quantization)\n",
+      gpu_catalog_dir().string());
   out += render_table(rows) + "Sources:\n";
   for (const auto& g : gpus) out += fmt::format("  {}: {}\n", g.key, g.source.empty() ? "(none given)" : g.source);
   return out;

@@ -159,8 +159,8 @@ check cost-zero-price 2 "--set cluster.price_per_gpu_hour=0: cluster.price_per_g
 check cost-nan-tokens 2 "training.total_tokens: expected a finite number" -- "$dpsim" estimate "$s/llama3.1-8b-8xh100.yaml" --set training.total_tokens=nan
 # The GPU catalog: keys sorted, memory in GB with the GiB it is written in, dense peaks, sources; and the
 # did-you-mean for a GPU key with its parts reordered (scenario and topology file) or a topology name.
-check inspect-gpus 0 "^A100-SXM-80GB +NVIDIA A100-SXM4-80GB +ampere +85\.90 GB \(80 GiB\) +312\.0 +312\.0 +156\.0 +19\.5 +- +2039\.0 GB/s$" -- "$dpsim" inspect gpus
-check inspect-gpus-fp8 0 "^H100-SXM +NVIDIA H100 80GB HBM3 +hopper .* +989\.0 +989\.0 +494\.5 +67\.0 +1979\.0 +3350\.0 GB/s$" -- "$dpsim" inspect gpus
+check inspect-gpus 0 "^A100-SXM-80GB +NVIDIA A100-SXM4-80GB +ampere +85\.90 GB \(80 GiB\) +312\.0 +312\.0 +156\.0 +19\.5 +- +268\.3 \(0\.86\) +2039\.0 GB/s$" -- "$dpsim" inspect gpus
+check inspect-gpus-fp8 0 "^H100-SXM +NVIDIA H100 80GB HBM3 +hopper .* +989\.0 +989\.0 +494\.5 +67\.0 +1979\.0 +791\.2 \(0\.80\) +3350\.0 GB/s$" -- "$dpsim" inspect gpus
 check inspect-gpus-no-bf16 0 "^V100-SXM2-32GB .* 34\.36 GB \(32 GiB\) +- +125\.0 +- +15\.7 " -- "$dpsim" inspect gpus
 check inspect-gpus-sources 0 "^  H100-SXM: NVIDIA H100 datasheet" -- "$dpsim" inspect gpus
 check inspect-gpus-json 0 '"memory_as_written": "143771MiB"' -- "$dpsim" inspect gpus --json
