@@ -543,10 +543,16 @@ NcclModel load_nccl(const fs::path& file) {
   m.nvls_fill = parse_fill(root.at("nvls_fill"));
   m.ring_fill = parse_fill(root.at("ring_fill"));
   m.step_chunks = parse_step_chunks(root.at("step_chunks"));
-  if (auto t = root.get("tree_correction_factor")) m.tree_correction = parse_tree_correction(*t);
-  if (auto e = root.get("tree_correction_entries"))
-    for (const auto& key : e->keys())
-      m.tree_correction_entries[parse_algorithm_key(*e, key)] = static_cast<int>(e->at(key).as_int(0, 64));
+  if (auto t = root.get("tree_correction_factor")) {
+    m.tree_correction = parse_tree_correction(*t);
+    // How many of the sizes each algorithm reads (tuning.cc:639, :643): required with the table, at most its length.
+    const YNode e = root.at("tree_correction_entries");
+    size_t shortest = SIZE_MAX;
+    for (const auto& [p, factors] : m.tree_correction) shortest = std::min(shortest, factors.size());
+    for (const auto& key : e.keys())
+      m.tree_correction_entries[parse_algorithm_key(e, key)] =
+          static_cast<int>(e.at(key).as_int(0, static_cast<int64_t>(shortest)));
+  }
   if (auto a = root.get("nvlstree_correction_architectures")) m.nvlstree_correction_archs = parse_arch_list(*a);
   const YNode plateau = root.at("ring_simple_plateau_latency_factor");
   for (const auto& key : plateau.keys())
