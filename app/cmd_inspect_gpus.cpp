@@ -43,7 +43,7 @@ nlohmann::json to_json(const std::vector<GpuSpec>& gpus) {
 // The 16-bit GEMM rate the compute model starts from: the bf16 peak (fp16 where the GPU has no bf16) x
 // gemm_efficiency, the best-shape (MAMF) share, as "792.1 (0.80)".
 std::string best_gemm(const GpuSpec& g) {
-  const double peak = g.peak_bf16_flops_per_s > 0 ? g.peak_bf16_flops_per_s : g.peak_fp16_flops_per_s;
+  const double peak = g.peak_flops_per_s(g.peak_bf16_flops_per_s > 0 ? Dtype::bf16 : Dtype::fp16);
   return fmt::format("{} ({:.2f})", tflops(peak * g.gemm_efficiency), g.gemm_efficiency);
 }
 

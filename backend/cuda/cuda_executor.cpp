@@ -216,7 +216,7 @@ CudaExecutor::CudaExecutor(const StepPlan& plan, const StepLayout& layout, const
   s.buffers = plan_shard_buffers(plan, program, layout, shard_rank, tensor_rank, stage);
   s.unit_base.assign(s.buffers.units.size(), 0);
   // Before any gather is issued (a world of 1 issues none): where each of this rank's units is first gathered.
-  const RankProgram& own = program.classes.at(static_cast<size_t>(program.classes.size() > 1 ? stage : 0));
+  const RankProgram& own = program.classes.at(static_cast<size_t>(stage));  // rank_stage: 0 without stages
   for (size_t i = own.comms.size(); i-- > 0;)
     if (s.buffers.gathered_at.size() > i && s.buffers.gathered_at[i] >= 0)
       s.unit_base.at(static_cast<size_t>(own.comms[i].unit)) = s.buffers.gathered_at[i];

@@ -9,6 +9,7 @@
 #include "../source_dir.hpp"
 #include "dpsim/cost.hpp"
 #include "dpsim/load.hpp"
+#include "nccl_yaml_edit.hpp"
 
 using namespace dpsim;
 
@@ -145,19 +146,7 @@ TEST_CASE("a per-architecture hop latency replaces NCCL's for that GPU only; a c
   // 8 GPUs: LL base 6.6 us + 14 hops of NCCL's 0.6 us on both
   CHECK(allreduce_cost(8, summarize_fabric(a100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 0.6e-6));
   // hw_latency.by_arch: {ampere: {nvlink: {ring: {ll: 2.6us}}}} (the Azure A100 VM's floor), read from YAML
-  {
-    std::ifstream in(src("data/nccl.yaml"));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string yaml = text.str();
-    const std::string key = "\nhw_latency:\n";
-    REQUIRE(yaml.find(key) != std::string::npos);
-    yaml.replace(yaml.find(key), key.size(), key + "  by_arch: {ampere: {nvlink: {ring: {ll: 2.6us}}}}\n");
-    const auto file = std::filesystem::temp_directory_path() / "dpsim-nccl-by-arch.yaml";
-    std::ofstream(file) << yaml;
-    nccl = load_nccl(file);
-    std::filesystem::remove(file);
-  }
+  nccl = test::load_nccl_with("\nhw_latency:\n", "\nhw_latency:\n  by_arch: {ampere: {nvlink: {ring: {ll: 2.6us}}}}\n");
   CHECK(allreduce_cost(8, summarize_fabric(h100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 0.6e-6));
   CHECK(allreduce_cost(8, summarize_fabric(a100), nccl, ring_ll).latency_s == Approx(6.6e-6 + 14 * 2.6e-6));
   // then NCCL's LL128 (40.6 us) is the A100's small-message floor
