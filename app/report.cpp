@@ -44,6 +44,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   scen.add("model", s.model.name);
   scen.add("cluster", fmt::format("{} ({} node{} x {} GPUs = {} GPUs)", s.topology.name, s.topology.nodes,
                                   s.topology.nodes > 1 ? "s" : "", s.topology.gpus_per_node, s.world_size()));
+  scen.add("gpu", s.topology.gpu.name);  // the topology's, or cluster.gpu's where the scenario names another
   scen.add("parallelism", parallelism_label(s, r));
   const bool tensor = r.tensor_parallel > 1;
   scen.add("batch", fmt::format("micro-batch {} x sequence {} x accumulation {} per {}", s.training.micro_batch,
