@@ -178,6 +178,21 @@ int pipeline_warmup_forwards(PipelineSchedule schedule, int stages, int micro_ba
   return warmup_forwards(schedule, stages, micro_batches, virtual_stages, rank);
 }
 
+double peak_held_bytes(const std::vector<PipelineSlot>& stage_slots, const std::vector<double>& kept_per_chunk) {
+  const auto kept = [&](int chunk) { return kept_per_chunk.at(static_cast<size_t>(chunk)); };
+  std::set<std::pair<int, int>> held;
+  double now = 0, most = 0;
+  for (const PipelineSlot& s : stage_slots) {
+    if (s.forward) {
+      if (held.emplace(s.micro, s.chunk).second) now += kept(s.chunk);
+      most = std::max(most, now);
+    } else if (held.erase({s.micro, s.chunk}) > 0) {
+      now -= kept(s.chunk);
+    }
+  }
+  return most;
+}
+
 int max_in_flight(const std::vector<PipelineSlot>& stage_slots) {
   std::set<std::pair<int, int>> held;
   int most = 0;

@@ -264,8 +264,12 @@ OptimizerStep optimizer_step(const Scenario& s, int64_t parameters, int64_t tens
 // Under pipelining (`stage`'s units only) every unit stays gathered for the whole step and its full gradients
 // accumulate over the micro-batches until the last one's backward reduce-scatters them (PyTorch's pipelining stage
 // turns FSDP's gradient sync off for all but the last micro-batch: torch/distributed/pipelining/stage.py
-// backward_maybe_with_nosync).
-double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& parts, int stage) {
+// backward_maybe_with_nosync), in `accumulated_grad_bytes` per element: fully_shard keeps them in its reduce dtype
+// where that differs from the gradients' (torch/distributed/fsdp/_fully_shard/_fsdp_param.py
+// FSDPParam.to_accumulated_grad_if_needed: "self.unsharded_accumulated_grad = unsharded_grad.to(self.reduce_dtype)"),
+// so bf16 gradients reduced in fp32 are held in fp32.
+double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& parts, double accumulated_grad_bytes,
+                                 int stage) {
   const Sharded& sh = plan.sharded;
   if (sh.sharding != Sharding::zero3 || sh.units.empty()) return 0.0;
   if (plan.pipeline.stages > 1) {
@@ -275,7 +279,7 @@ double unsharded_in_flight_bytes(const StepPlan& plan, const ModelStateParts& pa
         weights += static_cast<double>(u.parameters);
         grads += static_cast<double>(u.gradient_parameters());
       }
-    return weights * parts.weights + grads * parts.grads;
+    return weights * parts.weights + grads * accumulated_grad_bytes;
   }
   std::vector<double> blocks;
   double root = 0;
@@ -613,19 +617,22 @@ StepPlan make_step_plan(const Scenario& s) {
                                    : bucketed && !s.ddp.gradient_as_bucket_view ? static_cast<double>(grad_bytes_held)
                                                                                 : 0.0;
     need.in_flight = plan.pipeline.stages > 1 ? max_in_flight(slots[static_cast<size_t>(stage)]) : 1;
-    double kept = 0, largest = 0;
+    std::vector<double> kept(static_cast<size_t>(plan.pipeline.virtual_stages), 0.0);
+    double largest = 0;
     for (int chunk = 0; chunk < plan.pipeline.virtual_stages; ++chunk) {
       const auto a = kept_activations(s, ops, plan, [&](int o) {
         return plan.pipeline.stage_of(o) == stage && plan.pipeline.chunk_of(o) == chunk;
       });
-      kept = std::max(kept, a.kept);
+      kept[static_cast<size_t>(chunk)] = a.kept;
       largest = std::max(largest, a.largest);
     }
-    need.memory.activation_bytes = s.training.activations ? kept * need.in_flight + largest : 0.0;
+    const double held = plan.pipeline.stages > 1 ? peak_held_bytes(slots[static_cast<size_t>(stage)], kept) : kept[0];
+    need.memory.activation_bytes = s.training.activations ? held + largest : 0.0;
     for (size_t o = 0; o < ops.size(); ++o)
       if (plan.pipeline.stage_of(static_cast<int>(o)) == stage)
         need.memory.weight_copy_bytes += ops[o].weight_copy_bytes;
-    need.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts, stage);
+    need.memory.unsharded_bytes =
+        unsharded_in_flight_bytes(plan, parts, dtype_bytes(s.fsdp.reduce_dtype.value_or(s.training.grad_dtype)), stage);
     plan.pipeline.stage.push_back(need);
   }
   const auto most = std::max_element(

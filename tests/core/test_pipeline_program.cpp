@@ -263,6 +263,14 @@ TEST_CASE(
     CHECK(need.memory.unsharded_bytes == Approx(4.0 * static_cast<double>(parameters_of_stage[stage])));
     CHECK(need.memory.model_state_bytes == Approx(16.0 * static_cast<double>(parameters_of_stage[stage]) / 4));
   }
+  // fsdp.reduce_dtype fp32: fully_shard accumulates the unsharded gradients between micro-batches in fp32
+  // (_fsdp_param.py to_accumulated_grad_if_needed), so each stage holds 2 + 4 bytes per parameter in full, not 2 + 2.
+  Scenario fp32_reduce = s;
+  fp32_reduce.fsdp.reduce_dtype = Dtype::fp32;
+  const StepPlan upcast = make_step_plan(fp32_reduce);
+  for (int stage = 0; stage < 2; ++stage)
+    CHECK(upcast.pipeline.stage[static_cast<size_t>(stage)].memory.unsharded_bytes ==
+          Approx(6.0 * static_cast<double>(parameters_of_stage[stage])));
   const StepProgram p = make_step_program(plan);
   REQUIRE(p.classes.size() == 2);
   for (const RankProgram& r : p.classes) {

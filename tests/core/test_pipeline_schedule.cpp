@@ -104,6 +104,22 @@ TEST_CASE("activations in flight: 1F1B holds min(p, m) on stage 0, GPipe m, inte
   CHECK(max_in_flight({B(0), F(1), F(2), B(1)}) == 2);
 }
 
+TEST_CASE("activation bytes held: each chunk's own bytes, the last chunk's (the logits) held once at a time",
+          "[pipeline]") {
+  const auto s = pipeline_schedule(interleaved, 4, 8, 2);
+  // Equal chunks: the count of pairs held x one chunk's bytes.
+  for (int r = 0; r < 4; ++r) CHECK(peak_held_bytes(s[r], {3.0, 3.0}) == Approx(3.0 * max_in_flight(s[r])));
+  // The last stage runs its (v - 1)p = 4 warm-up forwards through chunk 0, then each chunk-1 forward (the output
+  // layer and the loss) is followed by its own backward: at most 4 chunk-0 pairs and one chunk-1 pair are held, not
+  // 5 pairs of the heavier chunk.
+  CHECK(peak_held_bytes(s[3], {1.0, 10.0}) == Approx(4 * 1.0 + 10.0));
+  CHECK(peak_held_bytes(s[3], {1.0, 10.0}) < max_in_flight(s[3]) * 10.0);
+  // Plain 1F1B has one chunk: its peak is the count x that chunk.
+  CHECK(peak_held_bytes(pipeline_schedule(one_f_one_b, 4, 8, 1)[0], {2.5}) == Approx(4 * 2.5));
+  // A backward of a pair never forwarded releases nothing.
+  CHECK(peak_held_bytes({B(0), F(1), F(2), B(1)}, {2.0}) == Approx(4.0));
+}
+
 TEST_CASE("step time: GPipe and 1F1B take (m + p - 1)(f + b), interleaving (m + (p - 1)/v)(f + b)", "[pipeline]") {
   const double f = 1.25, b = 2.5;  // a whole stage's forward and backward of one micro-batch
   for (int p : {1, 2, 3, 4, 8})

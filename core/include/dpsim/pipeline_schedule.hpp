@@ -42,10 +42,14 @@ std::vector<std::vector<PipelineSlot>> pipeline_schedule(PipelineSchedule schedu
 // backward in turn, then the remaining backwards).
 int pipeline_warmup_forwards(PipelineSchedule schedule, int stages, int micro_batches, int virtual_stages, int rank);
 
-// The most (micro-batch, chunk) activations a stage holds at once: pairs forwarded and not yet backwarded. A
-// chunk holds 1/virtual_stages of the stage's layers, so the stage's activation memory is this count x the
-// activations of one micro-batch through one chunk.
+// The most (micro-batch, chunk) activations a stage holds at once: pairs forwarded and not yet backwarded.
 int max_in_flight(const std::vector<PipelineSlot>& stage_slots);
+
+// The most activation bytes a stage holds at once: over its slots in order, the sum of kept_per_chunk[chunk] of the
+// pairs forwarded and not yet backwarded. Chunks differ (the first holds the embedding, the last the output layer and
+// the loss, whose vocabulary-wide logits can outweigh a chunk's layers), and an interleaved schedule holds many
+// micro-batches of the early chunks but only one or two of the last: the count x the largest chunk overstates it.
+double peak_held_bytes(const std::vector<PipelineSlot>& stage_slots, const std::vector<double>& kept_per_chunk);
 
 // Transformer layers per virtual stage, in model order: element virtual_stage(r, c, stages) is the count of
 // model chunk c of stage r. With `explicit_layers` empty, an even split (Megatron's get_num_layers_to_build);
