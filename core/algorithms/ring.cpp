@@ -44,13 +44,14 @@ AlgorithmCost cost(CollectiveKind kind, double bytes, Protocol p, const FabricSu
   // A small LL call runs on fewer channels and threads than NCCL's model (which chooses by it) assumes.
   const double call_bw_s = p == Protocol::ll ? sent / ll_call_busbw(busbw, bytes, f, nccl) : bw_s;
   // The pipeline fill is GPU-side (NCCL's smaller chunks and fewer channels for smaller messages); LL moves
-  // 8-byte lines with flags and has none. It runs beside the transfer: when the network, not the node's own
-  // fabric, is the bottleneck, the NIC hides it (3 A100 nodes x 4 HDR reach 96 GB/s already at 128 MB,
-  // nccl-tests#119), so only what exceeds the bottleneck's transfer time is paid.
+  // 8-byte lines with flags and has none. It runs beside the transfer, at the GPUs' own links: when the network or
+  // the host-memory staging of NCCL's SHM transport, not those links, is the bottleneck, the slower stage hides it
+  // (3 A100 nodes x 4 HDR reach 96 GB/s already at 128 MB, nccl-tests#119; 2x RTX 2080 Ti through host memory sit
+  // within 1% of their plateau from 512 KiB), so only what exceeds the bottleneck's transfer time is paid.
   double fill = 0;
   if (p != Protocol::ll) {
     const double gpu_side_s =
-        sent / protocol_busbw(intra_ring_busbw(f, nccl), p, f, nccl) + nccl.ring_fill.seconds(bytes);
+        sent / protocol_busbw(intra_link_busbw(f, nccl), p, f, nccl) + nccl.ring_fill.seconds(bytes);
     fill = std::max(0.0, gpu_side_s - bw_s);
   }
   return {true, latency, latency + fill + call_bw_s, fill, latency + fill + bw_s};

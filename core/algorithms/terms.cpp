@@ -22,6 +22,10 @@ double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
   return f.intra_shm_edges == f.intra_ring_edges ? shm : std::min(p2p, shm);
 }
 
+double intra_link_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
+}
+
 double inter_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
   return f.inter_ring_bytes_per_s * nccl.ring_efficiency_for(f.net_class, f.arch);
 }

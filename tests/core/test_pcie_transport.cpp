@@ -113,3 +113,17 @@ TEST_CASE("the shipped boxes: a stock GeForce box stages through host memory, it
   const Topology measured = load_topology(src("topologies/rtx2080ti-2x-pcie3.yaml"));
   CHECK(measured.intra.host_staged_bytes_per_s == Approx(5.70e9));
 }
+
+TEST_CASE("through host memory the GPU-side pipeline fill hides behind the slower host staging, as behind a NIC") {
+  const NcclModel nccl = load_nccl(src("data/nccl.yaml"));
+  const auto ring_4mib = [&](const Topology& t) {
+    return allreduce_cost(4 << 20, summarize_fabric(t), nccl, {Algorithm::ring, Protocol::simple});
+  };
+  Topology t = pcie_box(4, 1, false, CpuVendor::amd);  // GeForce: every hop through host memory
+  t.intra.host_staged_bytes_per_s = 10e9;              // staging at 7 GB/s, the links at 25.9: the fill hides
+  REQUIRE(summarize_fabric(t).intra_shm_edges == 4);
+  CHECK(ring_4mib(t).fill_s == 0.0);
+  t.gpu.pcie_p2p = true;  // the same box peer-to-peer: the links bind, and the fill is paid
+  REQUIRE(summarize_fabric(t).intra_shm_edges == 0);
+  CHECK(ring_4mib(t).fill_s > 0.0);
+}

@@ -131,7 +131,7 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
       // +23..+78% -> +15..+65%; the 8x RTX 5090 of nccl#1639 (GeForce, no host rate stated: the link's fraction)
       // +46% / -36% -> -55% / -43%; the RTX PRO 6000 boxes stay peer-to-peer (their source sets NCCL_P2P_LEVEL=SYS)
       {"pcie", "allreduce_busbw_large", 12, 0.1671, 0.8592},
-      {"pcie", "allreduce_busbw_mid", 20, 0.1264, 0.6512},
+      {"pcie", "allreduce_busbw_mid", 20, 0.0531, 0.6836},
       // < 1 MiB: 4x A100 PCIe, -g 4 (one thread: floor 4 x 4.2 us = 16.8 us against the log's ~23 us, weak P2P beyond
       // it): busbw 53.5% -> 46.3%, time 45.6% -> 27.5% (issue 17)
       // NCCL's LL128 default only where the ranks talk over NVLink (tuning.cc 2.30.7:531): PCIe-only nodes run
@@ -277,9 +277,10 @@ TEST_CASE("reference set: errors per interconnect class as reached") {
 TEST_CASE("reference set: the issue's targets, as reached") {
   const auto t = check_targets(report());
   REQUIRE(t.size() == 8);
-  CHECK(t[0].value == Approx(0.0441).margin(0.001));  // busbw >= 1 MiB median (361 numbers): target 4% (issue 17;
+  CHECK(t[0].value == Approx(0.0426).margin(0.001));  // busbw >= 1 MiB median (361 numbers): target 4% (issue 17;
                                                       // issue 5's 5%), MISSED since
-                                                      // issue 17's multi-node sweeps (5.1% before NVLSTree kept one
+                                                      // issue 17's multi-node sweeps (4.4% before the ring's fill hid
+                                                      // behind SHM staging; 5.1% before NVLSTree kept one
                                                       // node's NVLS bus bandwidth; 6.5% before NVLSTree's chunk-
                                                       // pipeline fill; 5.8% over 294 with the A100 and first H100
                                                       // ones; 4.8% over the 221 before them; 4.5% over 207 before
