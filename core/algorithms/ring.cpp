@@ -46,8 +46,9 @@ AlgorithmCost cost(CollectiveKind kind, double bytes, Protocol p, const FabricSu
   // The pipeline fill is GPU-side (NCCL's smaller chunks and fewer channels for smaller messages); LL moves
   // 8-byte lines with flags and has none. It runs beside the transfer, at the GPUs' own links: when the network or
   // the host-memory staging of NCCL's SHM transport, not those links, is the bottleneck, the slower stage hides it
-  // (3 A100 nodes x 4 HDR reach 96 GB/s already at 128 MB, nccl-tests#119; 2x RTX 2080 Ti through host memory sit
-  // within 1% of their plateau from 512 KiB), so only what exceeds the bottleneck's transfer time is paid.
+  // (3 A100 nodes x 4 HDR reach 96 GB/s already at 128 MB, nccl-tests#119; through host memory, 2x RTX 2080 Ti and
+  // 4x RTX 5090 at 1-16 MiB come within 1% and 4-8% of their published curves with it hidden, -3% and -11..-13% with
+  // it paid), so only what exceeds the bottleneck's transfer time is paid.
   double fill = 0;
   if (p != Protocol::ll) {
     const double gpu_side_s =

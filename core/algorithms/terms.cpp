@@ -15,15 +15,15 @@ double base_latency(const NcclModel& nccl, Algorithm a, Protocol p) {
   return it == nccl.base_latency_s.end() ? 0.0 : std::max(0.0, it->second.get(p));
 }
 
+double intra_link_busbw(const FabricSummary& f, const NcclModel& nccl) {
+  return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
+}
+
 double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {
-  const double p2p = f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
+  const double p2p = intra_link_busbw(f, nccl);
   if (f.intra_shm_edges == 0) return p2p;
   const double shm = shm_busbw(f, nccl);  // PCIe hops through host memory (NCCL's SHM)
   return f.intra_shm_edges == f.intra_ring_edges ? shm : std::min(p2p, shm);
-}
-
-double intra_link_busbw(const FabricSummary& f, const NcclModel& nccl) {
-  return f.intra_ring_bytes_per_s * nccl.ring_efficiency_for(f.intra_class, f.arch);
 }
 
 double inter_ring_busbw(const FabricSummary& f, const NcclModel& nccl) {

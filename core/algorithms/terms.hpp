@@ -11,9 +11,9 @@ namespace dpsim::algorithms {
 Fabric intra_fabric(const FabricSummary& f);
 double base_latency(const NcclModel& nccl, Algorithm a, Protocol p);
 // The effective ring bus bandwidth inside a node / end to end: nominal bottleneck x measured efficiency of its class.
+double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl);
 // The node's ring over its GPU links alone (peer-to-peer), as if no hop staged through host memory.
 double intra_link_busbw(const FabricSummary& f, const NcclModel& nccl);
-double intra_ring_busbw(const FabricSummary& f, const NcclModel& nccl);
 double ring_busbw(const FabricSummary& f, const NcclModel& nccl);
 double inter_ring_busbw(const FabricSummary& f, const NcclModel& nccl);  // the network side alone
 // NCCL's cap on LL bus bandwidth: by architecture on one node, by host CPU vendor and node count across nodes.

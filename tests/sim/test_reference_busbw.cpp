@@ -60,7 +60,8 @@ std::vector<validation::ReferencePoint> load_points() {
 //   300: +29%), 2x RTX 2080 Ti (20-21 GB/s of 50: +72..+112%): each reaches about 0.4-0.7 of its bridge, not the 0.90
 //   of data/nccl.yaml ring_efficiency.nvlink_mesh (measured on 8x V100).
 // - PCIe through host memory: 4x A100 PCIe on two sockets, every pair SYS, so NCCL's SHM at the source's 10.71 GB/s
-//   P2P-disabled copy rate (+15..+65%; +23..+78% when dpsim ran it peer-to-peer). (2x RTX 2080 Ti with P2P off,
+//   P2P-disabled copy rate (+18..+68%, +15..+65% before the ring's fill hid behind the staging; +23..+78% when dpsim
+//   ran it peer-to-peer). (2x RTX 2080 Ti with P2P off,
 //   staged through host memory, is within 3%: data/nccl.yaml ring_efficiency.shm is fitted to it.)
 // - 4x RTX 5090 without P2P (nccl-tests#287, GENOA-01, NCCL's SHM; held out): within 10% since the GPU-side fill hides
 //   behind the host staging (ring.cpp; 1-16 MiB -11..-13% before), 1 MiB -7.8%, 2-16 MiB -4..-6%, 32-128 MiB -2..-3%.
