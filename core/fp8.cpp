@@ -69,6 +69,11 @@ std::vector<Op> with_fp8_casts(std::vector<Op> ops, const Training& training) {
       continue;
     }
     op.fp8 = true;
+    // What the matmul keeps for its weight gradient is the FP8 copy of its input, not the 16-bit input: Transformer
+    // Engine saves the quantized input and drops its row-wise data ("Discard row-wise data since it is not needed in
+    // backward pass", inputmat.update_usage(rowwise_usage=False, columnwise_usage=True); saved_inputmat = inputmat:
+    // transformer_engine/pytorch/module/linear.py:616-621 at d0067d0).
+    op.activation_bytes_per_sample *= kFp8CopyBytes / dtype_bytes(training.compute());
     out.push_back(forward_casts(op, training));
     Op after = gradient_cast(op, training);
     out.push_back(std::move(op));
