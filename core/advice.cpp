@@ -409,14 +409,26 @@ std::string smaller_tensor_degrees(const Scenario& s, const StepResult& r, const
   return text;
 }
 
-// Tensor parallelism's collectives run on the compute stream (Megatron-LM's f and g): none of them is hidden.
+// Tensor parallelism's collectives run on the compute stream (Megatron-LM's f and g): none of them is hidden, unless
+// Transformer Engine overlaps them with the GEMMs beside them (parallelism.tp_comm_overlap), which needs sequence
+// parallelism.
 std::vector<std::string> tensor_comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::vector<std::string> out;
-  out.push_back(
-      fmt::format("Tensor-communication-bound: the tensor-parallel collectives of the {}-GPU groups are "
-                  "{:.0f}% of the step ({}), on the compute stream, so none is hidden.{}",
-                  s.parallelism.tensor, 100.0 * r.tensor_comm_s / r.step_time_s, format_seconds(r.tensor_comm_s),
-                  smaller_tensor_degrees(s, r, evaluate)));
+  out.push_back(fmt::format(
+      "Tensor-communication-bound: the tensor-parallel collectives of the {}-GPU groups are {:.0f}% of the step "
+      "({}), {}.{}",
+      s.parallelism.tensor, 100.0 * r.tensor_comm_s / r.step_time_s, format_seconds(r.tensor_comm_s),
+      s.parallelism.tp_comm_overlap ? "what Transformer Engine's overlap with the GEMMs beside them leaves exposed"
+                                    : "on the compute stream, so none is hidden",
+      smaller_tensor_degrees(s, r, evaluate)));
+  if (s.parallelism.sequence_parallel && !s.parallelism.tp_comm_overlap) {
+    Scenario overlapped = s;
+    overlapped.parallelism.tp_comm_overlap = true;
+    out.push_back(fmt::format(
+        "parallelism.tp_comm_overlap: true (Transformer Engine's userbuffers, Megatron-Core's --tp-comm-overlap) runs "
+        "the sequence-parallel all-gathers and reduce-scatters beside the linear layers' GEMMs: {}.",
+        gain(r, evaluated(overlapped, evaluate))));
+  }
   if (!s.parallelism.sequence_parallel) {
     Scenario sp = s;
     sp.parallelism.sequence_parallel = true;

@@ -145,7 +145,11 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
   double& clock = clock_[static_cast<size_t>(in.stream)];
   t.ready_s = call.inputs_ready.kind == EventKind::none ? clock : ready ? *ready : 0.0;
   t.start_s = clock;
-  const double seconds = t.moves ? t.cost.time_s + s_.nccl.framework_launch_overhead_s : 0.0;
+  const double seconds =
+      !t.moves ? 0.0
+      : call.tp_overlap != TpOverlap::none
+          ? blocking_call_s(call, t.cost.time_s, op_s_, s_.parallelism.tensor, s_.topology.gpu.sm_count, s_.nccl)
+          : t.cost.time_s + s_.nccl.framework_launch_overhead_s;
   clock += seconds;
   t.end_s = clock;
   if (in.stream != StepProgram::kCompute)

@@ -507,6 +507,7 @@ NcclModel load_nccl(const fs::path& file) {
                    "fsdp_inflight_all_gathers",
                    "table_edge_latency",
                    "network_hops",
+                   "tp_comm_overlap",
                    "communicator_memory"});
   NcclModel m;
   m.file = file.string();
@@ -592,6 +593,10 @@ NcclModel load_nccl(const fs::path& file) {
     if (!m.ring_efficiency.count(key)) ring.fail(fmt::format("missing required key \"{}\"", key));
   }
   if (!m.ring_efficiency.count("nvlink_mesh")) m.ring_efficiency["nvlink_mesh"] = m.ring_efficiency["nvswitch"];
+  const YNode tp = root.at("tp_comm_overlap");
+  tp.allow_only({"pipeline_splits", "comm_sms"});
+  m.tp_overlap_pipeline_splits = static_cast<int>(tp.at("pipeline_splits").as_int(1, 64));
+  m.tp_overlap_comm_sms = static_cast<int>(tp.at("comm_sms").as_int(0, 1024));
   m.overlap_slowdown = root.at("overlap_slowdown").as_positive_number();
   if (m.overlap_slowdown < 1) root.at("overlap_slowdown").fail("must be >= 1 (a slowdown)");
   return m;

@@ -282,8 +282,8 @@ std::string data_degree_mismatch(int world_size, const Parallelism& p) {
 // HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are zero3 and zero2 inside each shard group, replicated across the groups.
 // Tensor parallelism takes `tensor` GPUs of each node; the data-parallel degree is the rest of the world.
 Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec& model) {
-  n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "pipeline", "schedule",
-                "virtual_stages", "pipeline_layers"});
+  n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "tp_comm_overlap", "pipeline",
+                "schedule", "virtual_stages", "pipeline_layers"});
   Parallelism p;
   if (auto v = n.get("tensor")) p.tensor = parse_tensor(*v, t, model);
   if (auto v = n.get("sequence_parallel")) {
@@ -292,6 +292,13 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
       v->fail(
           "sequence parallelism splits the tensor-parallel group's norms along the sequence; it needs "
           "parallelism.tensor > 1");
+  }
+  if (auto v = n.get("tp_comm_overlap")) {
+    p.tp_comm_overlap = v->as_bool();
+    if (p.tp_comm_overlap && !p.sequence_parallel)
+      v->fail(
+          "Transformer Engine overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs beside "
+          "them; it needs parallelism.sequence_parallel: true (and parallelism.tensor > 1)");
   }
   parse_pipeline(n, t, model, p);
   const int world = t.world_size() / (p.tensor * p.pipeline);

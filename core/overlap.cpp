@@ -1,5 +1,7 @@
 #include "dpsim/overlap.hpp"
 
+#include <algorithm>
+
 namespace dpsim {
 
 void NcclModel::set_overlap_slowdown_everywhere(double slowdown) {
@@ -25,6 +27,35 @@ std::array<double, kOverlapLevels> overlap_slowdowns(const NcclModel& nccl, cons
     return static_cast<double>(gpu.sm_count) / (gpu.sm_count - ctas);
   };
   return {1.0, ring, beside_nvls(false), beside_nvls(true)};
+}
+
+double tp_overlap_exposed_s(TpOverlap method, double comm_s, double gemm_s, int tensor, int sm_count,
+                            const NcclModel& nccl) {
+  if (method == TpOverlap::none) return comm_s;
+  // The GEMM on the SMs the collective leaves it ("num_sm" 16 and "set_sm_margin" for pipeline and bulk; the ring
+  // exchange runs on copy engines and one SM: none taken).
+  const int taken = method == TpOverlap::ring_exchange ? 0 : nccl.tp_overlap_comm_sms;
+  const double slowed = sm_count > taken && taken > 0 ? gemm_s * sm_count / (sm_count - taken) : gemm_s;
+  double overlapped = 0;
+  switch (method) {
+    case TpOverlap::ring_exchange: {
+      // tp chunks: the first is local, each later one arrives while the GEMM runs on the one before
+      const int n = std::max(1, tensor);
+      const double gemm_chunk = slowed / n, comm_chunk = n > 1 ? comm_s / (n - 1) : 0.0;
+      overlapped = gemm_chunk + (n - 1) * std::max(gemm_chunk, comm_chunk);
+      break;
+    }
+    case TpOverlap::pipeline: {
+      // the GEMM in `splits` chunks, each chunk's reduce-scatter beside the next chunk's GEMM; the last one's alone
+      const int n = std::max(1, nccl.tp_overlap_pipeline_splits);
+      const double gemm_chunk = slowed / n, comm_chunk = comm_s / n;
+      overlapped = gemm_chunk + (n - 1) * std::max(gemm_chunk, comm_chunk) + comm_chunk;
+      break;
+    }
+    case TpOverlap::bulk: overlapped = std::max(slowed, comm_s); break;
+    case TpOverlap::none: break;
+  }
+  return std::max(0.0, overlapped - gemm_s);
 }
 
 }  // namespace dpsim

@@ -495,6 +495,7 @@ StepPlan make_step_plan(const Scenario& s) {
   plan.gradient_accumulation = s.training.gradient_accumulation;
   plan.samples_per_step = s.samples_per_step();
   plan.overlap_grad_reduce = s.ddp.overlap_grad_reduce;
+  plan.tp_comm_overlap = s.parallelism.tp_comm_overlap;
   plan.dims = {s.data_parallel(), s.parallelism.tensor, s.parallelism.pipeline,
                s.parallelism.hybrid ? s.parallelism.shard_group : 0};
   check_dims(plan.dims);

@@ -11,6 +11,14 @@
 
 namespace dpsim {
 
+double blocking_call_s(const CommCall& call, double comm_s, const OpSeconds& op_s, int tensor, int sm_count,
+                       const NcclModel& nccl) {
+  if (call.tp_overlap == TpOverlap::none || call.overlap_op < 0) return comm_s;
+  const auto o = static_cast<size_t>(call.overlap_op);
+  const double gemm_s = call.overlap_backward ? op_s.backward.at(o) / 2 : op_s.forward.at(o);
+  return tp_overlap_exposed_s(call.tp_overlap, comm_s, gemm_s, tensor, sm_count, nccl);
+}
+
 const char* to_string(Mark mark) {
   switch (mark) {
     case Mark::step_begin: return "step_begin";

@@ -35,18 +35,36 @@ struct Builder {
   }
 };
 
+// With parallelism.tp_comm_overlap, how Transformer Engine runs a linear layer's sequence-parallel call beside its
+// GEMMs (overlap.hpp; base.py `methods`): the all-gather before a GEMM (qkv/fc1 forward, proj/fc2 input gradient) by
+// ring exchange, the reduce-scatter after the forward GEMM (proj/fc2) pipelined, the input gradient's reduce-scatter
+// (qkv/fc1) in bulk beside the weight-gradient GEMM. Anything else (the embedding's, the loss's) is not overlapped.
+inline TpOverlap tp_overlap_of(const StepPlan& plan, const PlanOp& op, const TensorCall& c) {
+  if (!plan.tp_comm_overlap || op.kind != OpKind::matmul || op.gemms.empty()) return TpOverlap::none;
+  if (c.kind == CollectiveKind::all_gather && c.before) return TpOverlap::ring_exchange;
+  if (c.kind == CollectiveKind::reduce_scatter && !c.before) return c.backward ? TpOverlap::bulk : TpOverlap::pipeline;
+  return TpOverlap::none;
+}
+
 // An op's forward or backward on the compute stream with the tensor-parallel collectives around it, on the compute
-// stream too: they block the compute, as Megatron-LM's operators f and g do. With full recomputation the op's forward
-// (and so its forward collectives) runs again before its backward.
+// stream too: they block the compute, as Megatron-LM's operators f and g do, for what tp_comm_overlap leaves exposed.
+// With full recomputation the op's forward (and so its forward collectives) runs again before its backward.
 inline void compute_op(Builder& bld, const StepPlan& plan, const Instr& in) {
   const PlanOp& op = plan.ops.at(static_cast<size_t>(in.op));
   const bool backward = in.type == Instr::Type::backward;
   auto calls = [&](bool in_backward, bool before) {
     for (const TensorCall& c : op.tensor_calls)
-      if (c.backward == in_backward && c.before == before)
-        bld.call(
-            in.stream,
-            {.kind = c.kind, .group = GroupKind::tensor, .bytes = c.bytes, .inputs_ready = {}, .backward = backward});
+      if (c.backward == in_backward && c.before == before) {
+        const TpOverlap overlap = tp_overlap_of(plan, op, c);
+        bld.call(in.stream, {.kind = c.kind,
+                             .group = GroupKind::tensor,
+                             .bytes = c.bytes,
+                             .inputs_ready = {},
+                             .backward = backward,
+                             .tp_overlap = overlap,
+                             .overlap_op = overlap == TpOverlap::none ? -1 : in.op,
+                             .overlap_backward = in_backward});
+      }
   };
   if (backward && op.recompute_forward) {
     calls(false, true);

@@ -345,7 +345,11 @@ struct Run final : StepExecutor {
       const auto level = static_cast<size_t>(c.overlap_level);
       if (!blocking) ++active_collectives[level];
       if (!blocking && !synced_backward_done) co_await set_pstate(beside());
-      co_await run_collective(c, call.bytes);
+      if (call.tp_overlap != TpOverlap::none)  // beside its GEMM (userbuffers, no NCCL flows): what it leaves exposed
+        co_await sleep_for(blocking_call_s(call, c.cost.time_s, op_s, program->dims.tensor,
+                                           scenario->topology.gpu.sm_count, scenario->nccl));
+      else
+        co_await run_collective(c, call.bytes);
       if (!blocking) {
         const int was = beside();
         --active_collectives[level];

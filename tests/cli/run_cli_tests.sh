@@ -177,6 +177,12 @@ sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dt
 check measure-refuses-fp8 2 "training.fp8: the GPU backend runs its GEMMs with cuBLASLt in training.param_dtype \\(bf16\\)" -- "$dpsim" measure --dry-run "$fp8dir/fp8.yaml"
 check predict-fp8 0 "step time" -- "$dpsim" predict "$fp8dir/fp8.yaml" --no-advice
 check estimate-fp8 0 "FP8 GEMMs \\(training.fp8\\) +the linear layers' at 1979 TFLOP/s fp8 peak x 0\\.73, with their casts" -- "$dpsim" estimate "$fp8dir/fp8.yaml"
+# parallelism.tp_comm_overlap is predicted, not measured: the backend runs the tensor-parallel calls with NCCL
+tpodir=$(mktemp -d)
+sed -e 's|^model: \.\./|model: '"$src"'/|' "$s/llama3.1-70b-tp8-pp2-64xh100.yaml" >"$tpodir/tpo.yaml"
+sed -i 's|^  sequence_parallel: .*|  sequence_parallel: true\n  tp_comm_overlap: true|' "$tpodir/tpo.yaml"
+check measure-refuses-tp-comm-overlap 2 "parallelism.tp_comm_overlap: the GPU backend runs the tensor-parallel collectives with NCCL" -- "$dpsim" measure --dry-run "$tpodir/tpo.yaml"
+check predict-tp-comm-overlap 0 "tensor-parallel communication" -- "$dpsim" predict "$tpodir/tpo.yaml" --no-advice
 # training.master_weights false (pure bf16) is predicted, not measured: the backend's optimizer keeps an fp32 master
 sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dtype: bf16\n  master_weights: false|' "$s/llama3.1-8b-8xh100.yaml" >"$fp8dir/pure.yaml"
 check measure-refuses-pure-bf16 2 "pure.yaml: training.master_weights false: the GPU backend's optimizer updates an fp32 master copy" -- "$dpsim" measure --dry-run "$fp8dir/pure.yaml"

@@ -41,3 +41,28 @@ TEST_CASE("NVLS slows the compute beside it by the SMs its channels hold; rings 
         overlap_slowdowns(calibrated, load_gpu("B200"))[3]})
     CHECK(s == 1.07);
 }
+
+TEST_CASE("tp_comm_overlap: what Transformer Engine's userbuffers leave exposed beside each GEMM (base.py defaults)") {
+  const NcclModel nccl = shipped_nccl();
+  REQUIRE(nccl.tp_overlap_pipeline_splits == 4);
+  REQUIRE(nccl.tp_overlap_comm_sms == 16);
+  const int sms = 132, t = 4;
+  // Without overlap the call blocks for all of itself.
+  CHECK(tp_overlap_exposed_s(TpOverlap::none, 3.0, 10.0, t, sms, nccl) == 3.0);
+  // Ring exchange (an all-gather before its GEMM, copy engines, no SMs taken): t chunks, the first local; a GEMM
+  // longer than the exchange hides it all, a shorter one hides all but what its last chunk cannot cover.
+  CHECK(tp_overlap_exposed_s(TpOverlap::ring_exchange, 3.0, 8.0, t, sms, nccl) == Approx(0.0));
+  CHECK(tp_overlap_exposed_s(TpOverlap::ring_exchange, 6.0, 4.0, t, sms, nccl) == Approx(1.0 + 3 * 2.0 - 4.0));
+  // Pipeline (a reduce-scatter after its GEMM): the GEMM in 4 chunks on 132 - 16 SMs, each chunk's reduce-scatter
+  // beside the next chunk's GEMM, the last one's alone.
+  const double slowed = 8.0 * 132 / 116;
+  CHECK(tp_overlap_exposed_s(TpOverlap::pipeline, 2.0, 8.0, t, sms, nccl) == Approx(slowed + 2.0 / 4 - 8.0));
+  CHECK(tp_overlap_exposed_s(TpOverlap::pipeline, 20.0, 8.0, t, sms, nccl) == Approx(slowed / 4 + 3 * 5.0 + 5.0 - 8.0));
+  // Bulk (the input gradient's reduce-scatter beside the weight-gradient GEMM, 16 SMs): the longer of the two.
+  CHECK(tp_overlap_exposed_s(TpOverlap::bulk, 2.0, 8.0, t, sms, nccl) == Approx(slowed - 8.0));
+  CHECK(tp_overlap_exposed_s(TpOverlap::bulk, 12.0, 8.0, t, sms, nccl) == Approx(12.0 - 8.0));
+  // Overlapped, a call never blocks longer than alone plus the SMs it takes from the GEMM.
+  for (double comm : {0.5, 2.0, 8.0, 30.0})
+    for (TpOverlap m : {TpOverlap::ring_exchange, TpOverlap::pipeline, TpOverlap::bulk})
+      CHECK(tp_overlap_exposed_s(m, comm, 8.0, t, sms, nccl) <= comm + slowed - 8.0 + 1e-12);
+}

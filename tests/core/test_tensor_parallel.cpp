@@ -441,3 +441,34 @@ TEST_CASE("the program of tensor 8: the tensor all-reduces block the compute str
     CHECK(recomputed_before_row == (full ? 2 * 32 : 0));
   }
 }
+
+TEST_CASE("tp_comm_overlap: the linear layers' sequence-parallel calls run beside their GEMMs, the others block") {
+  const auto scenario = [](bool overlap) {
+    return load_scenario(src("scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml"),
+                         {{"parallelism.tp_comm_overlap", overlap ? "true" : "false"}});
+  };
+  const StepPlan plan = make_step_plan(scenario(true));
+  REQUIRE(plan.tp_comm_overlap);
+  const StepProgram p = make_step_program(plan);
+  std::map<TpOverlap, int> methods;
+  for (const RankProgram& r : p.classes)
+    for (const CommCall& c : r.comms) {
+      if (c.group != GroupKind::tensor) continue;
+      ++methods[c.tp_overlap];
+      if (c.tp_overlap == TpOverlap::none) continue;
+      const PlanOp& op = plan.ops.at(static_cast<size_t>(c.overlap_op));
+      CHECK(op.kind == OpKind::matmul);
+      // base.py `methods`: the all-gathers by ring exchange, the forward reduce-scatters pipelined, the backward ones
+      // in bulk beside the weight gradient
+      if (c.kind == CollectiveKind::all_gather) CHECK(c.tp_overlap == TpOverlap::ring_exchange);
+      if (c.kind == CollectiveKind::reduce_scatter)
+        CHECK(c.tp_overlap == (c.overlap_backward ? TpOverlap::bulk : TpOverlap::pipeline));
+    }
+  CHECK(methods[TpOverlap::ring_exchange] > 0);
+  CHECK(methods[TpOverlap::pipeline] > 0);
+  CHECK(methods[TpOverlap::bulk] > 0);
+  CHECK(methods[TpOverlap::none] > 0);  // the embedding's and the loss's
+  // Without the key nothing is overlapped.
+  for (const RankProgram& r : make_step_program(make_step_plan(scenario(false))).classes)
+    for (const CommCall& c : r.comms) CHECK(c.tp_overlap == TpOverlap::none);
+}

@@ -19,4 +19,19 @@ int overlap_level(Algorithm a);
 // The compute's slowdown at each level on a GPU of `gpu`'s SMs (1 alone).
 std::array<double, kOverlapLevels> overlap_slowdowns(const NcclModel& nccl, const GpuSpec& gpu);
 
+// parallelism.tp_comm_overlap: how Transformer Engine's userbuffers run a sequence-parallel collective beside the
+// GEMM it feeds or drains (data/nccl.yaml tp_comm_overlap; transformer_engine/pytorch/module/base.py initialize_ub).
+enum class TpOverlap {
+  none,
+  ring_exchange,  // an all-gather before its GEMM: tp chunks, each GEMM chunk beside the next chunk's exchange
+  pipeline,       // a reduce-scatter after its GEMM: the GEMM in 4 chunks on the SMs the collective leaves it, each
+                  // chunk's reduce-scatter beside the next chunk's GEMM
+  bulk,           // a reduce-scatter beside a GEMM it does not depend on (the weight gradient), on its own SMs
+};
+
+// What the collective adds to the compute stream beside its GEMM: the pair's time overlapped, less the GEMM's own.
+// `comm_s` is the collective alone, `gemm_s` the GEMM alone on all of the GPU's `sm_count` SMs, `tensor` the group.
+double tp_overlap_exposed_s(TpOverlap method, double comm_s, double gemm_s, int tensor, int sm_count,
+                            const NcclModel& nccl);
+
 }  // namespace dpsim

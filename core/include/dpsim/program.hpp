@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "dpsim/collective_kind.hpp"
+#include "dpsim/compute_cost.hpp"
 #include "dpsim/groups.hpp"
+#include "dpsim/overlap.hpp"
 #include "dpsim/plan.hpp"
 
 namespace dpsim {
@@ -92,7 +94,18 @@ struct CommCall {
   bool backward = false;    // a blocking call on the compute stream (tensor, pipeline) in the backward phase
   int peer = -1;            // a pipeline send: the stage it sends to; -1: none
   EventRef delivers{};      // a pipeline send: the cross-class event the receiving stage waits for (what it carries)
+  // parallelism.tp_comm_overlap: a tensor-parallel call that Transformer Engine runs beside a GEMM of op
+  // `overlap_op` (its forward, or half of its backward: the input or the weight gradient), how (overlap.hpp)
+  TpOverlap tp_overlap = TpOverlap::none;
+  int overlap_op = -1;
+  bool overlap_backward = false;
 };
+
+// How long a tensor-parallel call blocks the compute stream: all of `comm_s`, or with parallelism.tp_comm_overlap
+// what the GEMM beside it leaves exposed (tp_overlap_exposed_s): the op's forward, or half of its backward (the input
+// or the weight gradient, whose FLOPs are equal), from `op_s`. Both executors (sim/, core/analytic.cpp) ask this.
+double blocking_call_s(const CommCall& call, double comm_s, const OpSeconds& op_s, int tensor, int sm_count,
+                       const NcclModel& nccl);
 
 // Pipeline parallelism's calls between stages: the sends to a neighbouring stage and the tied embedding's all-reduce
 // between the first and the last. Each is timed by NCCL's model over its pair's fabric (no flows laid) and counted as

@@ -400,6 +400,10 @@ struct NcclModel {
   std::map<Arch, std::map<std::string, double>> ring_efficiency_by_arch;
   double ring_efficiency_for(const std::string& fabric_class, Arch arch) const;
   void set_ring_efficiency(const std::string& fabric_class, double efficiency);  // all architectures
+  // Transformer Engine's comm-GEMM overlap (parallelism.tp_comm_overlap): the GEMM splits of its "pipeline" method and
+  // the SMs its "pipeline" and "bulk" methods take from the GEMM (data/nccl.yaml tp_comm_overlap).
+  int tp_overlap_pipeline_splits = 4;
+  int tp_overlap_comm_sms = 16;
   double overlap_slowdown = 1;               // compute slowdown beside a ring/tree/CollNet call (dpsim/overlap.hpp)
   bool overlap_slowdown_calibrated = false;  // overlap_slowdown is every algorithm's (measured on the machine)
   void set_overlap_slowdown_everywhere(double slowdown);  // a calibration's, or 1 for none
@@ -573,6 +577,9 @@ struct Parallelism {
   // The data-parallel degree is the rest of the world (Scenario::data_parallel; parallelism.data is checked).
   int tensor = 1;
   bool sequence_parallel = false;
+  // Transformer Engine's userbuffers overlap of the sequence-parallel all-gathers and reduce-scatters with the GEMMs
+  // beside them (Megatron-Core's tp_comm_overlap; data/nccl.yaml tp_comm_overlap): needs sequence_parallel.
+  bool tp_comm_overlap = false;
   // Pipeline parallelism (Narayanan et al. 2021): `pipeline` stages, each `virtual_stages` model chunks (interleaved
   // 1F1B), run in `schedule`'s order over training.gradient_accumulation micro-batches; transformer blocks split evenly
   // or as `pipeline_layers` lists them (one entry per virtual stage, in model order).
