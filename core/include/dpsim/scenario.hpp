@@ -401,9 +401,10 @@ struct NcclModel {
   double ring_efficiency_for(const std::string& fabric_class, Arch arch) const;
   void set_ring_efficiency(const std::string& fabric_class, double efficiency);  // all architectures
   // Transformer Engine's comm-GEMM overlap (parallelism.tp_comm_overlap): the GEMM splits of its "pipeline" method and
-  // the SMs its "pipeline" and "bulk" methods take from the GEMM (data/nccl.yaml tp_comm_overlap).
-  int tp_overlap_pipeline_splits = 4;
-  int tp_overlap_comm_sms = 16;
+  // the SMs its "pipeline" and "bulk" methods take from the GEMM, as data/nccl.yaml tp_comm_overlap gives them (the
+  // loader requires it; these defaults are neutral: one split, no SM taken).
+  int tp_overlap_pipeline_splits = 1;
+  int tp_overlap_comm_sms = 0;
   double overlap_slowdown = 1;               // compute slowdown beside a ring/tree/CollNet call (dpsim/overlap.hpp)
   bool overlap_slowdown_calibrated = false;  // overlap_slowdown is every algorithm's (measured on the machine)
   void set_overlap_slowdown_everywhere(double slowdown);  // a calibration's, or 1 for none
