@@ -178,33 +178,33 @@ int pipeline_warmup_forwards(PipelineSchedule schedule, int stages, int micro_ba
   return warmup_forwards(schedule, stages, micro_batches, virtual_stages, rank);
 }
 
-double peak_held_bytes(const std::vector<PipelineSlot>& stage_slots, const std::vector<double>& kept_per_chunk) {
-  const auto kept = [&](int chunk) { return kept_per_chunk.at(static_cast<size_t>(chunk)); };
+namespace {
+
+// The most of `weight` summed over the (micro-batch, chunk) pairs held at once: forwarded and not yet backwarded; a
+// backward of a pair never forwarded releases nothing.
+template <class Weight>
+double peak_held(const std::vector<PipelineSlot>& stage_slots, Weight weight) {
   std::set<std::pair<int, int>> held;
   double now = 0, most = 0;
   for (const PipelineSlot& s : stage_slots) {
     if (s.forward) {
-      if (held.emplace(s.micro, s.chunk).second) now += kept(s.chunk);
+      if (held.emplace(s.micro, s.chunk).second) now += weight(s.chunk);
       most = std::max(most, now);
     } else if (held.erase({s.micro, s.chunk}) > 0) {
-      now -= kept(s.chunk);
+      now -= weight(s.chunk);
     }
   }
   return most;
 }
 
+}  // namespace
+
+double peak_held_bytes(const std::vector<PipelineSlot>& stage_slots, const std::vector<double>& kept_per_chunk) {
+  return peak_held(stage_slots, [&](int chunk) { return kept_per_chunk.at(static_cast<size_t>(chunk)); });
+}
+
 int max_in_flight(const std::vector<PipelineSlot>& stage_slots) {
-  std::set<std::pair<int, int>> held;
-  int most = 0;
-  for (const PipelineSlot& s : stage_slots) {
-    if (s.forward) {
-      held.emplace(s.micro, s.chunk);
-      most = std::max(most, static_cast<int>(held.size()));
-    } else {
-      held.erase({s.micro, s.chunk});
-    }
-  }
-  return most;
+  return static_cast<int>(peak_held(stage_slots, [](int) { return 1.0; }));
 }
 
 namespace {

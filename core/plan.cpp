@@ -138,6 +138,10 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
 
 namespace {
 
+// Bytes per gradient element as FSDP reduces it (MixedPrecision.reduce_dtype; unset: the gradients' own dtype), and
+// as fully_shard accumulates it unsharded between micro-batches where gradient sync is off.
+double fsdp_reduce_bytes(const Scenario& s) { return dtype_bytes(s.fsdp.reduce_dtype.value_or(s.training.grad_dtype)); }
+
 // FSDP units in forward order, the root (unit "") first: FSDP's root instance gathers its parameters at the start
 // of the forward and keeps them to the end of the backward. Under pipelining each virtual stage's module is wrapped
 // on its own: its blocks are its units, and its other ops (the embedding on the first, the head on the last) its root.
@@ -145,7 +149,7 @@ std::vector<ShardUnit> fsdp_units(const Scenario& s, const std::vector<Op>& ops,
   std::vector<ShardUnit> units{ShardUnit{}};
   std::map<std::pair<int, std::string>, size_t> index{{{0, ""}, 0}};
   const double param_bytes = dtype_bytes(s.training.param_dtype);
-  const double reduce_bytes = dtype_bytes(s.fsdp.reduce_dtype.value_or(s.training.grad_dtype));
+  const double reduce_bytes = fsdp_reduce_bytes(s);
   // A wrapped module without parameters has no FlatParameter to gather: its ops run in the root's.
   std::map<std::string, bool> has_params;
   for (const Op& op : ops)
@@ -632,8 +636,7 @@ StepPlan make_step_plan(const Scenario& s) {
     for (size_t o = 0; o < ops.size(); ++o)
       if (plan.pipeline.stage_of(static_cast<int>(o)) == stage)
         need.memory.weight_copy_bytes += ops[o].weight_copy_bytes;
-    need.memory.unsharded_bytes =
-        unsharded_in_flight_bytes(plan, parts, dtype_bytes(s.fsdp.reduce_dtype.value_or(s.training.grad_dtype)), stage);
+    need.memory.unsharded_bytes = unsharded_in_flight_bytes(plan, parts, fsdp_reduce_bytes(s), stage);
     plan.pipeline.stage.push_back(need);
   }
   const auto most = std::max_element(
