@@ -231,8 +231,9 @@ std::string share_of_step(double seconds, double step_s) {
 std::string parallelism_label(const Scenario& s, const StepResult& r) {
   std::string text = fmt::format("data {} x tensor {}", r.data_parallel, r.tensor_parallel);
   if (r.tensor_parallel > 1)
-    text += fmt::format(" (tensor groups inside a node{})",
-                        r.sequence_parallel ? ", sequence parallel" : ", no sequence parallelism");
+    text += fmt::format(" (tensor groups inside a node{}{})",
+                        r.sequence_parallel ? ", sequence parallel" : ", no sequence parallelism",
+                        r.tp_comm_overlap == "none" ? "" : ", tp_comm_overlap " + r.tp_comm_overlap);
   if (r.pipeline_parallel > 1)
     text += fmt::format(" x pipeline {} ({}{})", r.pipeline_parallel, r.pipeline_schedule,
                         r.virtual_stages > 1 ? fmt::format(", {} chunks per stage", r.virtual_stages) : "");

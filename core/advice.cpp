@@ -410,25 +410,42 @@ std::string smaller_tensor_degrees(const Scenario& s, const StepResult& r, const
 }
 
 // Tensor parallelism's collectives run on the compute stream (Megatron-LM's f and g): none of them is hidden, unless
-// Transformer Engine overlaps them with the GEMMs beside them (parallelism.tp_comm_overlap), which needs sequence
-// parallelism.
+// Megatron-Core runs the column-parallel linears' backward ones beside their GEMMs or Transformer Engine overlaps
+// every sequence-parallel one (parallelism.tp_comm_overlap backward, userbuffers).
+std::string tensor_comm_exposure(TpCommOverlap overlap) {
+  switch (overlap) {
+    case TpCommOverlap::backward:
+      return "what Megatron-Core's asynchronous backward calls leave exposed beside their GEMMs, and the rest on the "
+             "compute stream";
+    case TpCommOverlap::userbuffers:
+      return "what Transformer Engine's overlap with the GEMMs beside them leaves exposed";
+    case TpCommOverlap::none: break;
+  }
+  return "on the compute stream, so none is hidden";
+}
+
 std::vector<std::string> tensor_comm_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   std::vector<std::string> out;
   out.push_back(fmt::format(
       "Tensor-communication-bound: the tensor-parallel collectives of the {}-GPU groups are {:.0f}% of the step "
       "({}), {}.{}",
       s.parallelism.tensor, 100.0 * r.tensor_comm_s / r.step_time_s, format_seconds(r.tensor_comm_s),
-      s.parallelism.tp_comm_overlap ? "what Transformer Engine's overlap with the GEMMs beside them leaves exposed"
-                                    : "on the compute stream, so none is hidden",
-      smaller_tensor_degrees(s, r, evaluate)));
-  if (s.parallelism.sequence_parallel && !s.parallelism.tp_comm_overlap) {
-    Scenario overlapped = s;
-    overlapped.parallelism.tp_comm_overlap = true;
+      tensor_comm_exposure(s.parallelism.tp_comm_overlap), smaller_tensor_degrees(s, r, evaluate)));
+  const auto with_overlap = [&](TpCommOverlap overlap) {
+    Scenario o = s;
+    o.parallelism.tp_comm_overlap = overlap;
+    return gain(r, evaluated(o, evaluate));
+  };
+  if (s.parallelism.tp_comm_overlap == TpCommOverlap::none)
     out.push_back(fmt::format(
-        "parallelism.tp_comm_overlap: true (Transformer Engine's userbuffers, Megatron-Core's --tp-comm-overlap) runs "
+        "parallelism.tp_comm_overlap: backward (Megatron-Core's column-parallel linears, which run their backward "
+        "collectives as asynchronous NCCL calls beside their GEMMs) hides part of them: {}.",
+        with_overlap(TpCommOverlap::backward)));
+  if (s.parallelism.sequence_parallel && s.parallelism.tp_comm_overlap != TpCommOverlap::userbuffers)
+    out.push_back(fmt::format(
+        "parallelism.tp_comm_overlap: userbuffers (Transformer Engine's, Megatron-Core's --tp-comm-overlap) runs "
         "the sequence-parallel all-gathers and reduce-scatters beside the linear layers' GEMMs: {}.",
-        gain(r, evaluated(overlapped, evaluate))));
-  }
+        with_overlap(TpCommOverlap::userbuffers)));
   if (!s.parallelism.sequence_parallel) {
     Scenario sp = s;
     sp.parallelism.sequence_parallel = true;

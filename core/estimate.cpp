@@ -50,6 +50,7 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.pipeline_schedule = plan.pipeline.stages > 1 ? to_string(plan.pipeline.schedule) : "";
   r.virtual_stages = plan.pipeline.virtual_stages;
   r.sequence_parallel = s.parallelism.sequence_parallel;
+  r.tp_comm_overlap = to_string(s.parallelism.tp_comm_overlap);
   const ComputeModel cm = compute_model(s);
   r.peak_flops_per_s = cm.peak_flops_per_s;
   r.hardware_flops_per_step_per_gpu = 0;

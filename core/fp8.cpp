@@ -74,6 +74,11 @@ std::vector<Op> with_fp8_casts(std::vector<Op> ops, const Training& training) {
     // backward pass", inputmat.update_usage(rowwise_usage=False, columnwise_usage=True); saved_inputmat = inputmat:
     // transformer_engine/pytorch/module/linear.py:616-621 at d0067d0).
     op.activation_bytes_per_sample *= kFp8CopyBytes / dtype_bytes(training.compute());
+    // Its sequence-parallel all-gathers move the FP8 copies: Transformer Engine quantizes before it gathers (linear.py
+    // at d0067d0: the input :398-411 in the forward, :993-998 again in the backward, the output gradient :1156-1160;
+    // base.py:335 "AllGather buffers use fp8 when using fp8 recipe" with userbuffers). The reduce-scatters stay 16-bit.
+    for (TensorComm& c : op.tensor_comms)
+      if (c.kind == CollectiveKind::all_gather) c.bytes_per_sample *= kFp8CopyBytes / dtype_bytes(training.compute());
     out.push_back(forward_casts(op, training));
     Op after = gradient_cast(op, training);
     out.push_back(std::move(op));

@@ -294,11 +294,19 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
           "parallelism.tensor > 1");
   }
   if (auto v = n.get("tp_comm_overlap")) {
-    p.tp_comm_overlap = v->as_bool();
-    if (p.tp_comm_overlap && !p.sequence_parallel)
+    // true and false: the boolean this key was before `backward` (userbuffers and none)
+    p.tp_comm_overlap = v->as_enum<TpCommOverlap>({{"none", TpCommOverlap::none},
+                                                   {"backward", TpCommOverlap::backward},
+                                                   {"userbuffers", TpCommOverlap::userbuffers},
+                                                   {"true", TpCommOverlap::userbuffers},
+                                                   {"false", TpCommOverlap::none}});
+    if (p.tp_comm_overlap == TpCommOverlap::userbuffers && !p.sequence_parallel)
       v->fail(
-          "Transformer Engine overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs beside "
-          "them; it needs parallelism.sequence_parallel: true (and parallelism.tensor > 1)");
+          "userbuffers: Transformer Engine overlaps the sequence-parallel all-gathers and reduce-scatters with the "
+          "GEMMs beside them; it needs parallelism.sequence_parallel: true (and parallelism.tensor > 1)");
+    if (p.tp_comm_overlap == TpCommOverlap::backward && p.tensor == 1)
+      v->fail(
+          "backward: the column-parallel linears' backward collectives beside their GEMMs need parallelism.tensor > 1");
   }
   parse_pipeline(n, t, model, p);
   const int world = t.world_size() / (p.tensor * p.pipeline);

@@ -55,9 +55,10 @@ struct Builder {
   }
 
   // Operator f (entering a split region): backward all-reduce of the input gradient; with sequence parallelism an
-  // all-gather of the sequence-split input before the forward and a reduce-scatter of the input gradient after
-  // the backward (Megatron-LM megatron/core/tensor_parallel/layers.py, ColumnParallelLinear.forward and
-  // LinearWithGradAccumulationAndAsyncCommunication.backward).
+  // all-gather of the sequence-split input before the forward, the same all-gather again before the backward (the
+  // linear saves its split input, ctx.save_for_backward(input, weight), and gathers it for the weight gradient) and a
+  // reduce-scatter of the input gradient after it (Megatron-LM megatron/core/tensor_parallel/layers.py at d98e8a6,
+  // LinearWithGradAccumulationAndAsyncCommunication: forward :604 and :623-629, backward :667-680 and :700-709).
   void enter_split(Op& op, int64_t width) const {
     if (t() == 1) return;
     if (!split.sequence_parallel) {
@@ -65,6 +66,7 @@ struct Builder {
       return;
     }
     op.tensor_comms.push_back({CollectiveKind::all_gather, false, true, full(width)});
+    op.tensor_comms.push_back({CollectiveKind::all_gather, true, true, full(width), true});
     op.tensor_comms.push_back({CollectiveKind::reduce_scatter, true, false, full(width)});
   }
   // Operator g (leaving it): forward all-reduce of the output; with sequence parallelism a reduce-scatter after the

@@ -32,6 +32,11 @@ std::array<double, kOverlapLevels> overlap_slowdowns(const NcclModel& nccl, cons
 double tp_overlap_exposed_s(TpOverlap method, double comm_s, double gemm_s, int tensor, int sm_count,
                             const NcclModel& nccl) {
   if (method == TpOverlap::none) return comm_s;
+  if (method == TpOverlap::async_nccl) {
+    // While the call runs the GEMM advances at 1/slowdown; it ends with the call or with the GEMM's rest after it.
+    const double slowdown = std::max(1.0, nccl.overlap_slowdown);
+    return comm_s < gemm_s * slowdown ? comm_s * (1.0 - 1.0 / slowdown) : comm_s - gemm_s;
+  }
   // The GEMM on the SMs the collective leaves it ("num_sm" 16 and "set_sm_margin" for pipeline and bulk; the ring
   // exchange runs on copy engines and one SM: none taken).
   const int taken = method == TpOverlap::ring_exchange ? 0 : nccl.tp_overlap_comm_sms;
@@ -53,7 +58,8 @@ double tp_overlap_exposed_s(TpOverlap method, double comm_s, double gemm_s, int 
       break;
     }
     case TpOverlap::bulk: overlapped = std::max(slowed, comm_s); break;
-    case TpOverlap::none: break;
+    case TpOverlap::none:
+    case TpOverlap::async_nccl: break;
   }
   return std::max(0.0, overlapped - gemm_s);
 }

@@ -122,7 +122,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.weight_grad = op.weight_grad;
   p.fp8 = op.fp8;
   for (const TensorComm& c : op.tensor_comms)
-    p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb});
+    p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb, c.regather});
   for (GemmShape g : op.gemms) {
     if (g.batch > 1) {
       g.batch *= micro_batch;

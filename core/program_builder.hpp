@@ -35,14 +35,23 @@ struct Builder {
   }
 };
 
-// With parallelism.tp_comm_overlap, how Transformer Engine runs a linear layer's sequence-parallel call beside its
-// GEMMs (overlap.hpp; base.py `methods`): the all-gather before a GEMM (qkv/fc1 forward, proj/fc2 input gradient) by
-// ring exchange, the reduce-scatter after the forward GEMM (proj/fc2) pipelined, the input gradient's reduce-scatter
-// (qkv/fc1) in bulk beside the weight-gradient GEMM. Anything else (the embedding's, the loss's) is not overlapped.
+// How a linear layer's tensor-parallel call runs beside its GEMMs (overlap.hpp), by parallelism.tp_comm_overlap:
+// - userbuffers, Transformer Engine's defaults (base.py `methods`): the all-gather before a GEMM (qkv/fc1 forward,
+//   proj/fc2 input gradient) by ring exchange; the reduce-scatter after the forward GEMM (proj/fc2) pipelined; the
+//   re-gather of qkv/fc1's saved input beside their input-gradient GEMM ("qkv_dgrad", "fc1_dgrad") and their input
+//   gradient's reduce-scatter beside the weight-gradient GEMM ("qkv_wgrad", "fc1_wgrad") in bulk.
+// - backward, Megatron-Core without Transformer Engine's overlap (layers.py
+//   LinearWithGradAccumulationAndAsyncCommunication.backward, async_op=True): a column-parallel linear's re-gather
+//   beside its input-gradient GEMM and its input gradient's all-reduce or reduce-scatter beside its weight gradient.
+// Anything else (the forward's, the embedding's, the loss's) blocks.
 inline TpOverlap tp_overlap_of(const StepPlan& plan, const PlanOp& op, const TensorCall& c) {
-  if (!plan.tp_comm_overlap || op.kind != OpKind::matmul || op.gemms.empty()) return TpOverlap::none;
+  if (plan.tp_comm_overlap == TpCommOverlap::none || op.kind != OpKind::matmul || op.gemms.empty())
+    return TpOverlap::none;
+  const bool column_backward = c.backward && (c.regather || (!c.before && c.kind != CollectiveKind::all_gather));
+  if (plan.tp_comm_overlap == TpCommOverlap::backward) return column_backward ? TpOverlap::async_nccl : TpOverlap::none;
+  if (column_backward) return c.kind == CollectiveKind::all_reduce ? TpOverlap::none : TpOverlap::bulk;
   if (c.kind == CollectiveKind::all_gather && c.before) return TpOverlap::ring_exchange;
-  if (c.kind == CollectiveKind::reduce_scatter && !c.before) return c.backward ? TpOverlap::bulk : TpOverlap::pipeline;
+  if (c.kind == CollectiveKind::reduce_scatter && !c.before) return TpOverlap::pipeline;
   return TpOverlap::none;
 }
 

@@ -289,6 +289,15 @@ const char* to_string(Sharding sharding) {
   return "?";
 }
 
+const char* to_string(TpCommOverlap overlap) {
+  switch (overlap) {
+    case TpCommOverlap::none: return "none";
+    case TpCommOverlap::backward: return "backward";
+    case TpCommOverlap::userbuffers: return "userbuffers";
+  }
+  return "?";
+}
+
 const char* to_string(BackwardPrefetch prefetch) {
   switch (prefetch) {
     case BackwardPrefetch::backward_pre: return "backward_pre";

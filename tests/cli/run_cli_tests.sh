@@ -181,8 +181,11 @@ check estimate-fp8 0 "FP8 GEMMs \\(training.fp8\\) +the linear layers' at 1979 T
 tpodir=$(mktemp -d)
 sed -e 's|^model: \.\./|model: '"$src"'/|' "$s/llama3.1-70b-tp8-pp2-64xh100.yaml" >"$tpodir/tpo.yaml"
 sed -i 's|^  sequence_parallel: .*|  sequence_parallel: true\n  tp_comm_overlap: true|' "$tpodir/tpo.yaml"
-check measure-refuses-tp-comm-overlap 2 "parallelism.tp_comm_overlap: the GPU backend runs the tensor-parallel collectives with NCCL" -- "$dpsim" measure --dry-run "$tpodir/tpo.yaml"
+check measure-refuses-tp-comm-overlap 2 "parallelism.tp_comm_overlap: userbuffers: the GPU backend runs the tensor-parallel collectives with NCCL" -- "$dpsim" measure --dry-run "$tpodir/tpo.yaml"
 check predict-tp-comm-overlap 0 "tensor-parallel communication" -- "$dpsim" predict "$tpodir/tpo.yaml" --no-advice
+sed -i 's|^  tp_comm_overlap: .*|  tp_comm_overlap: backward|' "$tpodir/tpo.yaml"
+check measure-refuses-tp-comm-overlap-backward 2 "parallelism.tp_comm_overlap: backward: the GPU backend runs the tensor-parallel collectives with NCCL on the compute stream" -- "$dpsim" measure --dry-run "$tpodir/tpo.yaml"
+check predict-tp-comm-overlap-backward 0 "tensor-parallel communication" -- "$dpsim" predict "$tpodir/tpo.yaml" --no-advice
 # training.master_weights false (pure bf16) is predicted, not measured: the backend's optimizer keeps an fp32 master
 sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dtype: bf16\n  master_weights: false|' "$s/llama3.1-8b-8xh100.yaml" >"$fp8dir/pure.yaml"
 check measure-refuses-pure-bf16 2 "pure.yaml: training.master_weights false: the GPU backend's optimizer updates an fp32 master copy" -- "$dpsim" measure --dry-run "$fp8dir/pure.yaml"

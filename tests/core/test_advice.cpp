@@ -133,9 +133,19 @@ TEST_CASE("tensor-communication advice: smaller degrees by their memory, sequenc
   StepResult m;
   fill_common(sp, make_step_plan(sp), m);
   REQUIRE(m.activation_bytes_per_gpu < r.activation_bytes_per_gpu);
-  CHECK_THAT(advice.at(1), Catch::StartsWith("parallelism.sequence_parallel: true does not cut these bytes") &&
+  CHECK_THAT(advice.at(2), Catch::StartsWith("parallelism.sequence_parallel: true does not cut these bytes") &&
                                Catch::Contains("from " + format_bytes(r.activation_bytes_per_gpu) + " to " +
                                                format_bytes(m.activation_bytes_per_gpu)));
+  // The 2019 code blocks on every call; Megatron-Core's asynchronous backward calls are offered, with their gain.
+  Scenario async = s;
+  async.parallelism.tp_comm_overlap = TpCommOverlap::backward;
+  const StepResult a = evaluate(async);
+  REQUIRE(a.samples_per_s > r.samples_per_s);
+  CHECK_THAT(advice.at(1), Catch::StartsWith("parallelism.tp_comm_overlap: backward (Megatron-Core's") &&
+                               Catch::Contains(fmt::format("-> {:.1f} samples/s", a.samples_per_s)));
+  // A scenario that runs them so is not offered them again.
+  for (const std::string& line : advise(async, a, with_plan))
+    CHECK_THAT(line, !Catch::StartsWith("parallelism.tp_comm_overlap: backward"));
 }
 
 TEST_CASE("tensor-communication advice names the smaller degree that fits with the highest throughput") {

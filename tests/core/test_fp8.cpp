@@ -79,3 +79,26 @@ TEST_CASE("training.fp8: each FP8 linear layer keeps the FP8 copy of its input f
   }
   CHECK(make_step_plan(s).memory.activation_bytes < make_step_plan(llama8b(false)).memory.activation_bytes);
 }
+
+TEST_CASE("training.fp8: an FP8 linear layer's sequence-parallel all-gathers move its FP8 copies, 1 byte an element") {
+  const Scenario s = llama8b(true);
+  const std::vector<Op> plain = build_ops(s.model, s.training.sequence_length, s.training.compute(), {8, true});
+  const std::vector<Op> fp8 = with_fp8_casts(plain, s.training);
+  // Transformer Engine quantizes before it gathers (linear.py :398-411, :993-998, :1156-1160): the all-gathers of the
+  // input (forward and again in the backward) and of the output gradient carry 1 byte per element; the
+  // reduce-scatters stay in bf16, and the head (not in FP8) gathers in bf16.
+  int gathers = 0;
+  for (const Op& f : fp8) {
+    const auto same = std::find_if(plain.begin(), plain.end(), [&](const Op& p) { return p.name == f.name; });
+    if (same == plain.end()) continue;  // a cast op
+    REQUIRE(f.tensor_comms.size() == same->tensor_comms.size());
+    for (size_t i = 0; i < f.tensor_comms.size(); ++i) {
+      const bool halved = f.fp8 && f.tensor_comms[i].kind == CollectiveKind::all_gather;
+      gathers += halved ? 1 : 0;
+      CHECK(f.tensor_comms[i].bytes_per_sample ==
+            Approx(same->tensor_comms[i].bytes_per_sample * (halved ? 0.5 : 1.0)));
+    }
+  }
+  // per block: qkv's and the gate/up linear's gather and re-gather, o_proj's and down_proj's output-gradient gather
+  CHECK(gathers == 6 * 32);
+}

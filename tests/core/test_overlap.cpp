@@ -66,3 +66,25 @@ TEST_CASE("tp_comm_overlap: what Transformer Engine's userbuffers leave exposed 
     for (TpOverlap m : {TpOverlap::ring_exchange, TpOverlap::pipeline, TpOverlap::bulk})
       CHECK(tp_overlap_exposed_s(m, comm, 8.0, t, sms, nccl) <= comm + slowed - 8.0 + 1e-12);
 }
+
+TEST_CASE("tp_comm_overlap backward: an asynchronous NCCL call slows the GEMM beside it while it runs") {
+  const NcclModel nccl = shipped_nccl();
+  const double s = nccl.overlap_slowdown;  // data/nccl.yaml: the measured average
+  REQUIRE(s > 1.0);
+  const int sms = 132, t = 8;
+  // A call shorter than the slowed GEMM: the GEMM loses comm x (1 - 1/s) of its progress, nothing else shows.
+  CHECK(tp_overlap_exposed_s(TpOverlap::async_nccl, 2.0, 8.0, t, sms, nccl) == Approx(2.0 * (1 - 1 / s)));
+  // A call longer than that: the GEMM is hidden under it and the call's excess shows.
+  CHECK(tp_overlap_exposed_s(TpOverlap::async_nccl, 20.0, 8.0, t, sms, nccl) == Approx(12.0));
+  // The two meet where the call lasts as long as the slowed GEMM, and never exceed the call alone.
+  CHECK(tp_overlap_exposed_s(TpOverlap::async_nccl, 8.0 * s, 8.0, t, sms, nccl) == Approx(8.0 * s - 8.0));
+  for (double comm : {0.5, 2.0, 8.0, 30.0}) {
+    const double exposed = tp_overlap_exposed_s(TpOverlap::async_nccl, comm, 8.0, t, sms, nccl);
+    CHECK(exposed < comm);
+    CHECK(exposed > 0.0);
+  }
+  // Without a slowdown a call under its GEMM is free.
+  NcclModel free = nccl;
+  free.overlap_slowdown = 1.0;
+  CHECK(tp_overlap_exposed_s(TpOverlap::async_nccl, 2.0, 8.0, t, sms, free) == 0.0);
+}

@@ -4,6 +4,7 @@
 // per-layer terms, and the plan and program of a scenario with parallelism.tensor: 8.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -238,7 +239,7 @@ TEST_CASE("sequence parallelism: each all-reduce becomes an all-gather and a red
   const double S = static_cast<double>(T * d) * 2;
   const auto ops = build_ops(m, T, Dtype::bf16, {5, true});
   const auto c = comms_of(ops, "h.3.");
-  REQUIRE(c.size() == 8);
+  REQUIRE(c.size() == 10);
   std::map<std::tuple<std::string, CollectiveKind, bool, bool>, int> seen;
   for (const Placed& p : c) {
     CHECK(p.bytes == S);
@@ -248,6 +249,7 @@ TEST_CASE("sequence parallelism: each all-reduce becomes an all-gather and a red
   for (const char* entry : {"attn.c_attn", "mlp.c_fc"}) {
     INFO(entry);
     CHECK(seen[{entry, K::all_gather, false, true}] == 1);      // forward: gather the sequence before the GEMM
+    CHECK(seen[{entry, K::all_gather, true, true}] == 1);       // backward: gather the saved split input again
     CHECK(seen[{entry, K::reduce_scatter, true, false}] == 1);  // backward: reduce-scatter its input gradient
   }
   for (const char* exit : {"attn.c_proj", "mlp.c_proj"}) {
@@ -258,7 +260,7 @@ TEST_CASE("sequence parallelism: each all-reduce becomes an all-gather and a red
   int forward = 0, backward = 0;
   for (const Placed& p : c) (p.backward ? backward : forward) += 1;
   CHECK(forward == 4);
-  CHECK(backward == 4);
+  CHECK(backward == 6);
   const auto loss = comms_of(ops, "loss");
   REQUIRE(loss.size() == 3);
   for (const Placed& p : loss) CHECK(p.bytes == static_cast<double>(T) * 4);
@@ -442,13 +444,46 @@ TEST_CASE("the program of tensor 8: the tensor all-reduces block the compute str
   }
 }
 
-TEST_CASE("tp_comm_overlap: the linear layers' sequence-parallel calls run beside their GEMMs, the others block") {
-  const auto scenario = [](bool overlap) {
-    return load_scenario(src("scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml"),
-                         {{"parallelism.tp_comm_overlap", overlap ? "true" : "false"}});
-  };
-  const StepPlan plan = make_step_plan(scenario(true));
-  REQUIRE(plan.tp_comm_overlap);
+namespace {
+// Whether a linear layer is column-parallel with sequence parallelism: its backward re-gathers its saved input.
+bool regathers(const PlanOp& op) {
+  return std::any_of(op.tensor_calls.begin(), op.tensor_calls.end(), [](const TensorCall& c) { return c.regather; });
+}
+
+Scenario tp_overlap_scenario(const char* overlap, bool sequence_parallel = true) {
+  return load_scenario(src("scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml"),
+                       {{"parallelism.tp_comm_overlap", overlap},
+                        {"parallelism.sequence_parallel", sequence_parallel ? "true" : "false"}});
+}
+}  // namespace
+
+TEST_CASE("sequence parallelism: a column-parallel linear gathers its saved input again for its weight gradient") {
+  const StepPlan plan = make_step_plan(tp_overlap_scenario("none"));
+  int columns = 0;
+  for (const PlanOp& op : plan.ops) {
+    if (!regathers(op)) continue;
+    ++columns;
+    // Megatron-Core layers.py: the forward's all-gather of the split input, the same buffer gathered again before
+    // the backward, the input gradient reduce-scattered after it
+    std::vector<const TensorCall*> gathers;
+    for (const TensorCall& c : op.tensor_calls)
+      if (c.kind == CollectiveKind::all_gather) gathers.push_back(&c);
+    REQUIRE(gathers.size() == 2);
+    CHECK((!gathers[0]->backward && !gathers[0]->regather));
+    CHECK((gathers[1]->backward && gathers[1]->before && gathers[1]->regather));
+    CHECK(gathers[1]->bytes == gathers[0]->bytes);
+  }
+  // the fused qkv and gate/up linears of Llama 3.1 70B's 80 blocks, and the head
+  CHECK(columns == 2 * 80 + 1);
+  // Without sequence parallelism the saved input is whole: nothing to gather.
+  for (const PlanOp& op : make_step_plan(tp_overlap_scenario("none", false)).ops) CHECK_FALSE(regathers(op));
+}
+
+TEST_CASE("tp_comm_overlap userbuffers: the linear layers' sequence-parallel calls run beside their GEMMs") {
+  const StepPlan plan = make_step_plan(tp_overlap_scenario("userbuffers"));
+  REQUIRE(plan.tp_comm_overlap == TpCommOverlap::userbuffers);
+  // true, the key's boolean spelling, is userbuffers
+  CHECK(make_step_plan(tp_overlap_scenario("true")).tp_comm_overlap == TpCommOverlap::userbuffers);
   const StepProgram p = make_step_program(plan);
   std::map<TpOverlap, int> methods;
   for (const RankProgram& r : p.classes)
@@ -458,9 +493,11 @@ TEST_CASE("tp_comm_overlap: the linear layers' sequence-parallel calls run besid
       if (c.tp_overlap == TpOverlap::none) continue;
       const PlanOp& op = plan.ops.at(static_cast<size_t>(c.overlap_op));
       CHECK(op.kind == OpKind::matmul);
-      // base.py `methods`: the all-gathers by ring exchange, the forward reduce-scatters pipelined, the backward ones
-      // in bulk beside the weight gradient
-      if (c.kind == CollectiveKind::all_gather) CHECK(c.tp_overlap == TpOverlap::ring_exchange);
+      // base.py `methods`: the all-gathers before a GEMM by ring exchange ("qkv_fprop", "proj_dgrad"), the re-gather
+      // beside qkv/fc1's input gradient and their input gradient's reduce-scatter beside the weight gradient in bulk
+      // ("qkv_dgrad", "qkv_wgrad"), the forward reduce-scatters pipelined ("proj_fprop")
+      if (c.kind == CollectiveKind::all_gather)
+        CHECK(c.tp_overlap == (c.overlap_backward && regathers(op) ? TpOverlap::bulk : TpOverlap::ring_exchange));
       if (c.kind == CollectiveKind::reduce_scatter)
         CHECK(c.tp_overlap == (c.overlap_backward ? TpOverlap::bulk : TpOverlap::pipeline));
     }
@@ -468,7 +505,32 @@ TEST_CASE("tp_comm_overlap: the linear layers' sequence-parallel calls run besid
   CHECK(methods[TpOverlap::pipeline] > 0);
   CHECK(methods[TpOverlap::bulk] > 0);
   CHECK(methods[TpOverlap::none] > 0);  // the embedding's and the loss's
+  CHECK(methods[TpOverlap::async_nccl] == 0);
   // Without the key nothing is overlapped.
-  for (const RankProgram& r : make_step_program(make_step_plan(scenario(false))).classes)
+  for (const RankProgram& r : make_step_program(make_step_plan(tp_overlap_scenario("none"))).classes)
     for (const CommCall& c : r.comms) CHECK(c.tp_overlap == TpOverlap::none);
+}
+
+TEST_CASE("tp_comm_overlap backward: only a column-parallel linear's backward calls run beside its GEMMs") {
+  for (bool sp : {true, false}) {
+    CAPTURE(sp);
+    const StepPlan plan = make_step_plan(tp_overlap_scenario("backward", sp));
+    std::map<TpOverlap, int> methods;
+    for (const RankProgram& r : make_step_program(plan).classes)
+      for (const CommCall& c : r.comms) {
+        if (c.group != GroupKind::tensor) continue;
+        ++methods[c.tp_overlap];
+        if (c.tp_overlap == TpOverlap::none) continue;  // the forward's, the row-parallel linears' gathers, ...
+        CHECK(c.tp_overlap == TpOverlap::async_nccl);
+        CHECK(c.overlap_backward);
+        const PlanOp& op = plan.ops.at(static_cast<size_t>(c.overlap_op));
+        CHECK(op.kind == OpKind::matmul);
+        // with sequence parallelism the re-gather and the reduce-scatter, else the input gradient's all-reduce
+        if (sp) CHECK(c.kind != CollectiveKind::all_reduce);
+        if (!sp) CHECK(c.kind == CollectiveKind::all_reduce);
+      }
+    CHECK(methods[TpOverlap::async_nccl] > 0);
+    CHECK(methods[TpOverlap::none] > 0);
+    CHECK(methods.size() == 2);
+  }
 }

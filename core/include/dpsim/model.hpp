@@ -28,6 +28,8 @@ struct TensorComm {
   bool backward = false;        // in the op's backward; else in its forward
   bool before = false;          // before the op's compute; else after it
   double bytes_per_sample = 0;  // the buffer S: one sample's full activations (the whole sequence)
+  bool regather = false;        // sequence parallelism: the backward's all-gather of the split input a column-parallel
+                                // linear saved, for its weight gradient
 };
 
 // How the ops are split: Megatron's tensor parallelism over `degree` GPUs, with sequence parallelism or not.

@@ -19,14 +19,18 @@ int overlap_level(Algorithm a);
 // The compute's slowdown at each level on a GPU of `gpu`'s SMs (1 alone).
 std::array<double, kOverlapLevels> overlap_slowdowns(const NcclModel& nccl, const GpuSpec& gpu);
 
-// parallelism.tp_comm_overlap: how Transformer Engine's userbuffers run a sequence-parallel collective beside the
-// GEMM it feeds or drains (data/nccl.yaml tp_comm_overlap; transformer_engine/pytorch/module/base.py initialize_ub).
+// parallelism.tp_comm_overlap: how a tensor-parallel collective runs beside the GEMM it feeds or drains: Transformer
+// Engine's userbuffers (data/nccl.yaml tp_comm_overlap; transformer_engine/pytorch/module/base.py initialize_ub), or
+// Megatron-Core's asynchronous NCCL call in a column-parallel linear's backward.
 enum class TpOverlap {
   none,
   ring_exchange,  // an all-gather before its GEMM: tp chunks, each GEMM chunk beside the next chunk's exchange
   pipeline,       // a reduce-scatter after its GEMM: the GEMM in 4 chunks on the SMs the collective leaves it, each
                   // chunk's reduce-scatter beside the next chunk's GEMM
-  bulk,           // a reduce-scatter beside a GEMM it does not depend on (the weight gradient), on its own SMs
+  bulk,           // a collective beside a GEMM it does not depend on (the saved input's all-gather beside the input
+                  // gradient, the input gradient's reduce-scatter beside the weight gradient), on its own SMs
+  async_nccl,     // an NCCL call on another stream beside a GEMM it does not depend on: the GEMM runs slowed by
+                  // data/nccl.yaml overlap_slowdown while the call runs
 };
 
 // What the collective adds to the compute stream beside its GEMM: the pair's time overlapped, less the GEMM's own.

@@ -18,6 +18,7 @@ struct TensorCall {
   bool backward = false;  // in the op's backward; else in its forward
   bool before = false;    // before the op's compute; else after it
   double bytes = 0;       // buffer S
+  bool regather = false;  // model.hpp TensorComm
 };
 
 struct PlanOp {
@@ -173,7 +174,7 @@ struct StepPlan {
   double final_copy_bytes = 0;  // bucket -> grad copy after the last all-reduce (no bucket views)
   Sharded sharded;
   bool overlap_grad_reduce = true;  // ddp.overlap_grad_reduce: buckets reduced as the last backward fills them
-  bool tp_comm_overlap = false;     // parallelism.tp_comm_overlap (program_builder.hpp compute_op)
+  TpCommOverlap tp_comm_overlap = TpCommOverlap::none;  // parallelism.tp_comm_overlap (program_builder.hpp compute_op)
   PipelinePlan pipeline;  // with pipeline stages, optimizer/memory/final_copy_bytes above are the largest stage's
 };
 

@@ -182,8 +182,9 @@ struct StepResult {
   std::string pipeline_schedule;  // with pipeline stages: gpipe, 1f1b, interleaved_1f1b
   int virtual_stages = 1;
   bool sequence_parallel = false;
-  std::string sharding = "none";  // parallelism.sharding as dpsim names it (to_string(Sharding))
-  int shard_group = 0;            // HSDP: GPUs per sharding group (parallelism.shard_group); 0: not hybrid
+  std::string tp_comm_overlap = "none";  // parallelism.tp_comm_overlap (to_string(TpCommOverlap))
+  std::string sharding = "none";         // parallelism.sharding as dpsim names it (to_string(Sharding))
+  int shard_group = 0;                   // HSDP: GPUs per sharding group (parallelism.shard_group); 0: not hybrid
   std::vector<BucketTiming> buckets;
   std::vector<CommTiming> comm;
   std::vector<TimelineEvent> timeline;                // not serialized into the result JSON; used for traces

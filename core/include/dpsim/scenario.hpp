@@ -566,6 +566,17 @@ const char* to_string(Sharding sharding);
 enum class BackwardPrefetch { backward_pre, backward_post, none };
 const char* to_string(BackwardPrefetch prefetch);
 
+// parallelism.tp_comm_overlap: which tensor-parallel collectives run beside a GEMM instead of blocking the compute.
+// none: every one blocks (Megatron-LM 2019's operators f and g; Megatron-LM before 2021-09). backward: a
+// column-parallel linear's backward runs its input-gradient all-reduce (with sequence parallelism: reduce-scatter)
+// beside its weight-gradient GEMM and, with sequence parallelism, the re-gather of its saved input beside its
+// input-gradient GEMM, as NCCL calls on another stream (Megatron-Core's
+// LinearWithGradAccumulationAndAsyncCommunication, always on). userbuffers: Transformer Engine's overlap of every
+// sequence-parallel call with its GEMM (Megatron-Core's
+// --tp-comm-overlap; data/nccl.yaml tp_comm_overlap); needs sequence parallelism.
+enum class TpCommOverlap { none, backward, userbuffers };
+const char* to_string(TpCommOverlap overlap);
+
 struct Parallelism {
   Sharding sharding = Sharding::none;
   std::string sharding_as_written = "none";  // the name the scenario used (full_shard, zero3, ...)
@@ -578,9 +589,8 @@ struct Parallelism {
   // The data-parallel degree is the rest of the world (Scenario::data_parallel; parallelism.data is checked).
   int tensor = 1;
   bool sequence_parallel = false;
-  // Transformer Engine's userbuffers overlap of the sequence-parallel all-gathers and reduce-scatters with the GEMMs
-  // beside them (Megatron-Core's tp_comm_overlap; data/nccl.yaml tp_comm_overlap): needs sequence_parallel.
-  bool tp_comm_overlap = false;
+  // Which tensor-parallel collectives run beside a GEMM instead of blocking the compute (TpCommOverlap).
+  TpCommOverlap tp_comm_overlap = TpCommOverlap::none;
   // Pipeline parallelism (Narayanan et al. 2021): `pipeline` stages, each `virtual_stages` model chunks (interleaved
   // 1F1B), run in `schedule`'s order over training.gradient_accumulation micro-batches; transformer blocks split evenly
   // or as `pipeline_layers` lists them (one entry per virtual stage, in model order).
