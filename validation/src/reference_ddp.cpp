@@ -54,9 +54,11 @@ namespace {
 // (Narayanan et al. 2021 eq. 3): dpsim's throughput.hardware_flops_per_s_per_gpu (docs/metrics.md).
 // e2e_weak_scaling: a weak-scaling efficiency in percent as Megatron-LM's 2019 paper draws it (Shoeybi et al., Figure
 // 5): per-GPU hardware FLOP/s of this run over its baseline's (one GPU, a smaller model), x 100.
+// e2e_mfu_pct: model FLOPs utilization in percent, recomputation not counted: dpsim's throughput.mfu x 100
+// (Megatron-LM's model FLOPs over the GPU's peak in the training dtype, docs/metrics.md).
 const std::set<std::string> kDdpKinds{"ddp_step_time",      "ddp_scaling",        "ddp_throughput",
                                       "ddp_strong_scaling", "e2e_tokens_per_gpu", "e2e_hardware_tflops_per_gpu",
-                                      "e2e_weak_scaling"};
+                                      "e2e_weak_scaling",   "e2e_mfu_pct"};
 // The kinds whose number is this run against a baseline run (`baseline`: overrides on top of the number's `set`).
 bool needs_baseline(const std::string& kind) { return kind == "ddp_strong_scaling" || kind == "e2e_weak_scaling"; }
 
@@ -148,7 +150,7 @@ std::vector<DdpNumber> read_predict(const json& predict, const EntrySite& site) 
     if (kDdpKinds.count(d.kind) == 0)
       r.fail(p + "/kind", fmt::format("\"{}\" is not one of: ddp_step_time, ddp_scaling, ddp_throughput, "
                                       "ddp_strong_scaling, e2e_tokens_per_gpu, e2e_hardware_tflops_per_gpu, "
-                                      "e2e_weak_scaling",
+                                      "e2e_weak_scaling, e2e_mfu_pct",
                                       d.kind));
     if (!n.contains("measured") || !n["measured"].is_array() || n["measured"].empty())
       r.fail(p, "\"measured\" must list the keys of the number under the entry's measured block");
@@ -219,6 +221,7 @@ double predicted_value(const DdpNumber& d, const Context& ctx, const ReferenceOp
   if (d.kind == "e2e_tokens_per_gpu")
     return res.samples_per_s * static_cast<double>(s.training.sequence_length) / s.world_size();
   if (d.kind == "e2e_hardware_tflops_per_gpu") return res.hardware_flops_per_s_per_gpu / 1e12;
+  if (d.kind == "e2e_mfu_pct") return 100.0 * res.mfu;
   if (needs_baseline(d.kind)) {
     std::vector<Override> base = d.set;
     base.insert(base.end(), d.baseline.begin(), d.baseline.end());
@@ -258,12 +261,12 @@ void ddp_entry(const json& e, const EntrySite& site, const Context& ctx, const R
     p.published = value->mid();
     p.published_low = value->low;
     p.published_high = value->high;
-    p.unit = d.kind == "ddp_step_time"                 ? "s"
-             : d.kind == "ddp_throughput"              ? "samples/s"
-             : d.kind == "e2e_tokens_per_gpu"          ? "tokens/s/GPU"
-             : d.kind == "e2e_hardware_tflops_per_gpu" ? "TFLOP/s/GPU"
-             : d.kind == "e2e_weak_scaling"            ? "%"
-                                                       : "x";
+    p.unit = d.kind == "ddp_step_time"                                 ? "s"
+             : d.kind == "ddp_throughput"                              ? "samples/s"
+             : d.kind == "e2e_tokens_per_gpu"                          ? "tokens/s/GPU"
+             : d.kind == "e2e_hardware_tflops_per_gpu"                 ? "TFLOP/s/GPU"
+             : d.kind == "e2e_weak_scaling" || d.kind == "e2e_mfu_pct" ? "%"
+                                                                       : "x";
     p.note = d.note;
     Scenario s;
     try {
