@@ -94,8 +94,9 @@ struct CommCall {
   bool backward = false;    // a blocking call on the compute stream (tensor, pipeline) in the backward phase
   int peer = -1;            // a pipeline send: the stage it sends to; -1: none
   EventRef delivers{};      // a pipeline send: the cross-class event the receiving stage waits for (what it carries)
-  // parallelism.tp_comm_overlap: a tensor-parallel call that Transformer Engine runs beside a GEMM of op
-  // `overlap_op` (its forward, or half of its backward: the input or the weight gradient), how (overlap.hpp)
+  // parallelism.tp_comm_overlap: a tensor-parallel call that runs beside a GEMM of op `overlap_op` (its forward, or
+  // half of its backward: the input or the weight gradient), how (overlap.hpp: Transformer Engine's methods, or
+  // Megatron-Core's asynchronous backward call)
   TpOverlap tp_overlap = TpOverlap::none;
   int overlap_op = -1;
   bool overlap_backward = false;

@@ -567,13 +567,13 @@ enum class BackwardPrefetch { backward_pre, backward_post, none };
 const char* to_string(BackwardPrefetch prefetch);
 
 // parallelism.tp_comm_overlap: which tensor-parallel collectives run beside a GEMM instead of blocking the compute.
-// none: every one blocks (Megatron-LM 2019's operators f and g; Megatron-LM before 2021-09). backward: a
-// column-parallel linear's backward runs its input-gradient all-reduce (with sequence parallelism: reduce-scatter)
-// beside its weight-gradient GEMM and, with sequence parallelism, the re-gather of its saved input beside its
-// input-gradient GEMM, as NCCL calls on another stream (Megatron-Core's
-// LinearWithGradAccumulationAndAsyncCommunication, always on). userbuffers: Transformer Engine's overlap of every
-// sequence-parallel call with its GEMM (Megatron-Core's
-// --tp-comm-overlap; data/nccl.yaml tp_comm_overlap); needs sequence parallelism.
+// - none: every one blocks (Megatron-LM 2019's operators f and g; Megatron-LM before 2021-09).
+// - backward: a column-parallel linear's backward runs its input-gradient all-reduce (with sequence parallelism:
+//   reduce-scatter) beside its weight-gradient GEMM and, with sequence parallelism, the re-gather of its saved input
+//   beside its input-gradient GEMM, as NCCL calls on another stream (Megatron-Core's
+//   LinearWithGradAccumulationAndAsyncCommunication, always on).
+// - userbuffers: Transformer Engine's overlap of every sequence-parallel call with its GEMM (Megatron-Core's
+//   --tp-comm-overlap; data/nccl.yaml tp_comm_overlap); needs sequence parallelism.
 enum class TpCommOverlap { none, backward, userbuffers };
 const char* to_string(TpCommOverlap overlap);
 
