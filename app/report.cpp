@@ -231,7 +231,7 @@ std::string share_of_step(double seconds, double step_s) {
 std::string parallelism_label(const Scenario& s, const StepResult& r) {
   std::string text = fmt::format("data {} x tensor {}", r.data_parallel, r.tensor_parallel);
   if (r.tensor_parallel > 1)
-    text += fmt::format(" (tensor groups inside a node{}{})",
+    text += fmt::format(" ({}tensor groups inside a node{}{})", r.tensor_impl == "torch" ? "PyTorch's " : "",
                         r.sequence_parallel ? ", sequence parallel" : ", no sequence parallelism",
                         r.tp_comm_overlap == "none" ? "" : ", tp_comm_overlap " + r.tp_comm_overlap);
   if (r.pipeline_parallel > 1)

@@ -436,12 +436,15 @@ std::vector<std::string> tensor_comm_advice(const Scenario& s, const StepResult&
     o.parallelism.tp_comm_overlap = overlap;
     return gain(r, evaluated(o, evaluate));
   };
-  if (s.parallelism.tp_comm_overlap == TpCommOverlap::none)
+  // Megatron-Core's and Transformer Engine's overlaps; PyTorch's tensor parallelism has neither
+  // (parallelism.tensor_impl)
+  const bool megatron = s.parallelism.tensor_impl == TensorImpl::megatron;
+  if (megatron && s.parallelism.tp_comm_overlap == TpCommOverlap::none)
     out.push_back(fmt::format(
         "parallelism.tp_comm_overlap: backward (Megatron-Core's column-parallel linears, which run their backward "
         "collectives as asynchronous NCCL calls beside their GEMMs) hides part of them: {}.",
         with_overlap(TpCommOverlap::backward)));
-  if (s.parallelism.sequence_parallel && s.parallelism.tp_comm_overlap != TpCommOverlap::userbuffers)
+  if (megatron && s.parallelism.sequence_parallel && s.parallelism.tp_comm_overlap != TpCommOverlap::userbuffers)
     out.push_back(fmt::format(
         "parallelism.tp_comm_overlap: userbuffers (Transformer Engine's, Megatron-Core's --tp-comm-overlap) runs "
         "the sequence-parallel all-gathers and reduce-scatters beside the linear layers' GEMMs: {}.",

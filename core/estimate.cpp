@@ -51,6 +51,7 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.virtual_stages = plan.pipeline.virtual_stages;
   r.sequence_parallel = s.parallelism.sequence_parallel;
   r.tp_comm_overlap = to_string(s.parallelism.tp_comm_overlap);
+  r.tensor_impl = to_string(s.parallelism.tensor_impl);
   const ComputeModel cm = compute_model(s);
   r.peak_flops_per_s = cm.peak_flops_per_s;
   r.hardware_flops_per_step_per_gpu = 0;

@@ -282,8 +282,8 @@ std::string data_degree_mismatch(int world_size, const Parallelism& p) {
 // HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are zero3 and zero2 inside each shard group, replicated across the groups.
 // Tensor parallelism takes `tensor` GPUs of each node; the data-parallel degree is the rest of the world.
 Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec& model) {
-  n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "tp_comm_overlap", "pipeline",
-                "schedule", "virtual_stages", "pipeline_layers"});
+  n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "tp_comm_overlap", "tensor_impl",
+                "pipeline", "schedule", "virtual_stages", "pipeline_layers"});
   Parallelism p;
   if (auto v = n.get("tensor")) p.tensor = parse_tensor(*v, t, model);
   if (auto v = n.get("sequence_parallel")) {
@@ -307,6 +307,16 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
     if (p.tp_comm_overlap == TpCommOverlap::backward && p.tensor == 1)
       v->fail(
           "backward: the column-parallel linears' backward collectives beside their GEMMs need parallelism.tensor > 1");
+  }
+  if (auto v = n.get("tensor_impl")) {
+    p.tensor_impl = v->as_enum<TensorImpl>({{"megatron", TensorImpl::megatron}, {"torch", TensorImpl::torch}});
+    if (p.tensor_impl == TensorImpl::torch && p.tensor == 1)
+      v->fail("torch: PyTorch's tensor parallelism splits the layers over parallelism.tensor > 1 GPUs");
+    if (p.tensor_impl == TensorImpl::torch && p.tp_comm_overlap != TpCommOverlap::none)
+      v->fail(
+          fmt::format("torch: parallelism.tp_comm_overlap {} is Megatron-Core's and Transformer Engine's; "
+                      "PyTorch's tensor parallelism runs every collective on the compute stream (none)",
+                      to_string(p.tp_comm_overlap)));
   }
   parse_pipeline(n, t, model, p);
   const int world = t.world_size() / (p.tensor * p.pipeline);

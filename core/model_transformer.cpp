@@ -56,7 +56,8 @@ struct Builder {
 
   // Operator f (entering a split region): backward all-reduce of the input gradient; with sequence parallelism an
   // all-gather of the sequence-split input before the forward, the same all-gather again before the backward (the
-  // linear saves its split input, ctx.save_for_backward(input, weight), and gathers it for the weight gradient) and a
+  // linear saves its split input, ctx.save_for_backward(input, weight), and gathers it for the weight gradient; not
+  // with PyTorch's tensor parallelism, which keeps the gathered input) and a
   // reduce-scatter of the input gradient after it (Megatron-LM megatron/core/tensor_parallel/layers.py at d98e8a6,
   // LinearWithGradAccumulationAndAsyncCommunication: forward :604 and :623-629, backward :667-680 and :700-709).
   void enter_split(Op& op, int64_t width) const {
@@ -66,7 +67,8 @@ struct Builder {
       return;
     }
     op.tensor_comms.push_back({CollectiveKind::all_gather, false, true, full(width)});
-    op.tensor_comms.push_back({CollectiveKind::all_gather, true, true, full(width), true});
+    if (!split.keeps_gathered_input)
+      op.tensor_comms.push_back({CollectiveKind::all_gather, true, true, full(width), true});
     op.tensor_comms.push_back({CollectiveKind::reduce_scatter, true, false, full(width)});
   }
   // Operator g (leaving it): forward all-reduce of the output; with sequence parallelism a reduce-scatter after the
@@ -102,8 +104,12 @@ struct Builder {
     const double flops = 2.0 * tokens * static_cast<double>(in_local) * static_cast<double>(out_local);
     op.forward_flops_per_sample = flops;
     op.backward_flops_per_sample = 2.0 * flops;
-    // A column-parallel GEMM's input is the replicated (or, with sequence parallelism, sequence-split) block input.
-    const double saved = how == Split::row ? full(in_local) : full(in) * (column ? seq_share() : 1.0);
+    // A column-parallel GEMM's input is the replicated (or, with sequence parallelism, sequence-split) block input;
+    // PyTorch's tensor parallelism keeps the gathered one (the linears' autograd saves the tensor PrepareModuleInput
+    // redistributed to Replicate: torchtitan models/llama3/infra/parallelize.py at f18e68c6, :225-240).
+    const double saved = how == Split::row                       ? full(in_local)
+                         : column && !split.keeps_gathered_input ? full(in) * seq_share()
+                                                                 : full(in);
     op.activation_bytes_per_sample = saves_input ? saved : 0.0;
     op.output_bytes_per_sample = full(out_local);  // the GEMM's result, before any tensor-parallel reduction
     op.gemms.push_back({static_cast<int64_t>(tokens), out_local, in_local, 1});

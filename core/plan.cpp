@@ -513,7 +513,8 @@ StepPlan make_step_plan(const Scenario& s) {
                   s.training.elementwise == ElementwiseImpl::eager ? &s.topology.gpu.eager_elementwise : nullptr),
         s.training, act_bytes);
   };
-  const TensorSplit split{s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1};
+  const TensorSplit split{s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1,
+                          s.parallelism.tensor_impl == TensorImpl::torch};
   std::vector<Op> local = model_ops(split);
   // The whole model's FLOPs and parameters, unsplit: the same ops when nothing splits them.
   const bool unsplit = split.degree == 1 && !split.sequence_parallel && !split.tied_head_copy;

@@ -171,7 +171,10 @@ json to_json(const StepResult& r) {
                       {"sequence_parallel", r.sequence_parallel},
                       {"sharding", r.sharding}};
   if (r.shard_group > 0) j["parallelism"]["shard_group"] = r.shard_group;
-  if (r.tensor_parallel > 1) j["parallelism"]["tp_comm_overlap"] = r.tp_comm_overlap;
+  if (r.tensor_parallel > 1) {
+    j["parallelism"]["tp_comm_overlap"] = r.tp_comm_overlap;
+    j["parallelism"]["tensor_impl"] = r.tensor_impl;
+  }
   if (r.pipeline_parallel > 1) {
     j["parallelism"]["schedule"] = r.pipeline_schedule;
     j["parallelism"]["virtual_stages"] = r.virtual_stages;
@@ -297,6 +300,7 @@ StepResult result_from_json(const json& j) {
       r.virtual_stages = j.at("parallelism").value("virtual_stages", 1);
       r.sequence_parallel = j.at("parallelism").value("sequence_parallel", false);
       r.tp_comm_overlap = j.at("parallelism").value("tp_comm_overlap", "none");
+      r.tensor_impl = j.at("parallelism").value("tensor_impl", "megatron");
     }
     if (j.contains("bounds"))
       r.bounds = StepBounds{bound_from_json(j.at("bounds").at("perfect_overlap")),

@@ -298,6 +298,14 @@ const char* to_string(TpCommOverlap overlap) {
   return "?";
 }
 
+const char* to_string(TensorImpl impl) {
+  switch (impl) {
+    case TensorImpl::megatron: return "megatron";
+    case TensorImpl::torch: return "torch";
+  }
+  return "?";
+}
+
 const char* to_string(BackwardPrefetch prefetch) {
   switch (prefetch) {
     case BackwardPrefetch::backward_pre: return "backward_pre";

@@ -479,6 +479,38 @@ TEST_CASE("sequence parallelism: a column-parallel linear gathers its saved inpu
   for (const PlanOp& op : make_step_plan(tp_overlap_scenario("none", false)).ops) CHECK_FALSE(regathers(op));
 }
 
+TEST_CASE("tensor_impl torch: a column-parallel linear keeps its gathered input and does not gather it again") {
+  const auto plan_of = [](const char* impl) {
+    return make_step_plan(
+        load_scenario(src("scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml"),
+                      {{"parallelism.tensor_impl", impl}, {"training.activation_checkpointing", "none"}}));
+  };
+  const StepPlan megatron = plan_of("megatron"), torch = plan_of("torch");
+  REQUIRE(megatron.ops.size() == torch.ops.size());
+  int entries = 0;
+  for (size_t i = 0; i < torch.ops.size(); ++i) {
+    const PlanOp &m = megatron.ops[i], &t = torch.ops[i];
+    REQUIRE(m.name == t.name);
+    CHECK_FALSE(regathers(t));
+    if (!regathers(m)) {  // every other op: the same calls
+      CHECK(m.tensor_calls.size() == t.tensor_calls.size());
+      continue;
+    }
+    ++entries;
+    // the same calls less the backward's second gather (torchtitan's PrepareModuleInput gathers once, autograd keeps
+    // it)
+    CHECK(t.tensor_calls.size() + 1 == m.tensor_calls.size());
+  }
+  CHECK(entries == 2 * 80 + 1);
+  // what they keep: the gathered input, t = 8 times the split one, for the linears that save it
+  CHECK(torch.memory.activation_bytes > megatron.memory.activation_bytes);
+  const Scenario plain = load_scenario(src("scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml"));
+  CHECK_THROWS_WITH(load_scenario(src("scenarios/llama3.1-70b-tp8-pp2-64xh100.yaml"),
+                                  {{"parallelism.tp_comm_overlap", "backward"}, {"parallelism.tensor_impl", "torch"}}),
+                    Catch::Contains("tp_comm_overlap backward is Megatron-Core's and Transformer Engine's"));
+  CHECK(plain.parallelism.tensor_impl == TensorImpl::megatron);  // the default
+}
+
 TEST_CASE("tp_comm_overlap userbuffers: the linear layers' sequence-parallel calls run beside their GEMMs") {
   const StepPlan plan = make_step_plan(tp_overlap_scenario("userbuffers"));
   REQUIRE(plan.tp_comm_overlap == TpCommOverlap::userbuffers);

@@ -40,6 +40,9 @@ struct TensorSplit {
   // copy of the word embedding (Megatron-LM, megatron/core/models/common/language_module/language_module.py:279-290
   // at d98e8a6: "the duplicated embedding"), whose gradient the two stages all-reduce.
   bool tied_head_copy = false;
+  // PyTorch's tensor parallelism (parallelism.tensor_impl torch): a column-parallel linear keeps its gathered input
+  // and does not gather it again in the backward.
+  bool keeps_gathered_input = false;
 };
 
 // Which eager PyTorch kernels an elementwise op runs as (training.elementwise eager), where their time is not their

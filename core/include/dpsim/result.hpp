@@ -183,6 +183,7 @@ struct StepResult {
   int virtual_stages = 1;
   bool sequence_parallel = false;
   std::string tp_comm_overlap = "none";  // parallelism.tp_comm_overlap (to_string(TpCommOverlap))
+  std::string tensor_impl = "megatron";  // parallelism.tensor_impl (to_string(TensorImpl))
   std::string sharding = "none";         // parallelism.sharding as dpsim names it (to_string(Sharding))
   int shard_group = 0;                   // HSDP: GPUs per sharding group (parallelism.shard_group); 0: not hybrid
   std::vector<BucketTiming> buckets;

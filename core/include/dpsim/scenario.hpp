@@ -577,6 +577,14 @@ const char* to_string(BackwardPrefetch prefetch);
 enum class TpCommOverlap { none, backward, userbuffers };
 const char* to_string(TpCommOverlap overlap);
 
+// parallelism.tensor_impl: whose tensor parallelism runs the split layers.
+// - megatron: Megatron-LM's layers; with sequence parallelism a column-parallel linear saves its sequence-split input
+//   and gathers it again in the backward (Korthikanti et al. 2022's activation memory).
+// - torch: PyTorch's DTensor plans (torchtitan's parallelize_module with PrepareModuleInput, ColwiseParallel,
+//   SequenceParallel): the gathered input is what the linears' autograd saves, whole, and nothing is gathered again.
+enum class TensorImpl { megatron, torch };
+const char* to_string(TensorImpl impl);
+
 struct Parallelism {
   Sharding sharding = Sharding::none;
   std::string sharding_as_written = "none";  // the name the scenario used (full_shard, zero3, ...)
@@ -591,6 +599,7 @@ struct Parallelism {
   bool sequence_parallel = false;
   // Which tensor-parallel collectives run beside a GEMM instead of blocking the compute (TpCommOverlap).
   TpCommOverlap tp_comm_overlap = TpCommOverlap::none;
+  TensorImpl tensor_impl = TensorImpl::megatron;
   // Pipeline parallelism (Narayanan et al. 2021): `pipeline` stages, each `virtual_stages` model chunks (interleaved
   // 1F1B), run in `schedule`'s order over training.gradient_accumulation micro-batches; transformer blocks split evenly
   // or as `pipeline_layers` lists them (one entry per virtual stage, in model order).
