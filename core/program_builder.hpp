@@ -49,7 +49,7 @@ inline TpOverlap tp_overlap_of(const StepPlan& plan, const PlanOp& op, const Ten
     return TpOverlap::none;
   const bool column_backward = c.backward && (c.regather || (!c.before && c.kind != CollectiveKind::all_gather));
   if (plan.tp_comm_overlap == TpCommOverlap::backward) return column_backward ? TpOverlap::async_nccl : TpOverlap::none;
-  if (column_backward) return c.kind == CollectiveKind::all_reduce ? TpOverlap::none : TpOverlap::bulk;
+  if (column_backward) return TpOverlap::bulk;  // userbuffers needs sequence parallelism: no all-reduce here
   if (c.kind == CollectiveKind::all_gather && c.before) return TpOverlap::ring_exchange;
   if (c.kind == CollectiveKind::reduce_scatter && !c.before) return TpOverlap::pipeline;
   return TpOverlap::none;

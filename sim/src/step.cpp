@@ -345,7 +345,7 @@ struct Run final : StepExecutor {
       const auto level = static_cast<size_t>(c.overlap_level);
       if (!blocking) ++active_collectives[level];
       if (!blocking && !synced_backward_done) co_await set_pstate(beside());
-      if (call.tp_overlap != TpOverlap::none)  // beside its GEMM (userbuffers, no NCCL flows): what it leaves exposed
+      if (call.tp_overlap != TpOverlap::none)  // beside its GEMM (TE's or Megatron-Core's; no flows): what it exposes
         co_await sleep_for(blocking_call_s(call, c.cost.time_s, op_s, program->dims.tensor,
                                            scenario->topology.gpu.sm_count, scenario->nccl));
       else
