@@ -47,11 +47,16 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   scen.add("gpu", s.topology.gpu.name);  // the topology's, or cluster.gpu's where the scenario names another
   scen.add("parallelism", parallelism_label(s, r));
   const bool tensor = r.tensor_parallel > 1;
-  scen.add("batch", fmt::format("micro-batch {} x sequence {} x accumulation {} per {}", s.training.micro_batch,
-                                s.training.sequence_length, s.training.gradient_accumulation,
-                                tensor ? fmt::format("data-parallel replica (its {} tensor-parallel GPUs share it)",
-                                                     r.tensor_parallel)
-                                       : std::string("GPU")));
+  std::string sharing;
+  if (tensor) sharing = fmt::format("its {} tensor-parallel GPUs share it", r.tensor_parallel);
+  if (r.context_parallel > 1)
+    sharing +=
+        fmt::format("{}its {} context-parallel GPUs split each sequence, {} tokens each", sharing.empty() ? "" : "; ",
+                    r.context_parallel, s.training.sequence_length / r.context_parallel);
+  scen.add("batch",
+           fmt::format("micro-batch {} x sequence {} x accumulation {} per {}", s.training.micro_batch,
+                       s.training.sequence_length, s.training.gradient_accumulation,
+                       sharing.empty() ? std::string("GPU") : fmt::format("data-parallel replica ({})", sharing)));
   out.push_back(std::move(scen));
 
   Section model{"Model", {}};
@@ -119,12 +124,17 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
 
 // One all-reduce of a GPU's gradients over its data-parallel group, as a single message (estimate.cpp fill_common).
 Section allreduce_section(const Scenario& s, const StepResult& r) {
-  Section ar{r.tensor_parallel > 1 ? fmt::format("All-reduce of a GPU's gradients as one message (over its "
-                                                 "data-parallel group of {} GPU{})",
-                                                 r.data_parallel, r.data_parallel == 1 ? "" : "s")
-                                   : std::string("All-reduce of all gradients as one message"),
+  const int group = r.data_parallel * r.context_parallel;  // with context parallelism: data x context GPUs
+  Section ar{r.tensor_parallel > 1 || r.context_parallel > 1
+                 ? fmt::format("All-reduce of a GPU's gradients as one message (over its data-parallel group of {} "
+                               "GPU{}{})",
+                               group, group == 1 ? "" : "s",
+                               r.context_parallel > 1
+                                   ? fmt::format(", data {} x context {}", r.data_parallel, r.context_parallel)
+                                   : "")
+                 : std::string("All-reduce of all gradients as one message"),
              {}};
-  if (r.data_parallel > 1) {
+  if (group > 1) {
     ar.add("ring traffic per GPU", fmt::format("{} sent, {} received", format_bytes(r.allreduce_bytes_sent_per_gpu),
                                                format_bytes(r.allreduce_bytes_sent_per_gpu)));
     ar.add(fmt::format("ideal ring at {}", format_bandwidth(r.allreduce_busbw_GBps * 1e9)),
@@ -148,8 +158,10 @@ Section allreduce_section(const Scenario& s, const StepResult& r) {
 
 // Tensor parallelism's collectives (Megatron-LM's f and g, on the compute stream): by kind and NCCL's choice.
 Section tensor_comm_section(const StepResult& r) {
-  Section c{fmt::format("Tensor-parallel collectives (group of {} GPUs, on the compute stream: none hidden)",
-                        r.tensor_parallel),
+  Section c{fmt::format("Tensor-parallel collectives (group of {} GPUs, on the compute stream: {})", r.tensor_parallel,
+                        r.tp_comm_overlap == "none"
+                            ? std::string("none hidden")
+                            : "what tp_comm_overlap " + r.tp_comm_overlap + " leaves exposed beside the GEMMs"),
             {}};
   struct Sum {
     int calls = 0;
@@ -180,7 +192,8 @@ Section sharded_comm_section(const Scenario& s, const StepResult& r) {
     double bytes = 0, moved = 0, seconds = 0;
   };
   // The ranks of each group the calls run over (HSDP: the shard and replica groups split the data group).
-  const ParallelDims dims{r.data_parallel, r.tensor_parallel, 1, s.parallelism.hybrid ? s.parallelism.shard_group : 0};
+  const ParallelDims dims{r.data_parallel, r.tensor_parallel, 1, s.parallelism.hybrid ? s.parallelism.shard_group : 0,
+                          r.context_parallel};
   std::map<std::string, Sum> by_kind;
   for (const CommTiming& t : r.comm) {
     const std::string name = t.group == "data" ? t.kind : fmt::format("{} ({} group)", t.kind, t.group);
@@ -210,6 +223,9 @@ Section step_section(const StepResult& r, const char* title) {
   st.add("  forward", format_seconds(r.forward_s));
   st.add("  backward", format_seconds(r.backward_s));
   if (r.tensor_parallel > 1) st.add("  tensor-parallel communication", share_of_step(r.tensor_comm_s, r.step_time_s));
+  if (r.context_parallel > 1)
+    st.add("  context-parallel exchange", share_of_step(r.context_comm_s, r.step_time_s) +
+                                              ", what the ring's sends leave exposed beside the attention");
   st.add("  exposed communication", format_seconds(r.exposed_comm_s));
   st.add("  optimizer", format_seconds(r.optimizer_s));
   add_pipeline_rows(st, r);
@@ -234,6 +250,8 @@ std::string parallelism_label(const Scenario& s, const StepResult& r) {
     text += fmt::format(" ({}tensor groups inside a node{}{})", r.tensor_impl == "torch" ? "PyTorch's " : "",
                         r.sequence_parallel ? ", sequence parallel" : ", no sequence parallelism",
                         r.tp_comm_overlap == "none" ? "" : ", tp_comm_overlap " + r.tp_comm_overlap);
+  if (r.context_parallel > 1)
+    text += fmt::format(" x context {} (keys and values passed round a ring beside the attention)", r.context_parallel);
   if (r.pipeline_parallel > 1)
     text += fmt::format(" x pipeline {} ({}{})", r.pipeline_parallel, r.pipeline_schedule,
                         r.virtual_stages > 1 ? fmt::format(", {} chunks per stage", r.virtual_stages) : "");
@@ -248,9 +266,10 @@ void add_pipeline_rows(Section& st, const StepResult& r) {
                                  format_seconds(r.p2p_s)));
   for (const StageTiming& t : r.stages)
     st.add(fmt::format("  stage {}", t.stage),
-           fmt::format("compute {}, tensor {}, sends {}, waits: data-parallel {}, other stages {}; ends at {}; "
+           fmt::format("compute {}, tensor {}{}, sends {}, waits: data-parallel {}, other stages {}; ends at {}; "
                        "{} per GPU",
                        format_seconds(t.forward_s + t.backward_s + t.optimizer_s), format_seconds(t.tensor_comm_s),
+                       r.context_parallel > 1 ? ", context " + format_seconds(t.context_comm_s) : "",
                        format_seconds(t.p2p_s), format_seconds(t.exposed_comm_s), format_seconds(t.bubble_s),
                        format_seconds(t.end_s), format_bytes(t.memory_need_bytes)));
 }

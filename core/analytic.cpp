@@ -11,8 +11,16 @@ namespace dpsim {
 
 FabricSummary group_fabric(const Scenario& s, const StepProgram& program, GroupKind kind) {
   ProcessGroup g = group_of(0, kind, program.dims);
-  // A pipeline group's calls are sends between neighbouring stages: the fabric of a pair of them.
+  // A pipeline group's calls are sends between neighbouring stages: the fabric of a pair of them. A context group's
+  // are sends between ring neighbours, whose slowest pair crosses nodes where the group spans several.
   if (kind == GroupKind::pipeline && g.ranks.size() > 2) g.ranks.resize(2);
+  if (kind == GroupKind::context && g.ranks.size() > 2) {
+    const int gpn = s.topology.gpus_per_node;
+    size_t k = 0;
+    while (k + 1 < g.ranks.size() && g.ranks[k] / gpn == g.ranks[k + 1] / gpn) ++k;
+    if (k + 1 == g.ranks.size()) k = 0;  // one node: any neighbours
+    g.ranks = {g.ranks[k], g.ranks[k + 1]};
+  }
   const GroupPlacement p = placement(g, program.dims, s.topology.gpus_per_node);
   return summarize_fabric(group_topology(s.topology, p));
 }
@@ -156,6 +164,7 @@ void AnalyticExecutor::collective(const Instr& in, const CommCall& call) {
     comm_busy_ += seconds;
   else
     (between_stages(call) ? p2p_ : blocking_comm_) += seconds;
+  if (in.stream == StepProgram::kCompute && call.group == GroupKind::context) context_comm_ += seconds;
   if (keep_calls_) calls_.push_back(t);
 }
 

@@ -46,6 +46,7 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.weight_copy_bytes_per_gpu = plan.memory.weight_copy_bytes;
   r.data_parallel = plan.dims.data;
   r.tensor_parallel = plan.dims.tensor;
+  r.context_parallel = plan.dims.context;
   r.pipeline_parallel = plan.pipeline.stages;
   r.pipeline_schedule = plan.pipeline.stages > 1 ? to_string(plan.pipeline.schedule) : "";
   r.virtual_stages = plan.pipeline.virtual_stages;
@@ -68,10 +69,11 @@ void fill_common(const Scenario& s, const StepPlan& plan, const StepProgram& pro
   r.nccl_bytes_per_gpu = r.nccl_communicators * s.nccl.communicator_bytes;
   r.fits = r.memory_need_bytes() <= r.gpu_memory_bytes;
 
-  // One all-reduce of a GPU's gradients over its data-parallel group (the whole cluster without model parallelism).
+  // One all-reduce of a GPU's gradients over its data-parallel group (the whole cluster without model parallelism;
+  // data x context GPUs with context parallelism).
   const FabricSummary fabric = group_fabric(s, program, GroupKind::data);
   const auto bytes = static_cast<double>(plan.gradient_bytes);
-  const int replicas = plan.dims.data;
+  const int replicas = group_size(GroupKind::data, plan.dims);
   r.allreduce_bytes_sent_per_gpu = ring_bytes_sent_per_gpu(bytes, replicas);
   r.allreduce_algorithm = "ring";
   if (replicas > 1) {
@@ -131,6 +133,7 @@ void report_stages(const StepPlan& plan, StepResult& r) {
   r.backward_s = t.backward_s;
   r.optimizer_s = t.optimizer_s;
   r.tensor_comm_s = t.tensor_comm_s;
+  r.context_comm_s = t.context_comm_s;
   r.p2p_s = t.p2p_s;
   r.exposed_comm_s = t.exposed_comm_s;
   r.comm_busy_s = t.comm_busy_s;
@@ -165,8 +168,8 @@ Estimate estimate_pipeline(const Scenario& s, const StepPlan& plan, const StepPr
   for (size_t c = 0; c < runs.size(); ++c) {
     const AnalyticExecutor& run = runs[c];
     r.stages.push_back({program.classes[c].stage, run.phase_busy_s(Phase::forward), run.phase_busy_s(Phase::backward),
-                        run.phase_busy_s(Phase::optimizer), run.blocking_comm_s(), run.p2p_s(), run.waited_comm_s(),
-                        run.comm_busy_s(), run.bubble_s(), run.step_s(), 0});
+                        run.phase_busy_s(Phase::optimizer), run.blocking_comm_s() - run.context_comm_s(), run.p2p_s(),
+                        run.waited_comm_s(), run.comm_busy_s(), run.bubble_s(), run.step_s(), 0, run.context_comm_s()});
   }
   append_comm(runs.front(), program.classes.front(), program, r);
   report_stages(plan, r);
@@ -207,7 +210,8 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   r.backward_s = run.phase_busy_s(Phase::backward);
   r.optimizer_s = run.phase_busy_s(Phase::optimizer);
   r.comm_busy_s = run.comm_busy_s();
-  r.tensor_comm_s = run.blocking_comm_s();
+  r.context_comm_s = run.context_comm_s();
+  r.tensor_comm_s = run.blocking_comm_s() - r.context_comm_s;
   e.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
   r.compute_by_kind = run.by_kind();
   if (plan.sharded.sharding == Sharding::none && plan.overlap_grad_reduce) {
@@ -216,11 +220,11 @@ Estimate estimate(const Scenario& s, const StepPlan& plan) {
   } else {
     // Sharded: gathers wait on the forward and backward too; without overlap the buckets wait for the backward. The
     // program's order (a clock per stream) says what the compute waits for.
-    r.exposed_comm_s = std::max(0.0, run.step_s() - e.compute_s - r.tensor_comm_s);
+    r.exposed_comm_s = std::max(0.0, run.step_s() - e.compute_s - r.blocking_comm_s());
   }
   append_comm(run, program.classes.front(), program, r);
-  e.perfect_overlap_step_s = e.compute_s + r.tensor_comm_s + r.exposed_comm_s;
-  e.no_overlap_step_s = e.compute_s + r.tensor_comm_s + r.comm_busy_s;
+  e.perfect_overlap_step_s = e.compute_s + r.blocking_comm_s() + r.exposed_comm_s;
+  e.no_overlap_step_s = e.compute_s + r.blocking_comm_s() + r.comm_busy_s;
   e.single_gpu_step_s = e.compute_s;
   // The stable keys (step.time_s, throughput, scaling_efficiency) carry the perfect-overlap bound; "bounds" has both.
   r.bounds = StepBounds{bound(plan, e.single_gpu_step_s, e.perfect_overlap_step_s, r.exposed_comm_s),

@@ -17,21 +17,24 @@ const char* to_string(GroupKind kind) {
     case GroupKind::shard: return "shard";
     case GroupKind::replica: return "replica";
     case GroupKind::embedding: return "embedding";
+    case GroupKind::context: return "context";
   }
   return "?";
 }
 
 std::optional<GroupKind> group_kind_named(std::string_view name) {
   for (GroupKind k : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline, GroupKind::shard, GroupKind::replica,
-                      GroupKind::embedding})
+                      GroupKind::embedding, GroupKind::context})
     if (name == to_string(k)) return k;
   return std::nullopt;
 }
 
 void check_dims(const ParallelDims& d) {
-  if (d.data < 1 || d.tensor < 1 || d.pipeline < 1)
-    throw InputError(fmt::format("parallelism: data {}, tensor {}, pipeline {}: every degree must be >= 1", d.data,
-                                 d.tensor, d.pipeline));
+  if (d.data < 1 || d.tensor < 1 || d.pipeline < 1 || d.context < 1)
+    throw InputError(fmt::format("parallelism: data {}, tensor {}, context {}, pipeline {}: every degree must be >= 1",
+                                 d.data, d.tensor, d.context, d.pipeline));
+  if (d.shard > 0 && d.context > 1)
+    throw InputError("parallelism: a shard group (HSDP) with context parallelism is not modelled");
   if (d.shard < 0 || (d.shard > 0 && d.data % d.shard != 0))
     throw InputError(
         fmt::format("parallelism: a shard group of {} does not divide the {} data-parallel GPUs", d.shard, d.data));
@@ -40,23 +43,29 @@ void check_dims(const ParallelDims& d) {
 RankCoords coords_of(int rank, const ParallelDims& d) {
   check_dims(d);
   if (rank < 0 || rank >= d.world()) throw RuntimeError(fmt::format("rank {} outside a world of {}", rank, d.world()));
-  return {(rank / d.tensor) % d.data, rank % d.tensor, rank / (d.tensor * d.data)};
+  return {.data = (rank / (d.tensor * d.context)) % d.data,
+          .tensor = rank % d.tensor,
+          .pipeline = rank / (d.tensor * d.context * d.data),
+          .context = (rank / d.tensor) % d.context};
 }
 
 int rank_of(const RankCoords& c, const ParallelDims& d) {
   check_dims(d);
   if (c.data < 0 || c.data >= d.data || c.tensor < 0 || c.tensor >= d.tensor || c.pipeline < 0 ||
-      c.pipeline >= d.pipeline)
-    throw RuntimeError(fmt::format("coordinates (data {}, tensor {}, pipeline {}) outside degrees ({}, {}, {})", c.data,
-                                   c.tensor, c.pipeline, d.data, d.tensor, d.pipeline));
-  return c.tensor + d.tensor * (c.data + d.data * c.pipeline);
+      c.pipeline >= d.pipeline || c.context < 0 || c.context >= d.context)
+    throw RuntimeError(
+        fmt::format("coordinates (data {}, tensor {}, context {}, pipeline {}) outside degrees ({}, {}, "
+                    "{}, {})",
+                    c.data, c.tensor, c.context, c.pipeline, d.data, d.tensor, d.context, d.pipeline));
+  return c.tensor + d.tensor * (c.context + d.context * (c.data + d.data * c.pipeline));
 }
 
 namespace {
 int degree(GroupKind kind, const ParallelDims& d) {
   switch (kind) {
-    case GroupKind::data: return d.data;
+    case GroupKind::data: return d.data * d.context;  // with context parallelism, Megatron's "with cp" group
     case GroupKind::tensor: return d.tensor;
+    case GroupKind::context: return d.context;
     case GroupKind::pipeline: return d.pipeline;
     case GroupKind::shard: return d.shard_size();
     case GroupKind::replica: return d.data / d.shard_size();
@@ -66,6 +75,7 @@ int degree(GroupKind kind, const ParallelDims& d) {
 }
 int& coordinate(GroupKind kind, RankCoords& c) {
   return kind == GroupKind::tensor                                     ? c.tensor
+         : kind == GroupKind::context                                  ? c.context
          : kind == GroupKind::pipeline || kind == GroupKind::embedding ? c.pipeline
                                                                        : c.data;
 }
@@ -90,7 +100,12 @@ ProcessGroup group_of(int rank, GroupKind kind, const ParallelDims& d) {
   const int data = c.data;
   ProcessGroup g{kind, {}};
   for (int i = 0; i < degree(kind, d); ++i) {
-    coordinate(kind, c) = member(kind, data, i, d);
+    if (kind == GroupKind::data) {  // data x context: every data and context coordinate (HSDP is refused with context)
+      c.context = i % d.context;
+      c.data = i / d.context;
+    } else {
+      coordinate(kind, c) = member(kind, data, i, d);
+    }
     g.ranks.push_back(rank_of(c, d));
   }
   std::sort(g.ranks.begin(), g.ranks.end());

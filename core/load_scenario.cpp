@@ -229,15 +229,32 @@ int parse_tensor(const YNode& v, const Topology& t, const ModelSpec& model) {
   return degree;
 }
 
+// parallelism.context: the GPUs that split each sample's sequence (Megatron-Core's context parallelism, p2p): a
+// transformer's, whose world it divides with the tensor degree (megatron/training/arguments.py at d98e8a6: "world size
+// ... is not divisible by total_model_size", tensor x pipeline x context). The sequence rule is checked with the
+// training block (check_context).
+int parse_context(const YNode& v, const Topology& t, const ModelSpec& model, const Parallelism& p) {
+  const auto degree = static_cast<int>(v.as_int(-(1 << 24), 1 << 24));
+  if (degree < 1) v.fail(fmt::format("the context-parallel degree must be >= 1, got {}", degree));
+  if (degree == 1) return 1;
+  if (!model.transformer)
+    v.fail(fmt::format("{} is given as explicit layers; context parallelism splits a transformer's attention",
+                       model.name));
+  if (t.world_size() % (degree * p.tensor) != 0)
+    v.fail(fmt::format("{} context-parallel GPUs x tensor {} do not divide the cluster's {} GPUs", degree, p.tensor,
+                       t.world_size()));
+  return degree;
+}
+
 // parallelism.pipeline, schedule, virtual_stages, pipeline_layers: the stages must hold the world and the blocks
 // (core/pipeline_schedule.cpp split_layers, Megatron's rules; the micro-batch rule is checked with the training block).
 void parse_pipeline(const YNode& n, const Topology& t, const ModelSpec& model, Parallelism& p) {
   if (auto v = n.get("pipeline")) {
     const auto stages = static_cast<int>(v->as_int(-(1 << 24), 1 << 24));
     if (stages < 1) v->fail(fmt::format("the pipeline needs at least 1 stage, got {}", stages));
-    if (t.world_size() % (stages * p.tensor) != 0)
-      v->fail(
-          fmt::format("{} stages x tensor {} do not divide the cluster's {} GPUs", stages, p.tensor, t.world_size()));
+    if (t.world_size() % (stages * p.tensor * p.context) != 0)
+      v->fail(fmt::format("{} stages x tensor {}{} do not divide the cluster's {} GPUs", stages, p.tensor,
+                          p.context > 1 ? fmt::format(" x context {}", p.context) : "", t.world_size()));
     if (stages > 1 && !model.transformer)
       v->fail(fmt::format("{} is given as explicit layers; pipeline stages split a transformer's blocks", model.name));
     p.pipeline = stages;
@@ -267,11 +284,12 @@ void parse_pipeline(const YNode& n, const Topology& t, const ModelSpec& model, P
   }
 }
 
-// The data degree a stated `parallelism.data` must equal: the world over the tensor and pipeline degrees.
+// The data degree a stated `parallelism.data` must equal: the world over the tensor, context and pipeline degrees.
 std::string data_degree_mismatch(int world_size, const Parallelism& p) {
-  const int data = world_size / (p.tensor * p.pipeline);
+  const int data = world_size / (p.tensor * p.context * p.pipeline);
   std::string split;
   if (p.tensor > 1) split += fmt::format(" / tensor {}", p.tensor);
+  if (p.context > 1) split += fmt::format(" / context {}", p.context);
   if (p.pipeline > 1) split += fmt::format(" / pipeline {}", p.pipeline);
   if (split.empty()) return fmt::format("data-parallel GPUs must be the cluster's {}; give auto or {}", data, data);
   return fmt::format("data-parallel GPUs must be the cluster's {} GPUs{} = {}; give auto or {}", world_size, split,
@@ -283,9 +301,10 @@ std::string data_degree_mismatch(int world_size, const Parallelism& p) {
 // Tensor parallelism takes `tensor` GPUs of each node; the data-parallel degree is the rest of the world.
 Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec& model) {
   n.allow_only({"data", "sharding", "shard_group", "tensor", "sequence_parallel", "tp_comm_overlap", "tensor_impl",
-                "pipeline", "schedule", "virtual_stages", "pipeline_layers"});
+                "context", "pipeline", "schedule", "virtual_stages", "pipeline_layers"});
   Parallelism p;
   if (auto v = n.get("tensor")) p.tensor = parse_tensor(*v, t, model);
+  if (auto v = n.get("context")) p.context = parse_context(*v, t, model, p);
   if (auto v = n.get("sequence_parallel")) {
     p.sequence_parallel = v->as_bool();
     if (p.sequence_parallel && p.tensor == 1)
@@ -319,7 +338,7 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
                       to_string(p.tp_comm_overlap)));
   }
   parse_pipeline(n, t, model, p);
-  const int world = t.world_size() / (p.tensor * p.pipeline);
+  const int world = t.world_size() / (p.tensor * p.context * p.pipeline);
   if (auto v = n.get("data")) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
       v->fail(data_degree_mismatch(t.world_size(), p));
@@ -451,6 +470,41 @@ ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool
 // (reshard_after_forward false; torchtitan apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch
 // all-gathers, which can be expensive and non-overlapped"), their gradients accumulated unsharded over the
 // micro-batches and reduce-scattered after the last one. The rest is refused.
+// Context parallelism's rules, with the training block and the sharding known: Megatron-LM splits the sequence into
+// 2 x context chunks (arguments.py at d98e8a6 :1335-1338, "seq-length should be a multiple of 2 *
+// context-parallel-size"); the ring runs inside Transformer Engine's flash or fused attention, not eager attention; its
+// gradients are reduced over data x context GPUs by Megatron's DDP or distributed optimizer, or torchtitan's FSDP
+// (dpsim does not model DeepSpeed's or HSDP's groups with it).
+void check_context(const YNode& root, const Scenario& s) {
+  const int c = s.parallelism.context;
+  if (c <= 1) return;
+  const YNode& par = root.at("parallelism");
+  const YNode& training = root.at("training");
+  if (s.training.sequence_length % (2 * c) != 0) {
+    const std::string why = fmt::format(
+        "{} tokens do not split into 2 x context = {} equal chunks (Megatron-LM: \"seq-length should be a "
+        "multiple of 2 * context-parallel-size\")",
+        s.training.sequence_length, 2 * c);
+    (training.has("sequence_length") ? training.at("sequence_length") : par.at("context")).fail(why);
+  }
+  if (is_eager(s.training.attention))
+    training.at("attention")
+        .fail(fmt::format(
+            "{}: context parallelism passes keys and values round a ring inside Transformer Engine's flash or fused "
+            "attention (or PyTorch's SDPA); give flash or cudnn",
+            to_string(s.training.attention)));
+  if (s.zero_optimization)
+    root.at("zero_optimization")
+        .fail(
+            "DeepSpeed's zero_optimization with parallelism.context is not modelled (Megatron's distributed "
+            "optimizer: parallelism.sharding zero1)");
+  if (s.parallelism.hybrid)
+    par.at("sharding")
+        .fail(fmt::format("{} with parallelism.context is not modelled: FSDP's shard group would cross "
+                          "the context ranks (full_shard shards over data x context GPUs)",
+                          s.parallelism.sharding_as_written));
+}
+
 void check_sharding_with_pipeline(const YNode& root, const Scenario& s) {
   if (s.parallelism.pipeline <= 1) return;
   const Sharding sharding = s.parallelism.sharding;
@@ -654,6 +708,7 @@ Scenario load_scenario(const fs::path& file, const std::vector<Override>& overri
   if (auto v = root.get("zero_optimization"))
     s.zero_optimization = parse_zero_optimization(*v, s.parallelism.sharding, root.has("fsdp"));
   check_sharding_with_pipeline(root, s);
+  check_context(root, s);
   if (s.zero_optimization && !s.training.master_weights)
     root.at("training")
         .at("master_weights")

@@ -46,7 +46,8 @@ std::vector<Op> build_ops(const ModelSpec& model, int64_t sequence_length, Dtype
   if (model.transformer)
     return transformer_ops(*model.transformer, sequence_length, dtype_bytes(activation_dtype), split,
                            stream_dtype ? dtype_bytes(*stream_dtype) : 0, eager);
-  if (split.degree > 1) throw RuntimeError("tensor parallelism needs a transformer model");
+  if (split.degree > 1 || split.context > 1)
+    throw RuntimeError("tensor and context parallelism need a transformer model");
   return layer_list_ops(model.layers, dtype_bytes(activation_dtype));
 }
 

@@ -3,6 +3,7 @@
 // (LayerNorm and bias, GELU MLP, learned positions). FLOPs: 2 per multiply-add; backward of a GEMM
 // is dX plus dW, twice the forward; attention score/value products add 4*T*d per token forward
 // (PaLM appendix B), halved for causal models as FlashAttention-style kernels skip the masked half.
+#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
@@ -234,14 +235,18 @@ struct Builder {
     op.name = name;
     op.kind = OpKind::attention;
     const int64_t hd = c.head_size(), heads = c.num_heads / t();
-    const double q = static_cast<double>(heads * hd);     // query width: hidden_size unless head_dim says
-    const double full_flops = 4.0 * tokens * tokens * q;  // QK^T and AV, per sample
+    const double q = static_cast<double>(heads * hd);  // query width: hidden_size unless head_dim says
+    // Context parallelism: this GPU's queries (`tokens`) against every key of the sample. Causal, its two chunks (the
+    // i-th and the (2c-1-i)-th of 2c) see as many unmasked keys as any other GPU's: 1/c of the causal work each.
+    const double keys = tokens * static_cast<double>(split.context);
+    const double full_flops = 4.0 * tokens * keys * q;  // QK^T and AV, per sample
     op.forward_flops_per_sample = causal ? full_flops / 2 : full_flops;
     op.backward_flops_per_sample = 2.0 * op.forward_flops_per_sample;
-    const auto n = static_cast<int64_t>(tokens);
-    op.gemms.push_back({n, n, hd, heads});  // scores = Q K^T per head
-    op.gemms.push_back({n, hd, n, heads});  // out = P V per head
+    const auto n = static_cast<int64_t>(tokens), nk = static_cast<int64_t>(keys);
+    op.gemms.push_back({n, nk, hd, heads});  // scores = Q K^T per head
+    op.gemms.push_back({n, hd, nk, heads});  // out = P V per head
     const double kv = static_cast<double>(c.num_kv_heads / t() * hd);
+    if (split.context > 1) op.context_kv_bytes_per_sample = tokens * 2.0 * kv * act_bytes;
     // Eager GQA copies k and v out to every query head (repeat_kv) before SDPA, which keeps the copies.
     const double kv_kept = eager ? q : kv;
     op.activation_bytes_per_sample = tokens * (2.0 * q + 2.0 * kv_kept) * act_bytes;  // q, k, v, out (flash: no scores)
@@ -385,7 +390,11 @@ void bert_layer(Builder& b, int64_t i) {
 std::vector<Op> transformer_ops(const TransformerConfig& c, int64_t sequence_length, double act_bytes,
                                 const TensorSplit& split, double stream_bytes, const EagerElementwise* eager) {
   const double stream = stream_bytes > 0 ? stream_bytes : act_bytes;
-  Builder b{c, static_cast<double>(sequence_length), act_bytes, stream, split, {}, eager};
+  // Context parallelism: each GPU runs every op on its 1/context of the tokens (the loader checks they divide).
+  Builder b{c,         static_cast<double>(sequence_length) / static_cast<double>(std::max(1, split.context)),
+            act_bytes, stream,
+            split,     {},
+            eager};
   const int64_t V = c.vocab_size, d = c.hidden_size;
   switch (c.family) {
     case ModelFamily::llama:

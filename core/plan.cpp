@@ -121,6 +121,7 @@ PlanOp to_plan_op(const Op& op, int64_t micro_batch) {
   p.input_grad = op.input_grad;
   p.weight_grad = op.weight_grad;
   p.fp8 = op.fp8;
+  p.context_kv_bytes = op.context_kv_bytes_per_sample * mb;
   for (const TensorComm& c : op.tensor_comms)
     p.tensor_calls.push_back({c.kind, c.backward, c.before, c.bytes_per_sample * mb, c.regather});
   for (GemmShape g : op.gemms) {
@@ -217,8 +218,10 @@ void plan_sharding(const Scenario& s, const std::vector<Op>& ops, StepPlan& plan
   sh.reshard_after_forward =
       sh.sharding == Sharding::zero3 && s.fsdp.reshard_after_forward.value_or(s.parallelism.pipeline <= 1);
   if (sh.sharding == Sharding::none) return;
-  sh.shards = s.parallelism.hybrid ? s.parallelism.shard_group : plan.dims.data;
-  sh.replicas = plan.dims.data / sh.shards;
+  // Over data x context GPUs with context parallelism (groups.hpp GroupKind::data)
+  const int data_group = group_size(GroupKind::data, plan.dims);
+  sh.shards = s.parallelism.hybrid ? s.parallelism.shard_group : data_group;
+  sh.replicas = data_group / sh.shards;
   sh.param_per_grad_bytes =
       static_cast<double>(dtype_bytes(s.training.param_dtype)) / dtype_bytes(s.training.grad_dtype);
   sh.deepspeed = deepspeed_zero(s);
@@ -372,8 +375,9 @@ KeptActivations kept_activations(const Scenario& s, const std::vector<Op>& ops, 
   }
   if (blocks.empty()) return {outside * mb, largest * mb};
   // Each block's input: replicated over the tensor group, or split along the sequence with sequence parallelism
-  // (Korthikanti et al. 2022, Section 4: full recomputation keeps 2sbh, or 2sbh/t).
-  const double sequence_share = s.parallelism.sequence_parallel ? 1.0 / s.parallelism.tensor : 1.0;
+  // (Korthikanti et al. 2022, Section 4: full recomputation keeps 2sbh, or 2sbh/t); its 1/context of the tokens.
+  const double sequence_share =
+      (s.parallelism.sequence_parallel ? 1.0 / s.parallelism.tensor : 1.0) / s.parallelism.context;
   const double input = static_cast<double>(s.training.sequence_length) *
                        static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype) *
                        sequence_share;
@@ -465,8 +469,11 @@ PipelinePlan pipeline_plan(const Scenario& s, const std::vector<Op>& ops) {
   p.micro_batches = static_cast<int>(std::max<int64_t>(1, s.training.gradient_accumulation));
   if (p.stages == 1) return p;
   p.virtual_stage_of_op = virtual_stages_of(s, ops);
-  const double sequence =
-      static_cast<double>(s.training.sequence_length) / (par.sequence_parallel ? static_cast<double>(par.tensor) : 1.0);
+  // Context parallelism sends each GPU's share of the sequence (get_tensor_shapes, schedules.py at d98e8a6
+  // :2137-2143: the sequence over the context group's size, then over the tensor group's with sequence parallelism).
+  const double sequence = static_cast<double>(s.training.sequence_length) /
+                          (par.sequence_parallel ? static_cast<double>(par.tensor) : 1.0) /
+                          static_cast<double>(par.context);
   p.boundary_bytes = static_cast<double>(s.training.micro_batch) * sequence *
                      static_cast<double>(s.model.transformer->hidden_size) * dtype_bytes(s.training.param_dtype);
   return p;
@@ -501,11 +508,12 @@ StepPlan make_step_plan(const Scenario& s) {
   plan.overlap_grad_reduce = s.ddp.overlap_grad_reduce;
   plan.tp_comm_overlap = s.parallelism.tp_comm_overlap;
   plan.dims = {s.data_parallel(), s.parallelism.tensor, s.parallelism.pipeline,
-               s.parallelism.hybrid ? s.parallelism.shard_group : 0};
+               s.parallelism.hybrid ? s.parallelism.shard_group : 0, s.parallelism.context};
   check_dims(plan.dims);
   if (plan.dims.world() != plan.world_size)
-    throw InputError(fmt::format("{}: data {} x tensor {} x pipeline {} is not the world of {}", s.name, plan.dims.data,
-                                 plan.dims.tensor, plan.dims.pipeline, plan.world_size));
+    throw InputError(fmt::format("{}: data {} x tensor {} x context {} x pipeline {} is not the world of {}", s.name,
+                                 plan.dims.data, plan.dims.tensor, plan.dims.context, plan.dims.pipeline,
+                                 plan.world_size));
   const double act_bytes = dtype_bytes(s.training.compute());
   const auto model_ops = [&](const TensorSplit& split) {
     return finetune_ops(
@@ -514,10 +522,10 @@ StepPlan make_step_plan(const Scenario& s) {
         s.training, act_bytes);
   };
   const TensorSplit split{s.parallelism.tensor, s.parallelism.sequence_parallel, s.parallelism.pipeline > 1,
-                          s.parallelism.tensor_impl == TensorImpl::torch};
+                          s.parallelism.tensor_impl == TensorImpl::torch, s.parallelism.context};
   std::vector<Op> local = model_ops(split);
   // The whole model's FLOPs and parameters, unsplit: the same ops when nothing splits them.
-  const bool unsplit = split.degree == 1 && !split.sequence_parallel && !split.tied_head_copy;
+  const bool unsplit = split.degree == 1 && !split.sequence_parallel && !split.tied_head_copy && split.context == 1;
   add_model_totals(unsplit ? local : model_ops({}), plan);
   const auto ops = with_fp8_casts(with_layout_transposes(with_autocast_casts(std::move(local), s.training), s.training,
                                                          s.topology.gpu.nchw_transpose_passes_per_call),

@@ -15,7 +15,10 @@ double blocking_call_s(const CommCall& call, double comm_s, const OpSeconds& op_
                        const NcclModel& nccl) {
   if (call.tp_overlap == TpOverlap::none || call.overlap_op < 0) return comm_s;
   const auto o = static_cast<size_t>(call.overlap_op);
-  const double gemm_s = call.overlap_backward ? op_s.backward.at(o) / 2 : op_s.forward.at(o);
+  const double op_phase_s = call.overlap_backward ? op_s.backward.at(o) : op_s.forward.at(o);
+  const double gemm_s = call.overlap_share > 0  ? op_phase_s * call.overlap_share
+                        : call.overlap_backward ? op_phase_s / 2
+                                                : op_phase_s;
   return tp_overlap_exposed_s(call.tp_overlap, comm_s, gemm_s, tensor, sm_count, nccl);
 }
 

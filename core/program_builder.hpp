@@ -55,9 +55,35 @@ inline TpOverlap tp_overlap_of(const StepPlan& plan, const PlanOp& op, const Ten
   return TpOverlap::none;
 }
 
+// Context parallelism's ring round an attention op, as Transformer Engine runs it (AttnFuncWithCPAndKVP2P,
+// transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py at d0067d0): the forward's c steps
+// each attend to one chunk of keys and values while the next arrives, c - 1 exchanges of this GPU's keys and values
+// with its ring neighbours (:1698-1717); the backward's c steps pass the keys and values on and the key/value
+// gradients back, the first step only the keys and values, the last only the gradients, the others both
+// (:2459-2497). Each exchange is an NCCL send/recv on another stream beside one step's attention (1/c of the op's
+// forward or backward); what it leaves exposed blocks the compute (blocking_call_s).
+inline void context_ring(Builder& bld, const StepPlan& plan, const PlanOp& op, const Instr& in, bool in_backward) {
+  const int c = plan.dims.context;
+  if (c <= 1 || op.context_kv_bytes <= 0) return;
+  const int steps = in_backward ? c : c - 1;
+  for (int i = 0; i < steps; ++i) {
+    const bool both = in_backward && i > 0 && i < c - 1;
+    bld.call(in.stream, {.kind = CollectiveKind::send,
+                         .group = GroupKind::context,
+                         .bytes = op.context_kv_bytes * (both ? 2 : 1),
+                         .inputs_ready = {},
+                         .backward = in.type == Instr::Type::backward,
+                         .tp_overlap = TpOverlap::async_nccl,
+                         .overlap_op = in.op,
+                         .overlap_backward = in_backward,
+                         .overlap_share = 1.0 / c});
+  }
+}
+
 // An op's forward or backward on the compute stream with the tensor-parallel collectives around it, on the compute
-// stream too: they block the compute, as Megatron-LM's operators f and g do, for what tp_comm_overlap leaves exposed.
-// With full recomputation the op's forward (and so its forward collectives) runs again before its backward.
+// stream too: they block the compute, as Megatron-LM's operators f and g do, for what tp_comm_overlap leaves exposed;
+// and context parallelism's ring beside an attention op (context_ring). With full recomputation the op's forward (and
+// so its forward collectives) runs again before its backward.
 inline void compute_op(Builder& bld, const StepPlan& plan, const Instr& in) {
   const PlanOp& op = plan.ops.at(static_cast<size_t>(in.op));
   const bool backward = in.type == Instr::Type::backward;
@@ -77,9 +103,11 @@ inline void compute_op(Builder& bld, const StepPlan& plan, const Instr& in) {
   };
   if (backward && op.recompute_forward) {
     calls(false, true);
+    context_ring(bld, plan, op, in, false);
     calls(false, false);
   }
   calls(backward, true);
+  context_ring(bld, plan, op, in, backward);
   bld.push(in);
   calls(backward, false);
 }
@@ -87,8 +115,9 @@ inline void compute_op(Builder& bld, const StepPlan& plan, const Instr& in) {
 // The program's process-group degrees: the plan's, with HSDP's shard group where it has replicas.
 inline ParallelDims program_dims(const StepPlan& plan) {
   if (plan.dims.world() != plan.world_size)
-    throw RuntimeError(fmt::format("plan: data {} x tensor {} x pipeline {} GPUs is not its world of {}",
-                                   plan.dims.data, plan.dims.tensor, plan.dims.pipeline, plan.world_size));
+    throw RuntimeError(fmt::format("plan: data {} x tensor {} x context {} x pipeline {} GPUs is not its world of {}",
+                                   plan.dims.data, plan.dims.tensor, plan.dims.context, plan.dims.pipeline,
+                                   plan.world_size));
   ParallelDims d = plan.dims;
   d.shard = plan.sharded.replicas > 1 ? plan.sharded.shards : 0;
   return d;

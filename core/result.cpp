@@ -171,6 +171,10 @@ json to_json(const StepResult& r) {
                       {"sequence_parallel", r.sequence_parallel},
                       {"sharding", r.sharding}};
   if (r.shard_group > 0) j["parallelism"]["shard_group"] = r.shard_group;
+  if (r.context_parallel > 1) {
+    j["parallelism"]["context"] = r.context_parallel;
+    j["step"]["context_comm_s"] = r.context_comm_s;
+  }
   if (r.tensor_parallel > 1) {
     j["parallelism"]["tp_comm_overlap"] = r.tp_comm_overlap;
     j["parallelism"]["tensor_impl"] = r.tensor_impl;
@@ -192,6 +196,8 @@ json to_json(const StepResult& r) {
                              {"bubble_s", t.bubble_s},
                              {"end_s", t.end_s},
                              {"memory_needed_bytes_per_gpu", t.memory_need_bytes}});
+    if (r.context_parallel > 1)
+      for (size_t k = 0; k < r.stages.size(); ++k) j["stages"][k]["context_comm_s"] = r.stages[k].context_comm_s;
   }
   if (r.bounds)
     j["bounds"] = {{"perfect_overlap", bound_json(r.bounds->perfect_overlap)},
@@ -254,6 +260,7 @@ StepResult result_from_json(const json& j) {
     r.optimizer_s = need(j, "step", "optimizer_s").get<double>();
     r.comm_busy_s = j.at("step").value("comm_busy_s", 0.0);
     r.tensor_comm_s = j.at("step").value("tensor_comm_s", 0.0);
+    r.context_comm_s = j.at("step").value("context_comm_s", 0.0);
     r.p2p_s = j.at("step").value("p2p_s", 0.0);
     r.pipeline_bubble_s = j.at("step").value("pipeline_bubble_s", 0.0);
     r.reported_stage = j.at("step").value("reported_stage", 0);
@@ -262,7 +269,7 @@ StepResult result_from_json(const json& j) {
                           t.at("optimizer_s").get<double>(), t.at("tensor_comm_s").get<double>(),
                           t.at("p2p_s").get<double>(), t.at("exposed_comm_s").get<double>(),
                           t.value("comm_busy_s", 0.0), t.at("bubble_s").get<double>(), t.at("end_s").get<double>(),
-                          t.at("memory_needed_bytes_per_gpu").get<double>()});
+                          t.at("memory_needed_bytes_per_gpu").get<double>(), t.value("context_comm_s", 0.0)});
     r.no_overlap_step_s = j.at("step").value("no_overlap_time_s", 0.0);
     r.samples_per_s = need(j, "throughput", "samples_per_s").get<double>();
     r.tokens_per_s = need(j, "throughput", "tokens_per_s").get<double>();
@@ -295,6 +302,7 @@ StepResult result_from_json(const json& j) {
       r.shard_group = j.at("parallelism").value("shard_group", 0);
       r.data_parallel = j.at("parallelism").value("data", 1);
       r.tensor_parallel = j.at("parallelism").value("tensor", 1);
+      r.context_parallel = j.at("parallelism").value("context", 1);
       r.pipeline_parallel = j.at("parallelism").value("pipeline", 1);
       r.pipeline_schedule = j.at("parallelism").value("schedule", "");
       r.virtual_stages = j.at("parallelism").value("virtual_stages", 1);

@@ -117,8 +117,9 @@ struct Run final : StepExecutor {
   std::array<double, kOverlapLevels> slowdowns{};        // of the compute beside each level (overlap_slowdowns)
   double t0 = 0, comm_end = 0, optimizer_start = -1, step_end = 0;
   double forward_sum = 0, backward_sum = 0;
-  std::array<double, 2> blocking_s{0, 0};             // tensor collectives on the compute stream: forward, backward
-  std::array<double, 3> busy_s{0, 0, 0};              // compute per Phase
+  std::array<double, 2> blocking_s{0, 0};  // tensor and context collectives on the compute stream: forward, backward
+  double context_s = 0;                    // of those, context parallelism's ring exchanges
+  std::array<double, 3> busy_s{0, 0, 0};   // compute per Phase
   double p2p_s = 0, bubble_s = 0, waited_comm_s = 0;  // the compute stream: sends; waits for other stages, own calls
   std::vector<TimelineEvent> timeline;
   std::vector<std::vector<const Instr*>> executed;  // per stream, in run order (SimOptions::record_program)
@@ -238,7 +239,8 @@ struct Run final : StepExecutor {
       const CallRun& c = calls[i];
       const double bytes = rank->comms[i].bytes;
       if (!c.moves) continue;
-      if (c.spaces->empty() || (!per_step && probe_shortcut)) {  // between stages, or probed: one sleep
+      // between stages, beside a GEMM or the attention (tp_overlap: what it exposes), or probed: one sleep
+      if (c.spaces->empty() || c.call->tp_overlap != TpOverlap::none || (!per_step && probe_shortcut)) {
         total += 1;
         continue;
       }
@@ -360,9 +362,10 @@ struct Run final : StepExecutor {
     c.end = now();
     if (blocking && between_stages(call))
       p2p_s += c.end - c.start;
-    else if (blocking)
+    else if (blocking) {
       blocking_s[call.backward ? 1 : 0] += c.end - c.start;
-    else
+      if (call.group == GroupKind::context) context_s += c.end - c.start;
+    } else
       comm_end = std::max(comm_end, c.end);
     if (options.timeline)
       timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
@@ -441,7 +444,7 @@ struct Run final : StepExecutor {
     for (const Instr& in : rank->instrs) {
       if (in.type != Instr::Type::collective) continue;
       const CallRun& c = calls[static_cast<size_t>(in.comm)];
-      if (!c.moves) continue;
+      if (!c.moves || c.call->tp_overlap != TpOverlap::none) continue;  // beside a GEMM or the attention: no flows
       const auto [algorithm, kind, group] = probe_key(c, *c.call);
       if (!seen.insert({in.stream, algorithm, kind, group}).second) continue;
       for (const Flow& f : pattern(c, false, 1.0)) {
@@ -516,8 +519,9 @@ void one_class_result(Run& run, const StepProgram& program, StepResult& r) {
     r.forward_s += run.mark_at(Mark::forward_end, m) - run.mark_at(Mark::forward_begin, m);
     r.backward_s += run.mark_at(Mark::backward_end, m) - run.mark_at(Mark::forward_end, m);
   }
-  // Tensor parallelism's collectives are reported apart from the compute they interrupt.
-  r.tensor_comm_s = run.blocking_s[0] + run.blocking_s[1];
+  // Tensor and context parallelism's collectives are reported apart from the compute they interrupt.
+  r.context_comm_s = run.context_s;
+  r.tensor_comm_s = run.blocking_s[0] + run.blocking_s[1] - run.context_s;
   r.forward_s -= run.blocking_s[0];
   r.backward_s -= run.blocking_s[1];
   const double backward_end = run.mark_at(Mark::backward_end, program.micro_steps - 1);
@@ -531,8 +535,8 @@ void one_class_result(Run& run, const StepProgram& program, StepResult& r) {
   // the forward and backward too), and what running beside collectives slowed it by.
   r.exposed_comm_s = run.plan->sharded.sharding == Sharding::none
                          ? std::max(0.0, run.comm_end - backward_end)
-                         : std::max(0.0, r.step_time_s - single_gpu_s - r.tensor_comm_s);
-  r.no_overlap_step_s = single_gpu_s + r.tensor_comm_s + r.comm_busy_s;
+                         : std::max(0.0, r.step_time_s - single_gpu_s - r.blocking_comm_s());
+  r.no_overlap_step_s = single_gpu_s + r.blocking_comm_s() + r.comm_busy_s;
   fill_throughput(*run.plan, r);
   r.scaling_efficiency = r.step_time_s > 0 ? single_gpu_s / r.step_time_s : 0;
   fill_training_cost(*run.scenario, r);
@@ -545,8 +549,8 @@ void pipeline_result(std::vector<std::unique_ptr<Run>>& runs, const StepProgram&
   for (auto& one : runs) {
     Run& run = *one;
     r.stages.push_back({run.rank->stage, run.busy_s[0], run.busy_s[1], run.busy_s[2],
-                        run.blocking_s[0] + run.blocking_s[1], run.p2p_s, run.waited_comm_s, comm_streams_busy_s(run),
-                        run.bubble_s, run.step_end, 0});
+                        run.blocking_s[0] + run.blocking_s[1] - run.context_s, run.p2p_s, run.waited_comm_s,
+                        comm_streams_busy_s(run), run.bubble_s, run.step_end, 0, run.context_s});
     collect_calls(run, program, run.rank->stage == 0, r);  // comm[]: the first stage's calls
     r.timeline.insert(r.timeline.end(), run.timeline.begin(), run.timeline.end());
   }
@@ -726,7 +730,8 @@ std::optional<StepResult> simulate_on(const Scenario& scenario, const StepPlan& 
         c.cost = costs.cost(call);
         c.algorithm = &algorithm_descriptor(c.cost.algorithm);  // the cost chose it where it runs
         c.overlap_level = overlap_level(c.cost.algorithm);
-        if (!between_stages(call)) c.spaces = run.spaces_for(call.group);  // sends are timed, not laid
+        // sends are timed, not laid; so are context parallelism's ring exchanges (beside the attention)
+        if (!between_stages(call) && call.group != GroupKind::context) c.spaces = run.spaces_for(call.group);
         const double eff = scenario.nccl.protocol_efficiency.get(c.cost.protocol);
         if (!(eff > 0))
           throw InputError(fmt::format("protocol_efficiency.{}: must be > 0", to_string(c.cost.protocol)));

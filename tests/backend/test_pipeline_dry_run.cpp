@@ -73,7 +73,7 @@ TEST_CASE("every shipped pipeline scenario: each stage's dry run sends and recei
   for (const auto& path : test::shipped_scenarios()) {
     const Scenario s = load_scenario(path);
     const StepPlan plan = make_step_plan(s);
-    if (plan.pipeline.stages < 2) continue;
+    if (plan.pipeline.stages < 2 || plan.dims.context > 1) continue;  // measure refuses context parallelism
     INFO("scenario " << path.filename().string());
     ++scenarios;
     const StepProgram program = make_step_program(plan);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dpsim/collective_kind.hpp"
+#include "dpsim/error.hpp"
 #include "dpsim/groups.hpp"
 #include "dpsim/load.hpp"
 
@@ -37,7 +38,35 @@ TEST_CASE("groups of each kind partition the world") {
   CHECK(group_of(3, GroupKind::data, d).ranks == std::vector<int>{3, 11, 19, 27, 35, 43, 51, 59});
   CHECK(group_of(3, GroupKind::pipeline, d).ranks == std::vector<int>{3, 67});
   CHECK(group_kind_named("tensor") == GroupKind::tensor);
-  CHECK_FALSE(group_kind_named("context").has_value());
+  CHECK(group_kind_named("context") == GroupKind::context);
+  CHECK_FALSE(group_kind_named("expert").has_value());
+}
+
+TEST_CASE("context parallelism: its rank sits between tensor and data; gradients reduce over data x context") {
+  // Megatron-LM's order "tp-cp-ep-dp-pp": t8 x c2 x d4 x p2 on 8-GPU nodes puts a context group's two ranks on two
+  // nodes, at the same tensor position.
+  const ParallelDims d{.data = 4, .tensor = 8, .pipeline = 2, .context = 2};
+  CHECK(d.world() == 128);
+  CHECK(coords_of(8, d) == RankCoords{.data = 0, .tensor = 0, .pipeline = 0, .context = 1});
+  CHECK(coords_of(16, d) == RankCoords{.data = 1, .tensor = 0, .pipeline = 0, .context = 0});
+  CHECK(coords_of(64, d) == RankCoords{.data = 0, .tensor = 0, .pipeline = 1, .context = 0});
+  for (int r = 0; r < d.world(); ++r) CHECK(rank_of(coords_of(r, d), d) == r);
+  CHECK(group_of(3, GroupKind::context, d).ranks == std::vector<int>{3, 11});
+  CHECK(group_of(3, GroupKind::data, d).ranks == std::vector<int>{3, 11, 19, 27, 35, 43, 51, 59});
+  CHECK(group_size(GroupKind::data, d) == 8);
+  CHECK(group_of(3, GroupKind::pipeline, d).ranks == std::vector<int>{3, 67});
+  for (GroupKind kind : {GroupKind::data, GroupKind::tensor, GroupKind::pipeline, GroupKind::context}) {
+    std::set<int> seen;
+    for (const auto& g : groups_of(kind, d)) {
+      CHECK(static_cast<int>(g.ranks.size()) == group_size(kind, d));
+      for (int r : g.ranks) CHECK(seen.insert(r).second);
+    }
+    CHECK(static_cast<int>(seen.size()) == d.world());
+  }
+  const GroupPlacement cp = placement(group_of(0, GroupKind::context, d), d, 8);
+  CHECK(cp.nodes == 2);
+  CHECK(cp.groups_per_node == 8);  // the node's eight context groups share its NICs
+  CHECK_THROWS_AS(check_dims({.data = 4, .shard = 2, .context = 2}), InputError);  // HSDP with context: not modelled
 }
 
 TEST_CASE("group_size: the size of every group of a kind, shard and replica and embedding included") {

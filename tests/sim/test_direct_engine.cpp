@@ -154,7 +154,9 @@ TEST_CASE("the direct engine and SimGrid's give the same step on every shipped s
   const auto files = test::shipped_scenarios();
   size_t direct = 0;
   for (const auto& file : files) direct += check_engines_agree(load_scenario(file));
-  CHECK(direct >= files.size() - 1);  // all but the 512-GPU Megatron step, whose data-parallel calls lay flows
+  // All but two whose calls lay flows: the 512-GPU Megatron step's data-parallel calls, and the 128k context-parallel
+  // step's data groups (data x context, two GPUs of a node) beside its tensor groups on the same NVLinks.
+  CHECK(direct >= files.size() - 2);
 }
 
 TEST_CASE("the direct engine and SimGrid's give the same step on every scenario of the reference set", "[reference]") {

@@ -81,8 +81,10 @@ class AnalyticExecutor final : public StepExecutor {
   double step_s() const;  // the latest stream clock
   double phase_busy_s(Phase phase) const { return phase_busy_[static_cast<size_t>(phase)]; }
   double comm_busy_s() const { return comm_busy_; }  // the collectives on comm streams, launch included
-  // The collectives on the compute stream (tensor parallelism's), which the compute waits for whole.
+  // The collectives on the compute stream (tensor parallelism's, and what context parallelism's ring exchanges leave
+  // exposed), which the compute waits for; context_comm_s: the ring's part.
   double blocking_comm_s() const { return blocking_comm_; }
+  double context_comm_s() const { return context_comm_; }
   double p2p_s() const { return p2p_; }                          // pipeline sends, on the compute stream
   double bubble_s() const { return bubble_; }                    // the compute stream waiting for another stage
   double waited_comm_s() const { return waited_comm_; }          // the compute stream waiting for its own collectives
@@ -104,7 +106,8 @@ class AnalyticExecutor final : public StepExecutor {
   std::array<double, 3> phase_busy_{};
   int stage_ = -1;
   EventTimes* crossed_ = nullptr;
-  double comm_busy_ = 0, blocking_comm_ = 0, synced_backward_ = 0, p2p_ = 0, bubble_ = 0, waited_comm_ = 0;
+  double comm_busy_ = 0, blocking_comm_ = 0, context_comm_ = 0, synced_backward_ = 0, p2p_ = 0, bubble_ = 0,
+         waited_comm_ = 0;
   bool keep_calls_ = true;
   std::vector<CallTiming> calls_;
   ComputeByKind by_kind_;

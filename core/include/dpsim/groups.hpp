@@ -1,6 +1,7 @@
 #pragma once
-// Process groups: where a rank sits in the job (its data, tensor and pipeline coordinates, in Megatron-LM's
-// order: tensor fastest and inside a node, then data, then pipeline) and which ranks communicate together.
+// Process groups: where a rank sits in the job (its data, tensor, context and pipeline coordinates, in Megatron-LM's
+// order: tensor fastest and inside a node, then context, then data, then pipeline) and which ranks communicate
+// together.
 // Pure functions of the degrees; ranks fill nodes in order (rank / gpus_per_node is the node).
 // Source of the order: Megatron-LM megatron/core/parallel_state.py (RankGenerator, order "tp-cp-ep-dp-pp"),
 // ../shared/reference/parallelism-model.md.
@@ -16,8 +17,9 @@ struct ParallelDims {
   int data = 1;
   int tensor = 1;
   int pipeline = 1;
-  int shard = 0;  // HSDP: data-parallel GPUs per sharding group (consecutive data coordinates); 0: all of them
-  int world() const { return data * tensor * pipeline; }
+  int shard = 0;    // HSDP: data-parallel GPUs per sharding group (consecutive data coordinates); 0: all of them
+  int context = 1;  // context parallelism: GPUs that split each sample's sequence (parallelism.context)
+  int world() const { return data * tensor * context * pipeline; }
   int shard_size() const { return shard > 0 ? shard : data; }
 };
 
@@ -25,6 +27,7 @@ struct RankCoords {
   int data = 0;
   int tensor = 0;
   int pipeline = 0;
+  int context = 0;
   bool operator==(const RankCoords&) const = default;
 };
 
@@ -34,7 +37,11 @@ struct RankCoords {
 // `replica`, the ranks at the same position of every sharding group (FSDP's _inter_node_pg). With pipeline stages,
 // `embedding` is Megatron-LM's embedding group: the first and the last stage's ranks at the same data and tensor
 // position, which all-reduce a tied word embedding's gradient (megatron/training.py:376-397 @6985e58938).
-enum class GroupKind { data, tensor, pipeline, shard, replica, embedding };
+// `context` is context parallelism's group: the ranks at the same data, tensor and pipeline position that split one
+// sample's sequence and pass its keys and values round a ring. With context parallelism the gradients are reduced
+// over data x context GPUs (Megatron-Core parallel_state.py's data-parallel group "with context parallelism", which
+// its DDP and distributed optimizer use; torchtitan's FSDP mesh "dp_shard_cp"): `data` is that group.
+enum class GroupKind { data, tensor, pipeline, shard, replica, embedding, context };
 const char* to_string(GroupKind kind);
 std::optional<GroupKind> group_kind_named(std::string_view name);  // inverse of to_string
 

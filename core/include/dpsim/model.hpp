@@ -43,6 +43,9 @@ struct TensorSplit {
   // PyTorch's tensor parallelism (parallelism.tensor_impl torch): a column-parallel linear keeps its gathered input
   // and does not gather it again in the backward.
   bool keeps_gathered_input = false;
+  // Context parallelism over `context` GPUs (parallelism.context): each op runs on 1/context of every sample's tokens;
+  // the attention's queries are those, its keys and values the whole sequence, passed round the ring.
+  int context = 1;
 };
 
 // Which eager PyTorch kernels an elementwise op runs as (training.elementwise eager), where their time is not their
@@ -65,7 +68,10 @@ struct Op {
   double output_bytes_per_sample = 0;          // matmul, attention: its forward's result (selective_op caches it)
   std::vector<GemmShape> gemms;                // forward GEMMs per sample
   std::vector<TensorComm> tensor_comms;        // tensor parallelism's collectives around it, in issue order
-  bool score_dropout = false;                  // attention: dropout on the probabilities (a pass over them when eager)
+  // Attention under context parallelism: one sample's keys and values on this GPU (its 1/context of the tokens, its
+  // 1/t of the key/value heads), what one step of the ring sends to the next GPU (TensorSplit::context).
+  double context_kv_bytes_per_sample = 0;
+  bool score_dropout = false;  // attention: dropout on the probabilities (a pass over them when eager)
   bool causal = false;         // attention: causal mask (its FLOPs halved: the kernel skips the masked half)
   bool tied_copy = false;      // its weights are a copy of the word embedding's (TensorSplit::tied_head_copy)
   bool cross_entropy = false;  // the loss: its activations are the fp32 logits (training.cross_entropy)

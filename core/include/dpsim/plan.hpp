@@ -34,6 +34,7 @@ struct PlanOp {
   std::vector<int> grads;                // indices into StepPlan::grads made ready by this op's backward
   bool recompute_forward = false;        // activation_checkpointing: its forward runs again before its backward
   std::vector<TensorCall> tensor_calls;  // tensor parallelism: blocking collectives over the tensor group, in order
+  double context_kv_bytes = 0;           // context parallelism's attention: what one ring step sends (model.hpp Op)
   bool score_dropout = false;            // attention: dropout on its probabilities (model.hpp Op)
   bool causal = false;                   // attention: causal mask (model.hpp Op)
   EagerKernel eager_kernel = EagerKernel::none;  // elementwise: eager PyTorch's kernels (model.hpp Op)
@@ -153,7 +154,7 @@ struct PipelinePlan {
 struct StepPlan {
   std::string scenario;
   int world_size = 1;
-  ParallelDims dims;  // data x tensor (x pipeline) = world_size; dims.shard: HSDP's shard group
+  ParallelDims dims;  // data x tensor x context x pipeline = world_size; dims.shard: HSDP's shard group
   int64_t micro_batch = 1;
   int64_t sequence_length = 1;
   int64_t gradient_accumulation = 1;

@@ -100,11 +100,16 @@ struct CommCall {
   TpOverlap tp_overlap = TpOverlap::none;
   int overlap_op = -1;
   bool overlap_backward = false;
+  // The part of op `overlap_op`'s forward or backward that runs beside it; 0: a tensor-parallel call's (all of the
+  // forward, half of the backward). A context-parallel ring step runs beside one of the attention's `context` steps.
+  double overlap_share = 0;
 };
 
-// How long a tensor-parallel call blocks the compute stream: all of `comm_s`, or with parallelism.tp_comm_overlap
-// what the GEMM beside it leaves exposed (tp_overlap_exposed_s): the op's forward, or half of its backward (the input
-// or the weight gradient, whose FLOPs are equal), from `op_s`. Both executors (sim/, core/analytic.cpp) ask this.
+// How long a tensor- or context-parallel call blocks the compute stream: all of `comm_s`, or with
+// parallelism.tp_comm_overlap what the GEMM beside it leaves exposed (tp_overlap_exposed_s): the op's forward, or half
+// of its backward (the input or the weight gradient, whose FLOPs are equal), from `op_s`; a context-parallel ring
+// step, what its share of the attention leaves exposed (overlap_share). Both executors (sim/, core/analytic.cpp) ask
+// this.
 double blocking_call_s(const CommCall& call, double comm_s, const OpSeconds& op_s, int tensor, int sm_count,
                        const NcclModel& nccl);
 
@@ -112,7 +117,7 @@ double blocking_call_s(const CommCall& call, double comm_s, const OpSeconds& op_
 // between the first and the last. Each is timed by NCCL's model over its pair's fabric (no flows laid) and counted as
 // the stage's p2p time (step.p2p_s).
 inline bool between_stages(const CommCall& c) {
-  return c.kind == CollectiveKind::send || c.group == GroupKind::embedding;
+  return (c.kind == CollectiveKind::send && c.group == GroupKind::pipeline) || c.group == GroupKind::embedding;
 }
 
 // Which phase of the step a compute instruction's time counts towards.

@@ -61,6 +61,7 @@ struct StageTiming {
   double bubble_s = 0;                                    // waiting for the other stages (the pipeline bubble)
   double end_s = 0;                                       // when its step ends
   double memory_need_bytes = 0;                           // as StepResult::memory_need_bytes, for this stage
+  double context_comm_s = 0;  // what context parallelism's ring exchanges leave exposed (part of the compute stream's)
 };
 
 // What the step costs and how long the whole run takes (core/training_cost.cpp). Each figure is present only when
@@ -152,8 +153,10 @@ struct StepResult {
   double backward_s = 0;
   double exposed_comm_s = 0;
   double optimizer_s = 0;
-  double comm_busy_s = 0;           // sum of the durations of the collectives on comm streams (data parallelism's)
-  double tensor_comm_s = 0;         // tensor parallelism's collectives, on the compute stream: all of it exposed
+  double comm_busy_s = 0;     // sum of the durations of the collectives on comm streams (data parallelism's)
+  double tensor_comm_s = 0;   // tensor parallelism's collectives, on the compute stream: all of it exposed
+  double context_comm_s = 0;  // what context parallelism's ring exchanges leave exposed, on the compute stream
+  double blocking_comm_s() const { return tensor_comm_s + context_comm_s; }
   double p2p_s = 0;                 // pipeline parallelism's sends, on the compute stream
   double pipeline_bubble_s = 0;     // the reported stage waiting for the others
   int reported_stage = 0;           // the stage the step.* breakdown describes: the one with the most compute
@@ -178,6 +181,7 @@ struct StepResult {
 
   int data_parallel = 1;
   int tensor_parallel = 1;
+  int context_parallel = 1;
   int pipeline_parallel = 1;
   std::string pipeline_schedule;  // with pipeline stages: gpipe, 1f1b, interleaved_1f1b
   int virtual_stages = 1;

@@ -600,6 +600,12 @@ struct Parallelism {
   // Which tensor-parallel collectives run beside a GEMM instead of blocking the compute (TpCommOverlap).
   TpCommOverlap tp_comm_overlap = TpCommOverlap::none;
   TensorImpl tensor_impl = TensorImpl::megatron;
+  // Context parallelism (Megatron-Core's --context-parallel-size, cp_comm_type p2p, the default): `context` GPUs split
+  // each sample's sequence into 2 x context chunks, each GPU two of them (the first and the last, for causal load
+  // balance), and pass the keys and values round a ring beside the attention (Transformer Engine
+  // AttnFuncWithCPAndKVP2P). The weights are replicated over the context group, and the gradients reduced over data x
+  // context GPUs.
+  int context = 1;
   // Pipeline parallelism (Narayanan et al. 2021): `pipeline` stages, each `virtual_stages` model chunks (interleaved
   // 1F1B), run in `schedule`'s order over training.gradient_accumulation micro-batches; transformer blocks split evenly
   // or as `pipeline_layers` lists them (one entry per virtual stage, in model order).
@@ -663,8 +669,8 @@ struct Scenario {
   double tolerance = 0.10;                   // relative, for validate
   std::optional<double> price_per_gpu_hour;  // cluster.price_per_gpu_hour, in the user's currency
   int world_size() const { return topology.world_size(); }
-  // Data-parallel replicas: the GPUs that tensor and pipeline parallelism leave.
-  int data_parallel() const { return world_size() / (parallelism.tensor * parallelism.pipeline); }
+  // Data-parallel replicas: the GPUs that tensor, context and pipeline parallelism leave.
+  int data_parallel() const { return world_size() / (parallelism.tensor * parallelism.context * parallelism.pipeline); }
   // Samples one step trains on: micro-batch x accumulation on each data-parallel replica.
   int64_t samples_per_step() const {
     return static_cast<int64_t>(data_parallel()) * training.micro_batch * training.gradient_accumulation;
