@@ -114,16 +114,16 @@ void run_measure(const MeasureArgs& a) {
                     "not measured",
                     a.scenario, to_string(s.training.param_dtype)));
 
-  if (plan.tp_comm_overlap != TpCommOverlap::none)
-    throw InputError(fmt::format(
-        "{}: parallelism.tp_comm_overlap: {}: the GPU backend runs the tensor-parallel collectives with NCCL on the "
-        "compute stream; their overlap with the GEMMs is predicted, not measured (parallelism.tp_comm_overlap: none)",
-        a.scenario, to_string(plan.tp_comm_overlap)));
   if (plan.dims.context > 1)
     throw InputError(fmt::format(
         "{}: parallelism.context {}: the GPU backend's attention is one kernel over the whole sequence; context "
         "parallelism's ring (Transformer Engine's attention steps beside NCCL sends) is predicted, not measured",
         a.scenario, plan.dims.context));
+  if (plan.tp_comm_overlap != TpCommOverlap::none)
+    throw InputError(fmt::format(
+        "{}: parallelism.tp_comm_overlap: {}: the GPU backend runs the tensor-parallel collectives with NCCL on the "
+        "compute stream; their overlap with the GEMMs is predicted, not measured (parallelism.tp_comm_overlap: none)",
+        a.scenario, to_string(plan.tp_comm_overlap)));
   // The walker issues each bucket's reduction as the backward completes it; a step that reduces after the whole
   // backward waits for an event (backward_done) the backend does not run.
   if (!plan.overlap_grad_reduce)

@@ -186,6 +186,10 @@ check predict-tp-comm-overlap 0 "tensor-parallel communication" -- "$dpsim" pred
 sed -i 's|^  tp_comm_overlap: .*|  tp_comm_overlap: backward|' "$tpodir/tpo.yaml"
 check measure-refuses-tp-comm-overlap-backward 2 "parallelism.tp_comm_overlap: backward: the GPU backend runs the tensor-parallel collectives with NCCL on the compute stream" -- "$dpsim" measure --dry-run "$tpodir/tpo.yaml"
 check predict-tp-comm-overlap-backward 0 "tensor-parallel communication" -- "$dpsim" predict "$tpodir/tpo.yaml" --no-advice
+# parallelism.context is predicted, not measured: the backend's attention is one kernel over the whole sequence
+check measure-refuses-context 2 "parallelism.context 8: the GPU backend's attention is one kernel over the whole sequence" -- "$dpsim" measure --dry-run "$s/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml"
+check predict-context-json 0 '"context": 8' -- "$dpsim" predict "$s/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml" --json
+check predict-context-table 0 "context-parallel exchange .*what the ring's sends leave exposed beside the attention" -- "$dpsim" predict "$s/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml" --no-advice
 # training.master_weights false (pure bf16) is predicted, not measured: the backend's optimizer keeps an fp32 master
 sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dtype: bf16\n  master_weights: false|' "$s/llama3.1-8b-8xh100.yaml" >"$fp8dir/pure.yaml"
 check measure-refuses-pure-bf16 2 "pure.yaml: training.master_weights false: the GPU backend's optimizer updates an fp32 master copy" -- "$dpsim" measure --dry-run "$fp8dir/pure.yaml"
