@@ -91,7 +91,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   else
     mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", optimizer, per_param,
                         s.parallelism.sharding_as_written,
-                        s.parallelism.hybrid ? s.parallelism.shard_group : r.data_parallel),
+                        s.parallelism.hybrid ? s.parallelism.shard_group : r.data_parallel * r.context_parallel),
             format_bytes(r.model_state_bytes_per_gpu));
   if (r.unsharded_bytes_per_gpu > 0)
     mem.add(unsharded_memory_label(s.parallelism.pipeline), format_bytes(r.unsharded_bytes_per_gpu));

@@ -225,6 +225,26 @@ std::string pure_16bit_alternative(const Scenario& s, const StepResult& r, const
       gain(r, x));
 }
 
+// Context parallelism where the activations are what does not fit: the smallest larger degree (doubling) that the
+// scenario can run (context_rule) and that fits, with its step.
+std::string context_alternative(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
+  if (!s.model.transformer || r.activation_bytes_per_gpu < r.model_state_bytes_per_gpu) return "";
+  for (int c = 2 * s.parallelism.context; c <= s.world_size(); c *= 2) {
+    if (context_rule(s, c) != ContextRule::ok) continue;
+    Scenario t = s;
+    t.parallelism.context = c;
+    const auto fits = evaluated_if_fits(t, evaluate);
+    if (!fits) continue;
+    const StepResult& x = *fits;
+    return fmt::format(
+        " Context parallelism (parallelism.context: {}, data {}: each GPU holds 1/{} of every sequence, {} tokens): "
+        "activations {} per GPU, {} in all, fits, step {} ({}).",
+        c, t.data_parallel(), c, s.training.sequence_length / c, format_bytes(x.activation_bytes_per_gpu),
+        format_bytes(x.memory_need_bytes()), format_seconds(x.step_time_s), gain(r, x));
+  }
+  return "";
+}
+
 std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate& evaluate) {
   const double need = r.memory_need_bytes();
   std::string text = fmt::format(
@@ -250,6 +270,7 @@ std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {
     text += " ddp.gradient_as_bucket_view: true alone would make it fit.";
   }
+  text += context_alternative(s, r, evaluate);
   return s.training.autocast() ? text
                                : text + lora_alternative(s, r, evaluate) + pure_16bit_alternative(s, r, evaluate);
 }

@@ -229,20 +229,11 @@ int parse_tensor(const YNode& v, const Topology& t, const ModelSpec& model) {
   return degree;
 }
 
-// parallelism.context: the GPUs that split each sample's sequence (Megatron-Core's context parallelism, p2p): a
-// transformer's, whose world it divides with the tensor degree (megatron/training/arguments.py at d98e8a6: "world size
-// ... is not divisible by total_model_size", tensor x pipeline x context). The sequence rule is checked with the
-// training block (check_context).
-int parse_context(const YNode& v, const Topology& t, const ModelSpec& model, const Parallelism& p) {
+// parallelism.context: the GPUs that split each sample's sequence (Megatron-Core's context parallelism, p2p). Its rules
+// are checked with the training block (check_context).
+int parse_context(const YNode& v) {
   const auto degree = static_cast<int>(v.as_int(-(1 << 24), 1 << 24));
   if (degree < 1) v.fail(fmt::format("the context-parallel degree must be >= 1, got {}", degree));
-  if (degree == 1) return 1;
-  if (!model.transformer)
-    v.fail(fmt::format("{} is given as explicit layers; context parallelism splits a transformer's attention",
-                       model.name));
-  if (t.world_size() % (degree * p.tensor) != 0)
-    v.fail(fmt::format("{} context-parallel GPUs x tensor {} do not divide the cluster's {} GPUs", degree, p.tensor,
-                       t.world_size()));
   return degree;
 }
 
@@ -304,7 +295,7 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
                 "context", "pipeline", "schedule", "virtual_stages", "pipeline_layers"});
   Parallelism p;
   if (auto v = n.get("tensor")) p.tensor = parse_tensor(*v, t, model);
-  if (auto v = n.get("context")) p.context = parse_context(*v, t, model, p);
+  if (auto v = n.get("context")) p.context = parse_context(*v);
   if (auto v = n.get("sequence_parallel")) {
     p.sequence_parallel = v->as_bool();
     if (p.sequence_parallel && p.tensor == 1)
@@ -470,39 +461,44 @@ ZeroOptimization parse_zero_optimization(const YNode& n, Sharding sharding, bool
 // (reshard_after_forward false; torchtitan apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch
 // all-gathers, which can be expensive and non-overlapped"), their gradients accumulated unsharded over the
 // micro-batches and reduce-scattered after the last one. The rest is refused.
-// Context parallelism's rules, with the training block and the sharding known: Megatron-LM splits the sequence into
-// 2 x context chunks (arguments.py at d98e8a6 :1335-1338, "seq-length should be a multiple of 2 *
-// context-parallel-size"); the ring runs inside Transformer Engine's flash or fused attention, not eager attention; its
-// gradients are reduced over data x context GPUs by Megatron's DDP or distributed optimizer, or torchtitan's FSDP
-// (dpsim does not model DeepSpeed's or HSDP's groups with it).
+// Context parallelism's rules (context_rule), each reported at its key.
 void check_context(const YNode& root, const Scenario& s) {
   const int c = s.parallelism.context;
-  if (c <= 1) return;
-  const YNode& par = root.at("parallelism");
+  const ContextRule rule = context_rule(s, c);
+  if (rule == ContextRule::ok) return;
+  const YNode& par = root.at("parallelism");  // present: context > 1 came from it
   const YNode& training = root.at("training");
-  if (s.training.sequence_length % (2 * c) != 0) {
-    const std::string why = fmt::format(
-        "{} tokens do not split into 2 x context = {} equal chunks (Megatron-LM: \"seq-length should be a "
-        "multiple of 2 * context-parallel-size\")",
-        s.training.sequence_length, 2 * c);
-    (training.has("sequence_length") ? training.at("sequence_length") : par.at("context")).fail(why);
+  switch (rule) {
+    case ContextRule::ok: return;
+    case ContextRule::not_transformer:
+      par.at("context").fail(fmt::format(
+          "{} is given as explicit layers; context parallelism splits a transformer's attention", s.model.name));
+    case ContextRule::world:
+      par.at("context").fail(fmt::format(
+          "{} context-parallel GPUs x tensor {}{} do not divide the cluster's {} GPUs", c, s.parallelism.tensor,
+          s.parallelism.pipeline > 1 ? fmt::format(" x pipeline {}", s.parallelism.pipeline) : "", s.world_size()));
+    case ContextRule::sequence:
+      (training.has("sequence_length") ? training.at("sequence_length") : par.at("context"))
+          .fail(fmt::format("{} tokens do not split into 2 x context = {} equal chunks (Megatron-LM: \"seq-length "
+                            "should be a multiple of 2 * context-parallel-size\")",
+                            s.training.sequence_length, 2 * c));
+    case ContextRule::eager_attention:
+      training.at("attention")
+          .fail(fmt::format(
+              "{}: context parallelism passes keys and values round a ring inside Transformer Engine's flash or fused "
+              "attention (or PyTorch's SDPA); give flash or cudnn",
+              to_string(s.training.attention)));
+    case ContextRule::deepspeed:
+      root.at("zero_optimization")
+          .fail(
+              "DeepSpeed's zero_optimization with parallelism.context is not modelled (Megatron's distributed "
+              "optimizer: parallelism.sharding zero1)");
+    case ContextRule::hybrid:
+      par.at("sharding")
+          .fail(fmt::format("{} with parallelism.context is not modelled: FSDP's shard group would cross "
+                            "the context ranks (full_shard shards over data x context GPUs)",
+                            s.parallelism.sharding_as_written));
   }
-  if (is_eager(s.training.attention))
-    training.at("attention")
-        .fail(fmt::format(
-            "{}: context parallelism passes keys and values round a ring inside Transformer Engine's flash or fused "
-            "attention (or PyTorch's SDPA); give flash or cudnn",
-            to_string(s.training.attention)));
-  if (s.zero_optimization)
-    root.at("zero_optimization")
-        .fail(
-            "DeepSpeed's zero_optimization with parallelism.context is not modelled (Megatron's distributed "
-            "optimizer: parallelism.sharding zero1)");
-  if (s.parallelism.hybrid)
-    par.at("sharding")
-        .fail(fmt::format("{} with parallelism.context is not modelled: FSDP's shard group would cross "
-                          "the context ranks (full_shard shards over data x context GPUs)",
-                          s.parallelism.sharding_as_written));
 }
 
 void check_sharding_with_pipeline(const YNode& root, const Scenario& s) {

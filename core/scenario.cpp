@@ -315,4 +315,20 @@ const char* to_string(BackwardPrefetch prefetch) {
   return "?";
 }
 
+// Megatron-LM's rules for context parallelism: a transformer's attention; the world divisible by tensor x context x
+// pipeline (arguments.py at d98e8a6, "world size ... is not divisible by total_model_size"); the sequence split into 2
+// x context chunks (:1335-1338); Transformer Engine's flash or fused attention, not eager; and the gradient groups
+// dpsim models with it (Megatron's DDP or distributed optimizer, FSDP over data x context: not DeepSpeed's, not
+// HSDP's).
+ContextRule context_rule(const Scenario& s, int context) {
+  if (context <= 1) return ContextRule::ok;
+  if (!s.model.transformer) return ContextRule::not_transformer;
+  if (s.world_size() % (s.parallelism.tensor * context * s.parallelism.pipeline) != 0) return ContextRule::world;
+  if (s.training.sequence_length % (2 * context) != 0) return ContextRule::sequence;
+  if (is_eager(s.training.attention)) return ContextRule::eager_attention;
+  if (s.zero_optimization) return ContextRule::deepspeed;
+  if (s.parallelism.hybrid) return ContextRule::hybrid;
+  return ContextRule::ok;
+}
+
 }  // namespace dpsim

@@ -298,3 +298,18 @@ TEST_CASE("a mixed-precision run that does not fit gets what pure 16-bit trainin
   // Where even pure bf16 does not fit (8k tokens x 4 per GPU), nothing is offered.
   CHECK_THAT(memory_line({{"training.micro_batch", "4"}}), !Catch::Contains("Pure bf16"));
 }
+
+TEST_CASE("a long sequence whose activations do not fit gets the smallest context-parallel degree that fits") {
+  const auto memory_line = [](const std::vector<Override>& overrides) {
+    const Scenario s = load_scenario(src("scenarios/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml"), overrides);
+    return advise(s, evaluate(s), with_plan).at(0);
+  };
+  // 128k tokens on one GPU's share of tensor 4: 155 GB of activations; a quarter of them fits
+  const std::string one = memory_line({{"parallelism.context", "1"}});
+  REQUIRE_THAT(one, Catch::StartsWith("Does not fit"));
+  CHECK_THAT(one, Catch::Contains("Context parallelism (parallelism.context: 4, data 2: each GPU holds 1/4 of every "
+                                  "sequence, 32768 tokens): activations 38.65 GB per GPU"));
+  // Eager attention cannot run the ring: not offered
+  CHECK_THAT(memory_line({{"parallelism.context", "1"}, {"training.attention", "eager_16bit"}}),
+             !Catch::Contains("Context parallelism"));
+}

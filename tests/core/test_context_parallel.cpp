@@ -138,7 +138,7 @@ TEST_CASE("context parallelism: a ring slower than the attention is exposed, one
   OpSeconds op_s;
   op_s.forward.assign(plan.ops.size(), 0.0);
   op_s.backward.assign(plan.ops.size(), 0.0);
-  op_s.forward[static_cast<size_t>(call.overlap_op)] = 10e-3;  // 5 ms per step of 2
+  op_s.forward[static_cast<size_t>(call.overlap_op)] = 10e-3;              // 5 ms per step of 2
   CHECK(blocking_call_s(call, 8e-3, op_s, 4, 132, nccl) == Approx(3e-3));  // 8 ms of sends beside 5 ms of attention
   CHECK(blocking_call_s(call, 1e-3, op_s, 4, 132, nccl) == Approx(1e-3 * (1 - 1 / s)));
 }
@@ -148,7 +148,7 @@ TEST_CASE("context parallelism: the estimate and the simulator agree, and the ex
   const StepResult e = estimate(s, make_step_plan(s)).result;
   CHECK(e.context_comm_s > 0);
   CHECK(e.context_comm_s < 0.05 * e.step_time_s);  // GQA's 8 key/value heads: the attention hides most of the ring
-  CHECK(e.step_time_s == Approx(e.forward_s + e.backward_s + e.optimizer_s + e.tensor_comm_s + e.context_comm_s +
-                                e.exposed_comm_s)
-                             .epsilon(1e-6));
+  CHECK(e.step_time_s ==
+        Approx(e.forward_s + e.backward_s + e.optimizer_s + e.tensor_comm_s + e.context_comm_s + e.exposed_comm_s)
+            .epsilon(1e-6));
 }

@@ -680,4 +680,9 @@ struct Scenario {
 // training.cross_entropy, or its default for the scenario (core/scenario.cpp).
 CrossEntropyImpl cross_entropy_impl(const Scenario& s);
 
+// Whether `s` can run context parallelism over `context` GPUs, or the first rule it breaks (core/scenario.cpp; the
+// loader reports it with its key, the advice tries only degrees that break none).
+enum class ContextRule { ok, not_transformer, world, sequence, eager_attention, deepspeed, hybrid };
+ContextRule context_rule(const Scenario& s, int context);
+
 }  // namespace dpsim
