@@ -275,20 +275,30 @@ std::vector<fs::path> memory(const Table& t, const fs::path& out) {
 std::vector<fs::path> breakdown(const Table& t, const fs::path& out) {
   // Tensor-parallel communication is a bar of its own where the sweep has any (results.csv files from before it
   // have no tensor_comm_s column: none).
-  bool tensor = false;
-  for (const auto& r : t.rows)
-    tensor |= r.count("tensor_comm_s") && !r.at("tensor_comm_s").empty() && ms(r.at("tensor_comm_s")) > 0;
-  std::string data = "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits tensor_comm_ms\n";
+  // Context parallelism's exposed exchange likewise (context_comm_s, empty without it).
+  const auto has = [&](const char* column) {
+    for (const auto& r : t.rows)
+      if (r.count(column) && !r.at(column).empty() && ms(r.at(column)) > 0) return true;
+    return false;
+  };
+  const bool tensor = has("tensor_comm_s"), context = has("context_comm_s");
+  const auto col_ms = [](const std::map<std::string, std::string>& r, const char* column, bool present) {
+    return present && !r.at(column).empty() ? ms(r.at(column)) : 0.0;
+  };
+  std::string data =
+      "# point forward_ms backward_ms exposed_comm_ms optimizer_ms step_time_ms fits tensor_comm_ms "
+      "context_comm_ms\n";
   for (const auto& r : t.rows) {
-    data +=
-        fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {} {:.6g}\n", quoted(values(r, t.axes)),
-                    ms(r.at("forward_s")), ms(r.at("backward_s")), ms(r.at("exposed_comm_s")), ms(r.at("optimizer_s")),
-                    ms(r.at("step_time_s")), fits(r), tensor ? ms(r.at("tensor_comm_s")) : 0.0);
+    data += fmt::format("{} {:.6g} {:.6g} {:.6g} {:.6g} {:.6g} {} {:.6g} {:.6g}\n", quoted(values(r, t.axes)),
+                        ms(r.at("forward_s")), ms(r.at("backward_s")), ms(r.at("exposed_comm_s")),
+                        ms(r.at("optimizer_s")), ms(r.at("step_time_s")), fits(r), col_ms(r, "tensor_comm_s", tensor),
+                        col_ms(r, "context_comm_s", context));
   }
   write_file_atomic(out / "breakdown.dat", data);
   std::string plot =
       "plot 'breakdown.dat' using 2:xtic(1) title 'forward (forward_s)', '' using 3 title 'backward (backward_s)', ";
   if (tensor) plot += "'' using 8 title 'tensor-parallel communication, blocking (tensor_comm_s)', ";
+  if (context) plot += "'' using 9 title 'context-parallel exchange, exposed (context_comm_s)', ";
   plot +=
       "'' using 4 title 'exposed communication, not hidden by the backward (exposed_comm_s)', "
       "'' using 5 title 'optimizer (optimizer_s)'";

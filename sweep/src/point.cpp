@@ -43,6 +43,8 @@ const std::vector<std::pair<const char*, const char*>> kFigures = {
     {"tensor_comm_s", "/step/tensor_comm_s"},
     {"model_flops_per_s_per_gpu", "/throughput/model_flops_per_s_per_gpu"},
     {"mfu", "/throughput/mfu"},
+    {"context", "/parallelism/context"},         // empty without context parallelism (the JSON has it when > 1)
+    {"context_comm_s", "/step/context_comm_s"},  // likewise
 };
 
 std::string csv_field(std::string text) {
