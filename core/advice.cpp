@@ -145,6 +145,9 @@ std::string sharding_alternatives(const Scenario& s, const StepResult& r, const 
     t.parallelism.shard_group = 0;
     if (k == Sharding::zero1) t.fsdp = Fsdp{};              // FSDP's knobs do not apply to zero1
     if (k == Sharding::zero3) t.zero_optimization.reset();  // DeepSpeed's stage 1/2 knobs do not apply to zero3
+    if (t.parallelism.pipeline > 1 &&
+        !sharding_modelled_with_pipeline(k, t.parallelism.hybrid, t.zero_optimization.has_value()))
+      continue;  // the loader refuses it (check_sharding_with_pipeline)
     variants.push_back({to_string(k),
                         fmt::format("parallelism.sharding: {}{}", to_string(k),
                                     s.parallelism.hybrid ? ", without parallelism.shard_group" : ""),
@@ -257,14 +260,14 @@ std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate
                                                   format_bytes(r.unsharded_bytes_per_gpu))
                                     : "",
       format_bytes(r.runtime_bytes_per_gpu()), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
-  if (s.training.autocast() && s.data_parallel() > 1) {
+  if (s.training.autocast() && s.data_parallel() * s.parallelism.context > 1) {
     // Sharding and LoRA are modelled with their own mixed precision, not autocast (load_scenario.cpp check_autocast).
     text += fmt::format(
         " Sharding and LoRA are modelled with their own mixed precision, not autocast: set training.param_dtype {} "
         "(without compute_dtype) to see them.",
         to_string(s.training.compute()));
-  } else if (s.data_parallel() > 1) {
-    text += " Sharded over the " + std::to_string(s.data_parallel()) + " data-parallel GPUs:";
+  } else if (s.data_parallel() * s.parallelism.context > 1) {
+    text += " Sharded over the " + std::to_string(s.data_parallel() * s.parallelism.context) + " data-parallel GPUs:";
     text += sharding_alternatives(s, r, evaluate);
   }
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {

@@ -504,7 +504,9 @@ void check_context(const YNode& root, const Scenario& s) {
 void check_sharding_with_pipeline(const YNode& root, const Scenario& s) {
   if (s.parallelism.pipeline <= 1) return;
   const Sharding sharding = s.parallelism.sharding;
-  if (sharding == Sharding::none || sharding == Sharding::zero1) return;
+  if (sharding_modelled_with_pipeline(sharding, s.parallelism.hybrid, s.zero_optimization.has_value()) &&
+      !s.fsdp.reshard_after_forward.value_or(false))
+    return;
   if (s.zero_optimization)
     root.at("zero_optimization")
         .fail(

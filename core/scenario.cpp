@@ -315,6 +315,11 @@ const char* to_string(BackwardPrefetch prefetch) {
   return "?";
 }
 
+bool sharding_modelled_with_pipeline(Sharding sharding, bool hybrid, bool deepspeed) {
+  if (sharding == Sharding::none) return true;
+  return !deepspeed && !hybrid && (sharding == Sharding::zero1 || sharding == Sharding::zero3);
+}
+
 // Megatron-LM's rules for context parallelism: a transformer's attention; the world divisible by tensor x context x
 // pipeline (arguments.py at d98e8a6, "world size ... is not divisible by total_model_size"); the sequence split into 2
 // x context chunks (:1335-1338); Transformer Engine's flash or fused attention, not eager; and the gradient groups

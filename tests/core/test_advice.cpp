@@ -313,3 +313,16 @@ TEST_CASE("a long sequence whose activations do not fit gets the smallest contex
   CHECK_THAT(memory_line({{"parallelism.context", "1"}, {"training.attention", "eager_16bit"}}),
              !Catch::Contains("Context parallelism"));
 }
+
+TEST_CASE("with pipeline stages the advice offers only the sharding the loader accepts there (zero1, full_shard)") {
+  const Scenario s =
+      load_scenario(src("scenarios/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml"), {{"parallelism.context", "1"}});
+  const std::string line = advise(s, evaluate(s), with_plan).at(0);
+  REQUIRE_THAT(line, Catch::StartsWith("Does not fit"));
+  CHECK_THAT(line, Catch::Contains("zero3:"));
+  CHECK_THAT(line, !Catch::Contains("zero2:"));  // shard_grad_op with pipeline stages: refused by the loader
+  // The loader refuses what the advice leaves out
+  CHECK_THROWS_WITH(
+      load_scenario(src("scenarios/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml"), {{"parallelism.sharding", "zero2"}}),
+      Catch::Contains("zero2 with pipeline parallelism is not modelled yet"));
+}

@@ -680,6 +680,11 @@ struct Scenario {
 // training.cross_entropy, or its default for the scenario (core/scenario.cpp).
 CrossEntropyImpl cross_entropy_impl(const Scenario& s);
 
+// Which sharding dpsim models under pipeline stages: none, zero1 (Megatron's distributed optimizer) and FSDP's
+// full_shard (torchtitan's); not DeepSpeed's stages, zero2 or HSDP (the loader refuses them, the advice does not offer
+// them).
+bool sharding_modelled_with_pipeline(Sharding sharding, bool hybrid, bool deepspeed);
+
 // Whether `s` can run context parallelism over `context` GPUs, or the first rule it breaks (core/scenario.cpp; the
 // loader reports it with its key, the advice tries only degrees that break none).
 enum class ContextRule { ok, not_transformer, world, sequence, eager_attention, deepspeed, hybrid };
