@@ -369,7 +369,8 @@ struct Run final : StepExecutor {
       comm_end = std::max(comm_end, c.end);
     if (options.timeline)
       timeline.push_back({0, program->streams[static_cast<size_t>(in.stream)],
-                          fmt::format("{} b{} {} {}/{}", label(call.kind), call.index, format_bytes(call.bytes),
+                          fmt::format("{}{} b{} {} {}/{}", call.group == GroupKind::context ? "context-parallel " : "",
+                                      label(call.kind), call.index, format_bytes(call.bytes),
                                       to_string(c.cost.algorithm), to_string(c.cost.protocol)),
                           c.start, c.end});
     progress.tick("bucket", static_cast<size_t>(in.comm) + 1, calls.size());
