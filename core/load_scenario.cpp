@@ -330,7 +330,10 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
   }
   parse_pipeline(n, t, model, p);
   const int world = t.world_size() / (p.tensor * p.context * p.pipeline);
-  if (auto v = n.get("data")) {
+  // A context degree that does not divide the world is refused with its own rule (check_context), not as a data
+  // degree that a stated data could never match.
+  const bool divides = t.world_size() % (p.tensor * p.context * p.pipeline) == 0;
+  if (auto v = n.get("data"); v && divides) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
       v->fail(data_degree_mismatch(t.world_size(), p));
   }
