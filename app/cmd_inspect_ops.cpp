@@ -59,11 +59,13 @@ nlohmann::json to_json(const StepPlan& plan, const OpSeconds& t, const std::map<
   nlohmann::json totals = nlohmann::json::object();
   for (const auto& [kind, k] : kinds)
     totals[kind] = {{"ops", k.ops}, {"forward_s", k.forward_s}, {"backward_s", k.backward_s}};
-  return {{"scenario", plan.scenario},
-          {"micro_batch", plan.micro_batch},
-          {"sequence_length", plan.sequence_length},
-          {"ops", ops},
-          {"totals_by_kind", totals}};
+  nlohmann::json out = {{"scenario", plan.scenario},
+                        {"micro_batch", plan.micro_batch},
+                        {"sequence_length", plan.sequence_length},
+                        {"ops", ops},
+                        {"totals_by_kind", totals}};
+  if (plan.dims.context > 1) out["context"] = plan.dims.context;  // each op on sequence_length / context tokens
+  return out;
 }
 
 std::string to_text(const Scenario& s, const StepPlan& plan, const OpSeconds& t,
@@ -83,9 +85,13 @@ std::string to_text(const Scenario& s, const StepPlan& plan, const OpSeconds& t,
                     op.recompute_forward ? "yes" : ""});
   }
   std::string out = fmt::format(
-      "{}: compute of one micro-batch ({} x {} tokens) on one {} GPU, op by op (backward ms includes the forward "
+      "{}: compute of one micro-batch ({} x {} tokens{}) on one {} GPU, op by op (backward ms includes the forward "
       "that activation checkpointing reruns where recompute says yes; GB = 1e9 bytes)\n",
-      plan.scenario, plan.micro_batch, plan.sequence_length, s.topology.gpu.key);
+      plan.scenario, plan.micro_batch, plan.sequence_length,
+      plan.dims.context > 1 ? fmt::format(", {} of them on this GPU: context parallelism over {}",
+                                          plan.sequence_length / plan.dims.context, plan.dims.context)
+                            : "",
+      s.topology.gpu.key);
   out += render_table(rows);
   if (hidden > 0) out += fmt::format("({} ops of later blocks not shown: --all lists them)\n", hidden);
   std::vector<std::vector<std::string>> sums{{"kind", "ops", "forward ms", "backward ms", "share"}};
@@ -110,7 +116,7 @@ void register_inspect_ops(CLI::App& inspect) {
   cmd->add_flag("--json", args->json,
                 "Print JSON: {scenario, micro_batch, sequence_length, ops: [{name, kind, forward_s, backward_s, "
                 "forward_flops, backward_flops, forward_bytes, backward_bytes, bias_grad_bytes, recompute_forward}], "
-                "totals_by_kind}");
+                "totals_by_kind, context (with context parallelism)}");
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
   add_set_option(cmd, args->sets);
   cmd->callback([args] {

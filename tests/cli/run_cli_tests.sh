@@ -189,6 +189,7 @@ check predict-tp-comm-overlap-backward 0 "tensor-parallel communication" -- "$dp
 # parallelism.context is predicted, not measured: the backend's attention is one kernel over the whole sequence
 check measure-refuses-context 2 "parallelism.context 8: the GPU backend's attention is one kernel over the whole sequence" -- "$dpsim" measure --dry-run "$s/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml"
 check predict-context-json 0 '"context": 8' -- "$dpsim" predict "$s/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml" --json
+check inspect-ops-context 0 "1 x 131072 tokens, 16384 of them on this GPU: context parallelism over 8" -- "$dpsim" inspect ops "$s/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml"
 check predict-context-table 0 "context-parallel exchange .*what the ring's sends leave exposed beside the attention" -- "$dpsim" predict "$s/llama3.1-8b-128k-tp4-cp8-pp2-64xh100.yaml" --no-advice
 # training.master_weights false (pure bf16) is predicted, not measured: the backend's optimizer keeps an fp32 master
 sed -e 's|^model: \.\./|model: '"$src"'/|' -e 's|^  param_dtype: bf16|  param_dtype: bf16\n  master_weights: false|' "$s/llama3.1-8b-8xh100.yaml" >"$fp8dir/pure.yaml"
