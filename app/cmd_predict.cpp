@@ -48,10 +48,9 @@ Section collective_section(const StepResult& r) {
     e.second += b.bytes;
   }
   for (const auto& [choice, e] : by_choice)
-    c.add(choice,
-          fmt::format(
-              "{} bucket{}, {}{}", e.first, e.first == 1 ? "" : "s", format_bytes(static_cast<double>(e.second)),
-              r.data_parallel * r.context_parallel == 1 ? " (a data-parallel group of 1 GPU: nothing moves)" : ""));
+    c.add(choice, fmt::format("{} bucket{}, {}{}", e.first, e.first == 1 ? "" : "s",
+                              format_bytes(static_cast<double>(e.second)),
+                              r.data_group_gpus() == 1 ? " (a data-parallel group of 1 GPU: nothing moves)" : ""));
   return c;
 }
 

@@ -91,7 +91,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
   else
     mem.add(fmt::format("model state ({}, {:.0f} B/param, {} over {} GPUs)", optimizer, per_param,
                         s.parallelism.sharding_as_written,
-                        s.parallelism.hybrid ? s.parallelism.shard_group : r.data_parallel * r.context_parallel),
+                        s.parallelism.hybrid ? s.parallelism.shard_group : r.data_group_gpus()),
             format_bytes(r.model_state_bytes_per_gpu));
   if (r.unsharded_bytes_per_gpu > 0)
     mem.add(unsharded_memory_label(s.parallelism.pipeline), format_bytes(r.unsharded_bytes_per_gpu));
@@ -124,7 +124,7 @@ std::vector<Section> common_sections(const Scenario& s, const StepResult& r) {
 
 // One all-reduce of a GPU's gradients over its data-parallel group, as a single message (estimate.cpp fill_common).
 Section allreduce_section(const Scenario& s, const StepResult& r) {
-  const int group = r.data_parallel * r.context_parallel;  // with context parallelism: data x context GPUs
+  const int group = r.data_group_gpus();
   Section ar{r.tensor_parallel > 1 || r.context_parallel > 1
                  ? fmt::format("All-reduce of a GPU's gradients as one message (over its data-parallel group of {} "
                                "GPU{}{})",

@@ -260,14 +260,14 @@ std::string memory_advice(const Scenario& s, const StepResult& r, const Evaluate
                                                   format_bytes(r.unsharded_bytes_per_gpu))
                                     : "",
       format_bytes(r.runtime_bytes_per_gpu()), s.topology.gpu.name, format_bytes(r.gpu_memory_bytes));
-  if (s.training.autocast() && s.data_parallel() * s.parallelism.context > 1) {
+  if (s.training.autocast() && s.data_group_gpus() > 1) {
     // Sharding and LoRA are modelled with their own mixed precision, not autocast (load_scenario.cpp check_autocast).
     text += fmt::format(
         " Sharding and LoRA are modelled with their own mixed precision, not autocast: set training.param_dtype {} "
         "(without compute_dtype) to see them.",
         to_string(s.training.compute()));
-  } else if (s.data_parallel() * s.parallelism.context > 1) {
-    text += " Sharded over the " + std::to_string(s.data_parallel() * s.parallelism.context) + " data-parallel GPUs:";
+  } else if (s.data_group_gpus() > 1) {
+    text += " Sharded over the " + std::to_string(s.data_group_gpus()) + " data-parallel GPUs:";
     text += sharding_alternatives(s, r, evaluate);
   }
   if (r.ddp_buffer_bytes_per_gpu > 0 && need - r.ddp_buffer_bytes_per_gpu <= r.gpu_memory_bytes) {

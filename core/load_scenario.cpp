@@ -277,7 +277,7 @@ void parse_pipeline(const YNode& n, const Topology& t, const ModelSpec& model, P
 
 // The data degree a stated `parallelism.data` must equal: the world over the tensor, context and pipeline degrees.
 std::string data_degree_mismatch(int world_size, const Parallelism& p) {
-  const int data = world_size / (p.tensor * p.context * p.pipeline);
+  const int data = world_size / p.model_parallel_gpus();
   std::string split;
   if (p.tensor > 1) split += fmt::format(" / tensor {}", p.tensor);
   if (p.context > 1) split += fmt::format(" / context {}", p.context);
@@ -329,10 +329,10 @@ Parallelism parse_parallelism(const YNode& n, const Topology& t, const ModelSpec
                       to_string(p.tp_comm_overlap)));
   }
   parse_pipeline(n, t, model, p);
-  const int world = t.world_size() / (p.tensor * p.context * p.pipeline);
+  const int world = t.world_size() / p.model_parallel_gpus();
   // A context degree that does not divide the world is refused with its own rule (check_context), not as a data
   // degree that a stated data could never match.
-  const bool divides = t.world_size() % (p.tensor * p.context * p.pipeline) == 0;
+  const bool divides = t.world_size() % p.model_parallel_gpus() == 0;
   if (auto v = n.get("data"); v && divides) {
     if (!(v->is_scalar() && v->as_string() == "auto") && v->as_int(1, 1 << 24) != world)
       v->fail(data_degree_mismatch(t.world_size(), p));

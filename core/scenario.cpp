@@ -328,7 +328,9 @@ bool sharding_modelled_with_pipeline(Sharding sharding, bool hybrid, bool deepsp
 ContextRule context_rule(const Scenario& s, int context) {
   if (context <= 1) return ContextRule::ok;
   if (!s.model.transformer) return ContextRule::not_transformer;
-  if (s.world_size() % (s.parallelism.tensor * context * s.parallelism.pipeline) != 0) return ContextRule::world;
+  Parallelism p = s.parallelism;
+  p.context = context;
+  if (s.world_size() % p.model_parallel_gpus() != 0) return ContextRule::world;
   if (s.training.sequence_length % (2 * context) != 0) return ContextRule::sequence;
   if (is_eager(s.training.attention)) return ContextRule::eager_attention;
   if (s.zero_optimization) return ContextRule::deepspeed;

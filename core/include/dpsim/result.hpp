@@ -182,6 +182,7 @@ struct StepResult {
   int data_parallel = 1;
   int tensor_parallel = 1;
   int context_parallel = 1;
+  int data_group_gpus() const { return data_parallel * context_parallel; }  // the gradients' group: data x context
   int pipeline_parallel = 1;
   std::string pipeline_schedule;  // with pipeline stages: gpipe, 1f1b, interleaved_1f1b
   int virtual_stages = 1;

@@ -613,6 +613,8 @@ struct Parallelism {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;
   std::vector<int> pipeline_layers;
+  // The GPUs one data-parallel replica spans: tensor x context x pipeline (the world is a multiple of it).
+  int model_parallel_gpus() const { return tensor * context * pipeline; }
 };
 
 // FSDP's knobs that change the step's timing, with PyTorch's defaults (FullyShardedDataParallel.__init__).
@@ -670,7 +672,9 @@ struct Scenario {
   std::optional<double> price_per_gpu_hour;  // cluster.price_per_gpu_hour, in the user's currency
   int world_size() const { return topology.world_size(); }
   // Data-parallel replicas: the GPUs that tensor, context and pipeline parallelism leave.
-  int data_parallel() const { return world_size() / (parallelism.tensor * parallelism.context * parallelism.pipeline); }
+  int data_parallel() const { return world_size() / parallelism.model_parallel_gpus(); }
+  // The GPUs that reduce (and shard) a gradient together: data x context (groups.hpp GroupKind::data).
+  int data_group_gpus() const { return data_parallel() * parallelism.context; }
   // Samples one step trains on: micro-batch x accumulation on each data-parallel replica.
   int64_t samples_per_step() const {
     return static_cast<int64_t>(data_parallel()) * training.micro_batch * training.gradient_accumulation;
